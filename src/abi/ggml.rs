@@ -1,0 +1,131 @@
+//! `#[repr(C)]` mirrors of the ggml core types this library reads and writes, and the
+//! ggml core functions (target ggml-base, which stays C) that it calls.
+//!
+//! Layouts follow `ggml.h` and the private `ggml-impl.h` of the pinned ggml 0.9.11; the
+//! ctest `abi_layout` compares every size and offset with the C compiler's.
+
+#![allow(non_camel_case_types)]
+
+use std::ffi::{c_char, c_int, c_void};
+
+pub const GGML_MAX_DIMS: usize = 4;
+pub const GGML_MAX_SRC: usize = 10;
+pub const GGML_MAX_OP_PARAMS: usize = 64;
+pub const GGML_MAX_NAME: usize = 64;
+
+/// Alignment of every tensor in a CPU buffer (`TENSOR_ALIGNMENT` in ggml-impl.h).
+pub const TENSOR_ALIGNMENT: usize = 32;
+
+/// `enum ggml_status`.
+pub type ggml_status = c_int;
+pub const GGML_STATUS_ALLOC_FAILED: ggml_status = -2;
+pub const GGML_STATUS_FAILED: ggml_status = -1;
+pub const GGML_STATUS_SUCCESS: ggml_status = 0;
+pub const GGML_STATUS_ABORTED: ggml_status = 1;
+
+/// `enum ggml_log_level`.
+pub type ggml_log_level = c_int;
+pub const GGML_LOG_LEVEL_DEBUG: ggml_log_level = 1;
+pub const GGML_LOG_LEVEL_INFO: ggml_log_level = 2;
+pub const GGML_LOG_LEVEL_WARN: ggml_log_level = 3;
+pub const GGML_LOG_LEVEL_ERROR: ggml_log_level = 4;
+
+/// `enum ggml_type`, kept as its integer value: this library never interprets it.
+pub type ggml_type = c_int;
+/// `enum ggml_op`; only the view operations are named here.
+pub type ggml_op = c_int;
+
+/// `ggml_guid`: 16 bytes identifying a backend implementation.
+pub type ggml_guid = [u8; 16];
+pub type ggml_guid_t = *mut ggml_guid;
+
+/// `struct ggml_tensor` (ggml.h).
+#[repr(C)]
+pub struct ggml_tensor {
+    pub type_: ggml_type,
+    pub buffer: *mut super::backend::ggml_backend_buffer,
+    pub ne: [i64; GGML_MAX_DIMS],
+    pub nb: [usize; GGML_MAX_DIMS],
+    pub op: ggml_op,
+    pub op_params: [i32; GGML_MAX_OP_PARAMS / 4],
+    pub flags: i32,
+    pub src: [*mut ggml_tensor; GGML_MAX_SRC],
+    pub view_src: *mut ggml_tensor,
+    pub view_offs: usize,
+    pub data: *mut c_void,
+    pub name: [c_char; GGML_MAX_NAME],
+    pub extra: *mut c_void,
+    pub padding: [c_char; 8],
+}
+
+/// `struct ggml_hash_set` (ggml-impl.h).
+#[repr(C)]
+pub struct ggml_hash_set {
+    pub size: usize,
+    pub used: *mut u32,
+    pub keys: *mut *mut ggml_tensor,
+}
+
+/// `struct ggml_cgraph` (ggml-impl.h). Private to ggml, but its layout is part of the
+/// contract between ggml-base and the backend layer.
+#[repr(C)]
+pub struct ggml_cgraph {
+    pub size: c_int,
+    pub n_nodes: c_int,
+    pub n_leafs: c_int,
+    pub nodes: *mut *mut ggml_tensor,
+    pub grads: *mut *mut ggml_tensor,
+    pub grad_accs: *mut *mut ggml_tensor,
+    pub leafs: *mut *mut ggml_tensor,
+    pub use_counts: *mut i32,
+    pub visited_hash_set: ggml_hash_set,
+    pub order: c_int,
+}
+
+/// `struct ggml_init_params`.
+#[repr(C)]
+pub struct ggml_init_params {
+    pub mem_size: usize,
+    pub mem_buffer: *mut c_void,
+    pub no_alloc: bool,
+}
+
+/// Opaque `struct ggml_context`.
+#[repr(C)]
+pub struct ggml_context {
+    _private: [u8; 0],
+}
+
+// Values of the view operations in `enum ggml_op` at the pin; checked by the ctest `abi_layout`.
+pub const GGML_OP_RESHAPE: ggml_op = 36;
+pub const GGML_OP_VIEW: ggml_op = 37;
+pub const GGML_OP_PERMUTE: ggml_op = 38;
+pub const GGML_OP_TRANSPOSE: ggml_op = 39;
+
+extern "C" {
+    pub fn ggml_nbytes(tensor: *const ggml_tensor) -> usize;
+    pub fn ggml_abort(file: *const c_char, line: c_int, fmt: *const c_char, ...) -> !;
+    pub fn ggml_log_internal(level: ggml_log_level, format: *const c_char, ...);
+
+    pub fn ggml_aligned_malloc(size: usize) -> *mut c_void;
+    pub fn ggml_aligned_free(ptr: *mut c_void, size: usize);
+
+    pub fn ggml_init(params: ggml_init_params) -> *mut ggml_context;
+    pub fn ggml_free(ctx: *mut ggml_context);
+    pub fn ggml_tensor_overhead() -> usize;
+    pub fn ggml_graph_overhead_custom(size: usize, grads: bool) -> usize;
+    pub fn ggml_new_graph_custom(
+        ctx: *mut ggml_context,
+        size: usize,
+        grads: bool,
+    ) -> *mut ggml_cgraph;
+    pub fn ggml_dup_tensor(ctx: *mut ggml_context, src: *const ggml_tensor) -> *mut ggml_tensor;
+    pub fn ggml_set_name(tensor: *mut ggml_tensor, name: *const c_char) -> *mut ggml_tensor;
+    pub fn ggml_graph_view(cgraph: *mut ggml_cgraph, i0: c_int, i1: c_int) -> ggml_cgraph;
+
+    /// ggml-alloc.c: allocates every tensor of `ctx` in one buffer of `backend`.
+    pub fn ggml_backend_alloc_ctx_tensors(
+        ctx: *mut ggml_context,
+        backend: *mut super::backend::ggml_backend,
+    ) -> *mut super::backend::ggml_backend_buffer;
+}

@@ -1,0 +1,577 @@
+//! Typed, non-null handles over the C structs, with one method per vtable entry.
+//!
+//! A handle is created only by `from_ptr` (unsafe: the caller vouches that the pointer names
+//! a live object whose vtable was filled in per the ABI). After that, every method is safe:
+//! the `unsafe` needed to read fields and call function pointers is confined to this file,
+//! and each optional entry is checked before it is called.
+
+use std::ffi::{c_char, c_void, CStr};
+use std::ptr::{self, NonNull};
+
+use super::backend::*;
+use super::ggml::*;
+use crate::log::ggml_assert;
+
+macro_rules! handle {
+    ($(#[$doc:meta])* $name:ident => $c:ty) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+        #[repr(transparent)]
+        pub struct $name(NonNull<$c>);
+
+        impl $name {
+            /// # Safety
+            /// `ptr` is NULL or points to a live object of this type with a valid vtable,
+            /// which outlives every use of the returned handle.
+            pub unsafe fn from_ptr(ptr: *mut $c) -> Option<Self> {
+                NonNull::new(ptr).map(Self)
+            }
+
+            pub fn as_ptr(self) -> *mut $c {
+                self.0.as_ptr()
+            }
+
+            fn raw(&self) -> &$c {
+                // SAFETY: from_ptr's contract: the object is alive while the handle is used.
+                unsafe { self.0.as_ref() }
+            }
+        }
+
+        // Handles are plain addresses; the objects they name are shared with C threads by design.
+        unsafe impl Send for $name {}
+        unsafe impl Sync for $name {}
+    };
+}
+
+handle!(/// `ggml_backend_buffer_type_t`
+    Buft => ggml_backend_buffer_type);
+handle!(/// `ggml_backend_buffer_t`
+    Buffer => ggml_backend_buffer);
+handle!(/// `ggml_backend_t`
+    Backend => ggml_backend);
+handle!(/// `ggml_backend_dev_t`
+    Device => ggml_backend_device);
+handle!(/// `ggml_backend_reg_t`
+    Reg => ggml_backend_reg);
+handle!(/// `ggml_backend_event_t`
+    Event => ggml_backend_event);
+handle!(/// `struct ggml_tensor *`
+    Tensor => ggml_tensor);
+handle!(/// `struct ggml_cgraph *`
+    Graph => ggml_cgraph);
+
+/// Reads a vtable entry that the ABI makes mandatory, aborting with its name when a backend
+/// left it NULL (upstream would jump to address 0).
+macro_rules! required {
+    ($iface:expr, $entry:ident, $what:literal) => {
+        match $iface.$entry {
+            Some(f) => f,
+            None => $crate::log::abort(
+                file!(),
+                line!(),
+                concat!(
+                    $what,
+                    ": the backend does not implement the mandatory callback `",
+                    stringify!($entry),
+                    "`"
+                ),
+            ),
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------------------
+
+impl Buft {
+    pub fn iface(&self) -> ggml_backend_buffer_type_i {
+        self.raw().iface
+    }
+    pub fn device(&self) -> ggml_backend_dev_t {
+        self.raw().device
+    }
+    pub fn context(&self) -> *mut c_void {
+        self.raw().context
+    }
+    pub fn name(&self) -> *const c_char {
+        let f = required!(self.iface(), get_name, "ggml_backend_buft_name");
+        // SAFETY: vtable entry of a live buffer type, called with that buffer type.
+        unsafe { f(self.as_ptr()) }
+    }
+    pub fn alloc_buffer(&self, size: usize) -> ggml_backend_buffer_t {
+        let f = required!(self.iface(), alloc_buffer, "ggml_backend_buft_alloc_buffer");
+        // SAFETY: as above.
+        unsafe { f(self.as_ptr(), size) }
+    }
+    pub fn alignment(&self) -> usize {
+        let f = required!(
+            self.iface(),
+            get_alignment,
+            "ggml_backend_buft_get_alignment"
+        );
+        // SAFETY: as above.
+        unsafe { f(self.as_ptr()) }
+    }
+    /// Largest buffer this type can allocate; `usize::MAX` when the type does not say.
+    pub fn max_size(&self) -> usize {
+        match self.iface().get_max_size {
+            // SAFETY: as above.
+            Some(f) => unsafe { f(self.as_ptr()) },
+            None => usize::MAX,
+        }
+    }
+    /// Bytes the tensor needs in a buffer of this type, padding included; `ggml_nbytes` by default.
+    pub fn alloc_size(&self, tensor: Tensor) -> usize {
+        let nbytes = tensor.nbytes();
+        match self.iface().get_alloc_size {
+            Some(f) => {
+                // SAFETY: as above; the tensor is live.
+                let size = unsafe { f(self.as_ptr(), tensor.as_ptr()) };
+                ggml_assert!(
+                    size >= nbytes,
+                    "ggml_backend_buft_get_alloc_size: buffer type reports {size} bytes for a tensor of {nbytes} bytes"
+                );
+                size
+            }
+            None => nbytes,
+        }
+    }
+    pub fn is_host(&self) -> bool {
+        match self.iface().is_host {
+            // SAFETY: as above.
+            Some(f) => unsafe { f(self.as_ptr()) },
+            None => false,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+impl Buffer {
+    pub fn iface(&self) -> ggml_backend_buffer_i {
+        self.raw().iface
+    }
+    pub fn buft(&self) -> ggml_backend_buffer_type_t {
+        self.raw().buft
+    }
+    pub fn context(&self) -> *mut c_void {
+        self.raw().context
+    }
+    pub fn size(&self) -> usize {
+        self.raw().size
+    }
+    pub fn usage(&self) -> ggml_backend_buffer_usage {
+        self.raw().usage
+    }
+    pub fn set_usage_field(&self, usage: ggml_backend_buffer_usage) {
+        // SAFETY: the buffer is live; `usage` is a plain field that C code only reads.
+        unsafe { (*self.as_ptr()).usage = usage }
+    }
+    /// The buffer's type; aborts when a backend created a buffer without one.
+    pub fn buft_handle(&self) -> Buft {
+        // SAFETY: a buffer's type outlives the buffer.
+        match unsafe { Buft::from_ptr(self.buft()) } {
+            Some(b) => b,
+            None => crate::log::abort(file!(), line!(), "ggml backend buffer has no buffer type"),
+        }
+    }
+    pub fn call_get_base(&self) -> Option<*mut c_void> {
+        // SAFETY: vtable entry of a live buffer.
+        self.iface().get_base.map(|f| unsafe { f(self.as_ptr()) })
+    }
+    pub fn init_tensor(&self, tensor: Tensor) -> ggml_status {
+        match self.iface().init_tensor {
+            // SAFETY: vtable entry of a live buffer, with a live tensor.
+            Some(f) => unsafe { f(self.as_ptr(), tensor.as_ptr()) },
+            None => GGML_STATUS_SUCCESS,
+        }
+    }
+    pub fn clear(&self, value: u8) {
+        let f = required!(self.iface(), clear, "ggml_backend_buffer_clear");
+        // SAFETY: as above.
+        unsafe { f(self.as_ptr(), value) }
+    }
+    pub fn reset(&self) {
+        if let Some(f) = self.iface().reset {
+            // SAFETY: as above.
+            unsafe { f(self.as_ptr()) }
+        }
+    }
+    /// # Safety
+    /// `data` is readable for `size` bytes; `offset + size` lies inside the tensor.
+    pub unsafe fn set_tensor(
+        &self,
+        tensor: Tensor,
+        data: *const c_void,
+        offset: usize,
+        size: usize,
+    ) {
+        let f = required!(self.iface(), set_tensor, "ggml_backend_tensor_set");
+        f(self.as_ptr(), tensor.as_ptr(), data, offset, size)
+    }
+    /// # Safety
+    /// `data` is writable for `size` bytes; `offset + size` lies inside the tensor.
+    pub unsafe fn get_tensor(&self, tensor: Tensor, data: *mut c_void, offset: usize, size: usize) {
+        let f = required!(self.iface(), get_tensor, "ggml_backend_tensor_get");
+        f(self.as_ptr(), tensor.as_ptr(), data, offset, size)
+    }
+    /// Caller has checked that `offset + size` lies inside the tensor.
+    pub fn memset_tensor(&self, tensor: Tensor, value: u8, offset: usize, size: usize) {
+        let f = required!(self.iface(), memset_tensor, "ggml_backend_tensor_memset");
+        // SAFETY: bounds checked by the caller against the tensor's size.
+        unsafe { f(self.as_ptr(), tensor.as_ptr(), value, offset, size) }
+    }
+    /// Tries the buffer's own copy into `dst` (which lives in this buffer).
+    pub fn cpy_tensor(&self, src: Tensor, dst: Tensor) -> bool {
+        match self.iface().cpy_tensor {
+            // SAFETY: both tensors are live and have the same layout (checked by callers).
+            Some(f) => unsafe { f(self.as_ptr(), src.as_ptr(), dst.as_ptr()) },
+            None => false,
+        }
+    }
+    pub fn free_buffer_fn(&self) -> Option<unsafe extern "C" fn(ggml_backend_buffer_t)> {
+        self.iface().free_buffer
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+impl Backend {
+    pub fn iface(&self) -> ggml_backend_i {
+        self.raw().iface
+    }
+    pub fn guid(&self) -> ggml_guid_t {
+        self.raw().guid
+    }
+    pub fn device(&self) -> ggml_backend_dev_t {
+        self.raw().device
+    }
+    pub fn device_handle(&self, what: &str) -> Device {
+        // SAFETY: a backend's device outlives it.
+        match unsafe { Device::from_ptr(self.device()) } {
+            Some(d) => d,
+            None => crate::log::abort(file!(), line!(), &format!("{what}: backend has no device")),
+        }
+    }
+    pub fn name(&self) -> *const c_char {
+        let f = required!(self.iface(), get_name, "ggml_backend_name");
+        // SAFETY: vtable entry of a live backend.
+        unsafe { f(self.as_ptr()) }
+    }
+    pub fn free(self) {
+        let f = required!(self.iface(), free, "ggml_backend_free");
+        // SAFETY: as above; the handle is consumed.
+        unsafe { f(self.as_ptr()) }
+    }
+    pub fn synchronize(&self) {
+        if let Some(f) = self.iface().synchronize {
+            // SAFETY: as above.
+            unsafe { f(self.as_ptr()) }
+        }
+    }
+    pub fn graph_compute(&self, graph: Graph) -> ggml_status {
+        let f = required!(self.iface(), graph_compute, "ggml_backend_graph_compute");
+        // SAFETY: as above, with a live graph.
+        unsafe { f(self.as_ptr(), graph.as_ptr()) }
+    }
+    pub fn graph_optimize(&self, graph: Graph) {
+        if let Some(f) = self.iface().graph_optimize {
+            // SAFETY: as above.
+            unsafe { f(self.as_ptr(), graph.as_ptr()) }
+        }
+    }
+    pub fn event_record(&self, event: Event) {
+        let f = required!(self.iface(), event_record, "ggml_backend_event_record");
+        // SAFETY: as above, with a live event.
+        unsafe { f(self.as_ptr(), event.as_ptr()) }
+    }
+    pub fn event_wait(&self, event: Event) {
+        let f = required!(self.iface(), event_wait, "ggml_backend_event_wait");
+        // SAFETY: as above.
+        unsafe { f(self.as_ptr(), event.as_ptr()) }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+impl Device {
+    pub fn iface(&self) -> ggml_backend_device_i {
+        self.raw().iface
+    }
+    pub fn reg(&self) -> ggml_backend_reg_t {
+        self.raw().reg
+    }
+    pub fn name(&self) -> *const c_char {
+        let f = required!(self.iface(), get_name, "ggml_backend_dev_name");
+        // SAFETY: vtable entry of a live device.
+        unsafe { f(self.as_ptr()) }
+    }
+    /// The device name as Rust text (lossy), for comparisons and messages.
+    pub fn name_string(&self) -> String {
+        c_str_lossy(self.name())
+    }
+    pub fn description(&self) -> *const c_char {
+        let f = required!(
+            self.iface(),
+            get_description,
+            "ggml_backend_dev_description"
+        );
+        // SAFETY: as above.
+        unsafe { f(self.as_ptr()) }
+    }
+    pub fn memory(&self, free: &mut usize, total: &mut usize) {
+        let f = required!(self.iface(), get_memory, "ggml_backend_dev_memory");
+        // SAFETY: as above, with two valid destinations.
+        unsafe { f(self.as_ptr(), free, total) }
+    }
+    pub fn dev_type(&self) -> ggml_backend_dev_type {
+        let f = required!(self.iface(), get_type, "ggml_backend_dev_type");
+        // SAFETY: as above.
+        unsafe { f(self.as_ptr()) }
+    }
+    pub fn props(&self, props: &mut ggml_backend_dev_props) {
+        let f = required!(self.iface(), get_props, "ggml_backend_dev_get_props");
+        // SAFETY: as above; `props` is a valid, exclusive destination.
+        unsafe { f(self.as_ptr(), props) }
+    }
+    pub fn init_backend(&self, params: Option<&CStr>) -> ggml_backend_t {
+        let f = required!(self.iface(), init_backend, "ggml_backend_dev_init");
+        // SAFETY: as above; params is NULL or a valid C string.
+        unsafe { f(self.as_ptr(), params.map_or(ptr::null(), CStr::as_ptr)) }
+    }
+    pub fn buffer_type(&self) -> ggml_backend_buffer_type_t {
+        let f = required!(
+            self.iface(),
+            get_buffer_type,
+            "ggml_backend_dev_buffer_type"
+        );
+        // SAFETY: as above.
+        unsafe { f(self.as_ptr()) }
+    }
+    pub fn host_buffer_type(&self) -> ggml_backend_buffer_type_t {
+        match self.iface().get_host_buffer_type {
+            // SAFETY: as above.
+            Some(f) => unsafe { f(self.as_ptr()) },
+            None => ptr::null_mut(),
+        }
+    }
+    /// # Safety
+    /// `data` addresses `size` bytes of host memory that outlive the returned buffer.
+    pub unsafe fn buffer_from_host_ptr(
+        &self,
+        data: *mut c_void,
+        size: usize,
+        max_tensor_size: usize,
+    ) -> ggml_backend_buffer_t {
+        match self.iface().buffer_from_host_ptr {
+            Some(f) => f(self.as_ptr(), data, size, max_tensor_size),
+            None => ptr::null_mut(),
+        }
+    }
+    pub fn supports_op(&self, op: Tensor) -> bool {
+        let f = required!(self.iface(), supports_op, "ggml_backend_dev_supports_op");
+        // SAFETY: as above, with a live tensor.
+        unsafe { f(self.as_ptr(), op.as_ptr()) }
+    }
+    pub fn supports_buft(&self, buft: Buft) -> bool {
+        let f = required!(
+            self.iface(),
+            supports_buft,
+            "ggml_backend_dev_supports_buft"
+        );
+        // SAFETY: as above, with a live buffer type.
+        unsafe { f(self.as_ptr(), buft.as_ptr()) }
+    }
+    pub fn offload_op(&self, op: Tensor) -> bool {
+        match self.iface().offload_op {
+            // SAFETY: as above.
+            Some(f) => unsafe { f(self.as_ptr(), op.as_ptr()) },
+            None => false,
+        }
+    }
+    pub fn event_new(&self) -> ggml_backend_event_t {
+        match self.iface().event_new {
+            // SAFETY: as above.
+            Some(f) => unsafe { f(self.as_ptr()) },
+            None => ptr::null_mut(),
+        }
+    }
+    pub fn event_free(&self, event: Event) {
+        let f = required!(self.iface(), event_free, "ggml_backend_event_free");
+        // SAFETY: as above; the event was created by this device.
+        unsafe { f(self.as_ptr(), event.as_ptr()) }
+    }
+    pub fn event_synchronize(&self, event: Event) {
+        let f = required!(
+            self.iface(),
+            event_synchronize,
+            "ggml_backend_event_synchronize"
+        );
+        // SAFETY: as above.
+        unsafe { f(self.as_ptr(), event.as_ptr()) }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+impl Reg {
+    pub fn api_version(&self) -> i32 {
+        self.raw().api_version
+    }
+    pub fn iface(&self) -> ggml_backend_reg_i {
+        self.raw().iface
+    }
+    pub fn name(&self) -> *const c_char {
+        let f = required!(self.iface(), get_name, "ggml_backend_reg_name");
+        // SAFETY: vtable entry of a live registry.
+        unsafe { f(self.as_ptr()) }
+    }
+    pub fn name_string(&self) -> String {
+        c_str_lossy(self.name())
+    }
+    pub fn device_count(&self) -> usize {
+        let f = required!(self.iface(), get_device_count, "ggml_backend_reg_dev_count");
+        // SAFETY: as above.
+        unsafe { f(self.as_ptr()) }
+    }
+    pub fn device(&self, index: usize) -> ggml_backend_dev_t {
+        let f = required!(self.iface(), get_device, "ggml_backend_reg_dev_get");
+        // SAFETY: as above.
+        unsafe { f(self.as_ptr(), index) }
+    }
+    /// All devices of this registry, in its order; NULL entries are dropped.
+    pub fn devices(&self) -> Vec<Device> {
+        (0..self.device_count())
+            // SAFETY: devices returned by a live registry live as long as it does.
+            .filter_map(|i| unsafe { Device::from_ptr(self.device(i)) })
+            .collect()
+    }
+    pub fn proc_address(&self, name: &CStr) -> *mut c_void {
+        match self.iface().get_proc_address {
+            // SAFETY: as above; `name` is a valid C string.
+            Some(f) => unsafe { f(self.as_ptr(), name.as_ptr()) },
+            None => ptr::null_mut(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+impl Event {
+    pub fn device(&self) -> Option<Device> {
+        // SAFETY: an event's device outlives the event.
+        unsafe { Device::from_ptr(self.raw().device) }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+impl Tensor {
+    pub fn nbytes(&self) -> usize {
+        // SAFETY: ggml_nbytes only reads the live tensor's type, ne and nb.
+        unsafe { ggml_nbytes(self.as_ptr()) }
+    }
+    pub fn data(&self) -> *mut c_void {
+        self.raw().data
+    }
+    pub fn buffer(&self) -> ggml_backend_buffer_t {
+        self.raw().buffer
+    }
+    pub fn view_src(&self) -> Option<Tensor> {
+        // SAFETY: a view's source outlives the view.
+        unsafe { Tensor::from_ptr(self.raw().view_src) }
+    }
+    pub fn view_offs(&self) -> usize {
+        self.raw().view_offs
+    }
+    pub fn op(&self) -> ggml_op {
+        self.raw().op
+    }
+    pub fn srcs(&self) -> impl Iterator<Item = Tensor> + '_ {
+        // SAFETY: a tensor's sources outlive it.
+        self.raw()
+            .src
+            .iter()
+            .filter_map(|&s| unsafe { Tensor::from_ptr(s) })
+    }
+    /// The buffer that holds this tensor's data: a view's data lives in its source's buffer.
+    pub fn data_buffer(&self) -> Option<Buffer> {
+        let owner = self.view_src().unwrap_or(*self);
+        // SAFETY: a tensor's buffer outlives the tensor's allocation.
+        unsafe { Buffer::from_ptr(owner.buffer()) }
+    }
+    /// The buffer this tensor is attached to (`tensor->buffer`).
+    pub fn own_buffer(&self) -> Option<Buffer> {
+        // SAFETY: as above.
+        unsafe { Buffer::from_ptr(self.buffer()) }
+    }
+    /// Same type, shape and strides: the condition for a byte-wise copy.
+    pub fn same_layout(&self, other: Tensor) -> bool {
+        let (a, b) = (self.raw(), other.raw());
+        a.type_ == b.type_ && a.ne == b.ne && a.nb == b.nb
+    }
+    pub fn name_string(&self) -> String {
+        let name = &self.raw().name;
+        let bytes: Vec<u8> = name
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+    /// Writes `buffer` and `data` of an unallocated tensor.
+    pub fn attach(&self, buffer: Buffer, data: *mut c_void) {
+        // SAFETY: the tensor is live and the caller owns its allocation fields (ggml contract:
+        // tensor placement is single-threaded).
+        unsafe {
+            (*self.as_ptr()).buffer = buffer.as_ptr();
+            (*self.as_ptr()).data = data;
+        }
+    }
+}
+
+impl Graph {
+    pub fn n_nodes(&self) -> usize {
+        self.raw().n_nodes.max(0) as usize
+    }
+    pub fn size(&self) -> usize {
+        self.raw().size.max(0) as usize
+    }
+    pub fn hash_size(&self) -> usize {
+        self.raw().visited_hash_set.size
+    }
+    pub fn node(&self, i: usize) -> Tensor {
+        ggml_assert!(
+            i < self.n_nodes(),
+            "graph node index {i} out of range ({} nodes)",
+            self.n_nodes()
+        );
+        // SAFETY: `nodes` holds n_nodes live tensors.
+        match unsafe { Tensor::from_ptr(*self.raw().nodes.add(i)) } {
+            Some(t) => t,
+            None => crate::log::abort(file!(), line!(), &format!("graph node {i} is NULL")),
+        }
+    }
+    pub fn nodes(&self) -> impl Iterator<Item = Tensor> + '_ {
+        (0..self.n_nodes()).map(|i| self.node(i))
+    }
+    /// Appends a node to a graph with spare capacity (used to build graph copies).
+    pub fn push_node(&self, t: Tensor) {
+        let raw = self.as_ptr();
+        // SAFETY: the graph is live and was created with room for `size` nodes.
+        unsafe {
+            let n = (*raw).n_nodes;
+            ggml_assert!(n < (*raw).size, "graph is full ({} nodes)", (*raw).size);
+            *(*raw).nodes.add(n as usize) = t.as_ptr();
+            (*raw).n_nodes = n + 1;
+        }
+    }
+}
+
+/// Text of a C string owned by a backend, lossily decoded; "" for NULL.
+fn c_str_lossy(p: *const c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: backends return NUL-terminated names that live as long as the backend.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}

@@ -1,0 +1,11 @@
+//! The C ABI this library shares with ggml: type mirrors and the ggml core functions it
+//! calls. Everything here is data layout; behaviour lives in the other modules.
+
+pub mod backend;
+pub mod ggml;
+
+pub use backend::*;
+pub use ggml::*;
+pub mod handle;
+
+pub use handle::{Backend, Buffer, Buft, Device, Event, Graph, Reg, Tensor};

@@ -1,0 +1,57 @@
+//! Buffer types: `ggml_backend_buft_*`.
+
+use std::ffi::c_char;
+
+use super::handle_arg;
+use crate::abi::*;
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_buft_name(buft: ggml_backend_buffer_type_t) -> *const c_char {
+    handle_arg!(buft, Buft, "ggml_backend_buft_name").name()
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_buft_alloc_buffer(
+    buft: ggml_backend_buffer_type_t,
+    size: usize,
+) -> ggml_backend_buffer_t {
+    crate::buffer::alloc(
+        handle_arg!(buft, Buft, "ggml_backend_buft_alloc_buffer"),
+        size,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_buft_get_alignment(buft: ggml_backend_buffer_type_t) -> usize {
+    handle_arg!(buft, Buft, "ggml_backend_buft_get_alignment").alignment()
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_buft_get_max_size(buft: ggml_backend_buffer_type_t) -> usize {
+    handle_arg!(buft, Buft, "ggml_backend_buft_get_max_size").max_size()
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_buft_get_alloc_size(
+    buft: ggml_backend_buffer_type_t,
+    tensor: *const ggml_tensor,
+) -> usize {
+    let buft = handle_arg!(buft, Buft, "ggml_backend_buft_get_alloc_size");
+    buft.alloc_size(handle_arg!(
+        tensor,
+        Tensor,
+        "ggml_backend_buft_get_alloc_size"
+    ))
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_buft_is_host(buft: ggml_backend_buffer_type_t) -> bool {
+    handle_arg!(buft, Buft, "ggml_backend_buft_is_host").is_host()
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_buft_get_device(
+    buft: ggml_backend_buffer_type_t,
+) -> ggml_backend_dev_t {
+    handle_arg!(buft, Buft, "ggml_backend_buft_get_device").device()
+}

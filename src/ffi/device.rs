@@ -1,0 +1,129 @@
+//! Devices: `ggml_backend_dev_*` of one device.
+
+use std::ffi::{c_char, c_void};
+
+use super::handle_arg;
+use crate::abi::*;
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_dev_name(device: ggml_backend_dev_t) -> *const c_char {
+    handle_arg!(device, Device, "ggml_backend_dev_name").name()
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_dev_description(device: ggml_backend_dev_t) -> *const c_char {
+    handle_arg!(device, Device, "ggml_backend_dev_description").description()
+}
+
+/// # Safety
+/// `free` and `total` are writable.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_dev_memory(
+    device: ggml_backend_dev_t,
+    free: *mut usize,
+    total: *mut usize,
+) {
+    let d = handle_arg!(device, Device, "ggml_backend_dev_memory");
+    if free.is_null() {
+        super::null_argument("ggml_backend_dev_memory", "free");
+    }
+    if total.is_null() {
+        super::null_argument("ggml_backend_dev_memory", "total");
+    }
+    d.memory(&mut *free, &mut *total)
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_dev_type(device: ggml_backend_dev_t) -> ggml_backend_dev_type {
+    handle_arg!(device, Device, "ggml_backend_dev_type").dev_type()
+}
+
+/// # Safety
+/// `props` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_dev_get_props(
+    device: ggml_backend_dev_t,
+    props: *mut ggml_backend_dev_props,
+) {
+    let d = handle_arg!(device, Device, "ggml_backend_dev_get_props");
+    if props.is_null() {
+        super::null_argument("ggml_backend_dev_get_props", "props");
+    }
+    // Backends fill in only what they know; everything else reads as zero / NULL.
+    std::ptr::write_bytes(props, 0, 1);
+    d.props(&mut *props)
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_dev_backend_reg(device: ggml_backend_dev_t) -> ggml_backend_reg_t {
+    handle_arg!(device, Device, "ggml_backend_dev_backend_reg").reg()
+}
+
+/// # Safety
+/// `params` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_dev_init(
+    device: ggml_backend_dev_t,
+    params: *const c_char,
+) -> ggml_backend_t {
+    handle_arg!(device, Device, "ggml_backend_dev_init").init_backend(super::c_str_arg(params))
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_dev_buffer_type(
+    device: ggml_backend_dev_t,
+) -> ggml_backend_buffer_type_t {
+    handle_arg!(device, Device, "ggml_backend_dev_buffer_type").buffer_type()
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_dev_host_buffer_type(
+    device: ggml_backend_dev_t,
+) -> ggml_backend_buffer_type_t {
+    handle_arg!(device, Device, "ggml_backend_dev_host_buffer_type").host_buffer_type()
+}
+
+/// NULL when the device cannot wrap host memory (upstream calls the missing entry).
+///
+/// # Safety
+/// `ptr` addresses `size` bytes of host memory that outlive the returned buffer.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_dev_buffer_from_host_ptr(
+    device: ggml_backend_dev_t,
+    ptr: *mut c_void,
+    size: usize,
+    max_tensor_size: usize,
+) -> ggml_backend_buffer_t {
+    handle_arg!(device, Device, "ggml_backend_dev_buffer_from_host_ptr").buffer_from_host_ptr(
+        ptr,
+        size,
+        max_tensor_size,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_dev_supports_op(
+    device: ggml_backend_dev_t,
+    op: *const ggml_tensor,
+) -> bool {
+    let d = handle_arg!(device, Device, "ggml_backend_dev_supports_op");
+    d.supports_op(handle_arg!(op, Tensor, "ggml_backend_dev_supports_op"))
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_dev_supports_buft(
+    device: ggml_backend_dev_t,
+    buft: ggml_backend_buffer_type_t,
+) -> bool {
+    let d = handle_arg!(device, Device, "ggml_backend_dev_supports_buft");
+    d.supports_buft(handle_arg!(buft, Buft, "ggml_backend_dev_supports_buft"))
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_dev_offload_op(
+    device: ggml_backend_dev_t,
+    op: *const ggml_tensor,
+) -> bool {
+    let d = handle_arg!(device, Device, "ggml_backend_dev_offload_op");
+    d.offload_op(handle_arg!(op, Tensor, "ggml_backend_dev_offload_op"))
+}

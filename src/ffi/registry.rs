@@ -1,0 +1,183 @@
+//! Backend registries and the global registry: `ggml_backend_reg_*`, device enumeration,
+//! `ggml_backend_init_*` and dynamic loading.
+
+use std::ffi::{c_char, c_void, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use super::{c_str_arg, handle_arg, optional_arg};
+use crate::abi::*;
+use crate::log::{abort, log_error};
+use crate::registry::{self, loader};
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_reg_name(reg: ggml_backend_reg_t) -> *const c_char {
+    handle_arg!(reg, Reg, "ggml_backend_reg_name").name()
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_reg_dev_count(reg: ggml_backend_reg_t) -> usize {
+    handle_arg!(reg, Reg, "ggml_backend_reg_dev_count").device_count()
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_reg_dev_get(
+    reg: ggml_backend_reg_t,
+    index: usize,
+) -> ggml_backend_dev_t {
+    handle_arg!(reg, Reg, "ggml_backend_reg_dev_get").device(index)
+}
+
+/// # Safety
+/// `name` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_reg_get_proc_address(
+    reg: ggml_backend_reg_t,
+    name: *const c_char,
+) -> *mut c_void {
+    let r = handle_arg!(reg, Reg, "ggml_backend_reg_get_proc_address");
+    match c_str_arg(name) {
+        Some(name) => r.proc_address(name),
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// Registering NULL is a no-op, as upstream.
+#[no_mangle]
+pub extern "C" fn ggml_backend_register(reg: ggml_backend_reg_t) {
+    if let Some(r) = optional_arg!(reg, Reg) {
+        registry::register(r, None)
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_device_register(device: ggml_backend_dev_t) {
+    registry::register_device(handle_arg!(device, Device, "ggml_backend_device_register"))
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_reg_count() -> usize {
+    registry::reg_count()
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_reg_get(index: usize) -> ggml_backend_reg_t {
+    match registry::reg_get(index) {
+        Some(r) => r.as_ptr(),
+        None => abort(
+            file!(),
+            line!(),
+            &format!(
+                "ggml_backend_reg_get: index {index} out of range ({} registries)",
+                registry::reg_count()
+            ),
+        ),
+    }
+}
+
+/// # Safety
+/// `name` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_reg_by_name(name: *const c_char) -> ggml_backend_reg_t {
+    let Some(name) = c_str_arg(name) else {
+        return std::ptr::null_mut();
+    };
+    registry::reg_by_name(name.to_bytes()).map_or(std::ptr::null_mut(), Reg::as_ptr)
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_dev_count() -> usize {
+    registry::dev_count()
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_dev_get(index: usize) -> ggml_backend_dev_t {
+    match registry::dev_get(index) {
+        Some(d) => d.as_ptr(),
+        None => abort(
+            file!(),
+            line!(),
+            &format!(
+                "ggml_backend_dev_get: index {index} out of range ({} devices)",
+                registry::dev_count()
+            ),
+        ),
+    }
+}
+
+/// # Safety
+/// `name` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_dev_by_name(name: *const c_char) -> ggml_backend_dev_t {
+    let Some(name) = c_str_arg(name) else {
+        return std::ptr::null_mut();
+    };
+    registry::dev_by_name(name.to_bytes()).map_or(std::ptr::null_mut(), Device::as_ptr)
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_dev_by_type(ty: ggml_backend_dev_type) -> ggml_backend_dev_t {
+    registry::dev_by_type(ty).map_or(std::ptr::null_mut(), Device::as_ptr)
+}
+
+/// # Safety
+/// `name` and `params` are NULL or NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_init_by_name(
+    name: *const c_char,
+    params: *const c_char,
+) -> ggml_backend_t {
+    let Some(name) = c_str_arg(name) else {
+        return std::ptr::null_mut();
+    };
+    registry::dev_by_name(name.to_bytes())
+        .map_or(std::ptr::null_mut(), |d| d.init_backend(c_str_arg(params)))
+}
+
+/// # Safety
+/// `params` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_init_by_type(
+    ty: ggml_backend_dev_type,
+    params: *const c_char,
+) -> ggml_backend_t {
+    registry::dev_by_type(ty).map_or(std::ptr::null_mut(), |d| d.init_backend(c_str_arg(params)))
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_init_best() -> ggml_backend_t {
+    registry::best_device().map_or(std::ptr::null_mut(), |d| d.init_backend(None))
+}
+
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_load(path: *const c_char) -> ggml_backend_reg_t {
+    let Some(path) = c_str_arg(path) else {
+        log_error!("ggml_backend_load: path is NULL");
+        return std::ptr::null_mut();
+    };
+    let path = Path::new(OsStr::from_bytes(path.to_bytes()));
+    loader::load(path, false).map_or(std::ptr::null_mut(), Reg::as_ptr)
+}
+
+/// Unregisters `reg` and unloads its library; unknown or NULL registries are ignored.
+#[no_mangle]
+pub extern "C" fn ggml_backend_unload(reg: ggml_backend_reg_t) {
+    if let Some(r) = optional_arg!(reg, Reg) {
+        registry::unregister(r);
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_load_all() {
+    loader::load_all(None)
+}
+
+/// # Safety
+/// `dir_path` is NULL (default search paths) or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_load_all_from_path(dir_path: *const c_char) {
+    let dir = c_str_arg(dir_path).map(|p| Path::new(OsStr::from_bytes(p.to_bytes())));
+    loader::load_all(dir)
+}

@@ -1,0 +1,247 @@
+//! Tensor data access and placement: `ggml_backend_tensor_*`, `ggml_backend_view_init`.
+//!
+//! Host pointers cannot be validated beyond NULL; like memcpy, these functions trust the
+//! caller for the extent of host memory and check everything on the tensor side.
+
+use std::ffi::c_void;
+
+use super::{handle_arg, optional_arg};
+use crate::abi::*;
+use crate::tensor::{self, Strided};
+
+/// # Safety
+/// `data` is readable for `size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_tensor_set(
+    tensor: *mut ggml_tensor,
+    data: *const c_void,
+    offset: usize,
+    size: usize,
+) {
+    tensor::set(
+        handle_arg!(tensor, Tensor, "ggml_backend_tensor_set"),
+        data,
+        offset,
+        size,
+    )
+}
+
+/// # Safety
+/// `data` is writable for `size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_tensor_get(
+    tensor: *const ggml_tensor,
+    data: *mut c_void,
+    offset: usize,
+    size: usize,
+) {
+    tensor::get(
+        handle_arg!(tensor, Tensor, "ggml_backend_tensor_get"),
+        data,
+        offset,
+        size,
+    )
+}
+
+/// # Safety
+/// Each of the `n_copies` blocks `data + i*stride_data .. + size` is readable.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_tensor_set_2d(
+    tensor: *mut ggml_tensor,
+    data: *const c_void,
+    offset: usize,
+    size: usize,
+    n_copies: usize,
+    stride_tensor: usize,
+    stride_data: usize,
+) {
+    let t = handle_arg!(tensor, Tensor, "ggml_backend_tensor_set_2d");
+    tensor::set_2d(
+        t,
+        data,
+        Strided {
+            offset,
+            size,
+            n_copies,
+            stride_tensor,
+            stride_data,
+        },
+    )
+}
+
+/// # Safety
+/// Each of the `n_copies` blocks `data + i*stride_data .. + size` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_tensor_get_2d(
+    tensor: *const ggml_tensor,
+    data: *mut c_void,
+    offset: usize,
+    size: usize,
+    n_copies: usize,
+    stride_tensor: usize,
+    stride_data: usize,
+) {
+    let t = handle_arg!(tensor, Tensor, "ggml_backend_tensor_get_2d");
+    tensor::get_2d(
+        t,
+        data,
+        Strided {
+            offset,
+            size,
+            n_copies,
+            stride_tensor,
+            stride_data,
+        },
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_tensor_memset(
+    tensor: *mut ggml_tensor,
+    value: u8,
+    offset: usize,
+    size: usize,
+) {
+    tensor::memset(
+        handle_arg!(tensor, Tensor, "ggml_backend_tensor_memset"),
+        value,
+        offset,
+        size,
+    )
+}
+
+/// # Safety
+/// `data` stays readable for `size` bytes until the backend is synchronized.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_tensor_set_async(
+    backend: ggml_backend_t,
+    tensor: *mut ggml_tensor,
+    data: *const c_void,
+    offset: usize,
+    size: usize,
+) {
+    let b = handle_arg!(backend, Backend, "ggml_backend_tensor_set_async");
+    tensor::set_async(
+        b,
+        handle_arg!(tensor, Tensor, "ggml_backend_tensor_set_async"),
+        data,
+        offset,
+        size,
+    )
+}
+
+/// # Safety
+/// `data` stays writable for `size` bytes until the backend is synchronized.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_tensor_get_async(
+    backend: ggml_backend_t,
+    tensor: *const ggml_tensor,
+    data: *mut c_void,
+    offset: usize,
+    size: usize,
+) {
+    let b = handle_arg!(backend, Backend, "ggml_backend_tensor_get_async");
+    tensor::get_async(
+        b,
+        handle_arg!(tensor, Tensor, "ggml_backend_tensor_get_async"),
+        data,
+        offset,
+        size,
+    )
+}
+
+/// # Safety
+/// As `ggml_backend_tensor_set_2d`, until the backend is synchronized.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_tensor_set_2d_async(
+    backend: ggml_backend_t,
+    tensor: *mut ggml_tensor,
+    data: *const c_void,
+    offset: usize,
+    size: usize,
+    n_copies: usize,
+    stride_tensor: usize,
+    stride_data: usize,
+) {
+    let b = handle_arg!(backend, Backend, "ggml_backend_tensor_set_2d_async");
+    let t = handle_arg!(tensor, Tensor, "ggml_backend_tensor_set_2d_async");
+    tensor::set_2d_async(
+        b,
+        t,
+        data,
+        Strided {
+            offset,
+            size,
+            n_copies,
+            stride_tensor,
+            stride_data,
+        },
+    )
+}
+
+/// # Safety
+/// As `ggml_backend_tensor_get_2d`, until the backend is synchronized.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_tensor_get_2d_async(
+    backend: ggml_backend_t,
+    tensor: *const ggml_tensor,
+    data: *mut c_void,
+    offset: usize,
+    size: usize,
+    n_copies: usize,
+    stride_tensor: usize,
+    stride_data: usize,
+) {
+    let b = handle_arg!(backend, Backend, "ggml_backend_tensor_get_2d_async");
+    let t = handle_arg!(tensor, Tensor, "ggml_backend_tensor_get_2d_async");
+    tensor::get_2d_async(
+        b,
+        t,
+        data,
+        Strided {
+            offset,
+            size,
+            n_copies,
+            stride_tensor,
+            stride_data,
+        },
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_tensor_copy(src: *const ggml_tensor, dst: *mut ggml_tensor) {
+    let s = handle_arg!(src, Tensor, "ggml_backend_tensor_copy");
+    tensor::copy(s, handle_arg!(dst, Tensor, "ggml_backend_tensor_copy"))
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_tensor_copy_async(
+    backend_src: ggml_backend_t,
+    backend_dst: ggml_backend_t,
+    src: *const ggml_tensor,
+    dst: *mut ggml_tensor,
+) {
+    let s = handle_arg!(src, Tensor, "ggml_backend_tensor_copy_async");
+    let d = handle_arg!(dst, Tensor, "ggml_backend_tensor_copy_async");
+    let b_dst = handle_arg!(backend_dst, Backend, "ggml_backend_tensor_copy_async");
+    tensor::copy_async(optional_arg!(backend_src, Backend), b_dst, s, d)
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_tensor_alloc(
+    buffer: ggml_backend_buffer_t,
+    tensor: *mut ggml_tensor,
+    addr: *mut c_void,
+) -> ggml_status {
+    let t = handle_arg!(tensor, Tensor, "ggml_backend_tensor_alloc");
+    crate::backend::tensor_alloc(
+        handle_arg!(buffer, Buffer, "ggml_backend_tensor_alloc"),
+        t,
+        addr,
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_view_init(tensor: *mut ggml_tensor) -> ggml_status {
+    crate::backend::view_init(handle_arg!(tensor, Tensor, "ggml_backend_view_init"))
+}

@@ -1,0 +1,193 @@
+//! The backend registry: the process-wide list of backend registries and their devices.
+//!
+//! Backends compiled into the build are registered on first use (their list comes from
+//! target `ggml`, see `cmake/ggml-backend-rs-builtins.c`); others are added with
+//! `ggml_backend_register`, `ggml_backend_device_register` or loaded from shared libraries
+//! ([`loader`]).
+
+pub mod loader;
+
+use std::sync::{Mutex, MutexGuard, Once};
+
+use crate::abi::*;
+use crate::log::log_debug;
+
+extern "C" {
+    /// Provided by the build (target `ggml`): writes up to `capacity` registries of the
+    /// compiled-in backends to `regs` and returns how many there are.
+    fn ggml_backend_rs_builtin_regs(regs: *mut ggml_backend_reg_t, capacity: usize) -> usize;
+}
+
+struct Entry {
+    reg: Reg,
+    /// The shared library the backend came from; dropping it unloads the library.
+    library: Option<libloading::Library>,
+}
+
+#[derive(Default)]
+struct Registry {
+    backends: Vec<Entry>,
+    devices: Vec<Device>,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    backends: Vec::new(),
+    devices: Vec::new(),
+});
+static BUILTINS: Once = Once::new();
+
+/// Locks the registry, registering the compiled-in backends the first time.
+///
+/// Backend callbacks (device enumeration, names) are never called while the lock is held,
+/// so a backend may itself call registry functions from them.
+fn registry() -> MutexGuard<'static, Registry> {
+    ensure_builtins();
+    lock_only()
+}
+
+fn ensure_builtins() {
+    BUILTINS.call_once(|| {
+        for reg in builtin_regs() {
+            add(reg, None);
+        }
+    });
+}
+
+fn builtin_regs() -> Vec<Reg> {
+    // SAFETY: a NULL buffer with capacity 0 only asks for the count.
+    let count = unsafe { ggml_backend_rs_builtin_regs(std::ptr::null_mut(), 0) };
+    let mut regs = vec![std::ptr::null_mut(); count];
+    // SAFETY: `regs` has room for `count` entries.
+    let written = unsafe { ggml_backend_rs_builtin_regs(regs.as_mut_ptr(), count) }.min(count);
+    regs.truncate(written);
+    // SAFETY: registries of compiled-in backends live for the whole process.
+    regs.into_iter()
+        .filter_map(|r| unsafe { Reg::from_ptr(r) })
+        .collect()
+}
+
+/// Adds a backend registry and all its devices. `library` keeps a loaded plugin mapped.
+pub fn register(reg: Reg, library: Option<libloading::Library>) {
+    ensure_builtins();
+    add(reg, library);
+}
+
+fn add(reg: Reg, library: Option<libloading::Library>) {
+    let devices = reg.devices();
+    log_debug!(
+        "ggml_backend_register: registered backend {} ({} devices)",
+        reg.name_string(),
+        devices.len()
+    );
+    for dev in &devices {
+        log_debug!(
+            "ggml_backend_register: registered device {}",
+            dev.name_string()
+        );
+    }
+    let mut r = lock_only();
+    r.backends.push(Entry { reg, library });
+    r.devices.extend(devices);
+}
+
+/// Adds a single device (e.g. a meta device) to the device list.
+pub fn register_device(device: Device) {
+    log_debug!(
+        "ggml_backend_device_register: registered device {}",
+        device.name_string()
+    );
+    registry().devices.push(device);
+}
+
+/// The lock without the built-in registration, for use inside that registration.
+fn lock_only() -> MutexGuard<'static, Registry> {
+    REGISTRY
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Removes a registry and its devices; a dynamically loaded library is unloaded.
+/// Returns false when `reg` is not registered.
+pub fn unregister(reg: Reg) -> bool {
+    let removed = {
+        let mut r = registry();
+        let Some(pos) = r.backends.iter().position(|e| e.reg == reg) else {
+            return false;
+        };
+        r.devices.retain(|d| d.reg() != reg.as_ptr());
+        r.backends.remove(pos)
+    };
+    // Unload outside the lock: a library's destructors may call back into the registry.
+    drop(removed.library);
+    true
+}
+
+pub fn reg_count() -> usize {
+    registry().backends.len()
+}
+
+pub fn reg_get(index: usize) -> Option<Reg> {
+    registry().backends.get(index).map(|e| e.reg)
+}
+
+pub fn dev_count() -> usize {
+    registry().devices.len()
+}
+
+pub fn dev_get(index: usize) -> Option<Device> {
+    registry().devices.get(index).copied()
+}
+
+fn regs() -> Vec<Reg> {
+    registry().backends.iter().map(|e| e.reg).collect()
+}
+
+fn devices() -> Vec<Device> {
+    registry().devices.clone()
+}
+
+/// ASCII case-insensitive name comparison, as upstream.
+fn same_name(a: &str, b: &[u8]) -> bool {
+    a.as_bytes().eq_ignore_ascii_case(b)
+}
+
+pub fn reg_by_name(name: &[u8]) -> Option<Reg> {
+    regs()
+        .into_iter()
+        .find(|r| same_name(&r.name_string(), name))
+}
+
+pub fn dev_by_name(name: &[u8]) -> Option<Device> {
+    devices()
+        .into_iter()
+        .find(|d| same_name(&d.name_string(), name))
+}
+
+pub fn dev_by_type(ty: ggml_backend_dev_type) -> Option<Device> {
+    devices().into_iter().find(|d| d.dev_type() == ty)
+}
+
+/// The first GPU, else the first integrated GPU, else the first CPU device.
+pub fn best_device() -> Option<Device> {
+    use ggml_backend_dev_type::*;
+    [
+        GGML_BACKEND_DEVICE_TYPE_GPU,
+        GGML_BACKEND_DEVICE_TYPE_IGPU,
+        GGML_BACKEND_DEVICE_TYPE_CPU,
+    ]
+    .into_iter()
+    .find_map(dev_by_type)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_name;
+
+    #[test]
+    fn names_compare_ascii_case_insensitively() {
+        assert!(same_name("CUDA0", b"cuda0"));
+        assert!(!same_name("CUDA0", b"cuda"));
+        assert!(!same_name("CPU", b"CPUX"));
+        assert!(same_name("", b""));
+    }
+}

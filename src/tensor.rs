@@ -1,0 +1,453 @@
+//! Tensor data access: reads, writes, fills and copies of tensor bytes, synchronous and
+//! queued on a backend, with the 2D (strided, repeated) forms and their fallbacks.
+//!
+//! Every entry point checks the tensor is allocated and the byte range lies inside it
+//! (with overflow-checked arithmetic) before a backend sees the request.
+
+use std::ffi::c_void;
+
+use crate::abi::*;
+use crate::log::{abort, ggml_assert, log_debug};
+
+/// A strided transfer: `n_copies` blocks of `size` bytes; block `i` is at
+/// `offset + i*stride_tensor` in the tensor and `i*stride_data` in host memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Strided {
+    pub offset: usize,
+    pub size: usize,
+    pub n_copies: usize,
+    pub stride_tensor: usize,
+    pub stride_data: usize,
+}
+
+impl Strided {
+    /// One past the last tensor byte touched, or `None` when that overflows.
+    pub fn tensor_end(&self) -> Option<usize> {
+        if self.n_copies == 0 || self.size == 0 {
+            return Some(self.offset);
+        }
+        (self.n_copies - 1)
+            .checked_mul(self.stride_tensor)?
+            .checked_add(self.offset)?
+            .checked_add(self.size)
+    }
+
+    /// Offsets (tensor, host) of block `i`; only called for blocks whose end was checked.
+    fn block(&self, i: usize) -> (usize, usize) {
+        (self.offset + i * self.stride_tensor, i * self.stride_data)
+    }
+
+    fn check_host_span(&self, func: &str) {
+        let span = if self.n_copies == 0 {
+            Some(0)
+        } else {
+            (self.n_copies - 1).checked_mul(self.stride_data)
+        };
+        ggml_assert!(span.is_some(), "{func}: n_copies * stride_data overflows");
+    }
+}
+
+/// The buffer that holds `tensor`'s data, checked to exist.
+fn data_buffer(tensor: Tensor, func: &str) -> Buffer {
+    match tensor.data_buffer() {
+        Some(b) => b,
+        None => abort(
+            file!(),
+            line!(),
+            &format!("{func}: tensor '{}' buffer not set", tensor.name_string()),
+        ),
+    }
+}
+
+/// Checks the tensor is allocated and `[offset, end)` lies inside it.
+fn check_range(tensor: Tensor, end: Option<usize>, func: &str) {
+    ggml_assert!(
+        !tensor.data().is_null(),
+        "{func}: tensor '{}' not allocated",
+        tensor.name_string()
+    );
+    let nbytes = tensor.nbytes();
+    match end {
+        Some(end) if end <= nbytes => {}
+        _ => abort(
+            file!(),
+            line!(),
+            &format!(
+                "{func}: access out of bounds of tensor '{}' ({nbytes} bytes)",
+                tensor.name_string()
+            ),
+        ),
+    }
+}
+
+fn check_host_ptr(data: *const c_void, func: &str) {
+    ggml_assert!(!data.is_null(), "{func}: data pointer is NULL");
+}
+
+/// # Safety
+/// `data` is readable for `size` bytes.
+pub unsafe fn set(tensor: Tensor, data: *const c_void, offset: usize, size: usize) {
+    let buf = data_buffer(tensor, "ggml_backend_tensor_set");
+    if size == 0 {
+        return;
+    }
+    check_host_ptr(data, "ggml_backend_tensor_set");
+    check_range(tensor, offset.checked_add(size), "ggml_backend_tensor_set");
+    buf.set_tensor(tensor, data, offset, size);
+}
+
+/// # Safety
+/// `data` is writable for `size` bytes.
+pub unsafe fn get(tensor: Tensor, data: *mut c_void, offset: usize, size: usize) {
+    let buf = data_buffer(tensor, "ggml_backend_tensor_get");
+    if size == 0 {
+        return;
+    }
+    check_host_ptr(data, "ggml_backend_tensor_get");
+    check_range(tensor, offset.checked_add(size), "ggml_backend_tensor_get");
+    buf.get_tensor(tensor, data, offset, size);
+}
+
+pub fn memset(tensor: Tensor, value: u8, offset: usize, size: usize) {
+    if size == 0 {
+        return;
+    }
+    let buf = data_buffer(tensor, "ggml_backend_tensor_memset");
+    check_range(
+        tensor,
+        offset.checked_add(size),
+        "ggml_backend_tensor_memset",
+    );
+    buf.memset_tensor(tensor, value, offset, size);
+}
+
+/// # Safety
+/// Host memory `data + i*stride_data .. + size` is readable for every block `i`.
+pub unsafe fn set_2d(tensor: Tensor, data: *const c_void, s: Strided) {
+    let buf = data_buffer(tensor, "ggml_backend_tensor_set_2d");
+    s.check_host_span("ggml_backend_tensor_set_2d");
+    match buf.iface().set_tensor_2d {
+        Some(set_2d) if s.n_copies > 1 => {
+            if s.size == 0 {
+                return;
+            }
+            check_host_ptr(data, "ggml_backend_tensor_set_2d");
+            check_range(tensor, s.tensor_end(), "ggml_backend_tensor_set_2d");
+            set_2d(
+                buf.as_ptr(),
+                tensor.as_ptr(),
+                data,
+                s.offset,
+                s.size,
+                s.n_copies,
+                s.stride_tensor,
+                s.stride_data,
+            );
+        }
+        _ => {
+            check_range_if_any(tensor, s, "ggml_backend_tensor_set_2d");
+            for i in 0..s.n_copies {
+                let (t_off, d_off) = s.block(i);
+                set(
+                    tensor,
+                    (data as *const u8).wrapping_add(d_off) as *const c_void,
+                    t_off,
+                    s.size,
+                );
+            }
+        }
+    }
+}
+
+/// # Safety
+/// Host memory `data + i*stride_data .. + size` is writable for every block `i`.
+pub unsafe fn get_2d(tensor: Tensor, data: *mut c_void, s: Strided) {
+    let buf = data_buffer(tensor, "ggml_backend_tensor_get_2d");
+    s.check_host_span("ggml_backend_tensor_get_2d");
+    // Upstream tests `set_tensor_2d` here; a buffer with only one of the pair would then call
+    // a NULL `get_tensor_2d`. We test the entry we are about to call.
+    match buf.iface().get_tensor_2d {
+        Some(get_2d) if s.n_copies > 1 => {
+            if s.size == 0 {
+                return;
+            }
+            check_host_ptr(data, "ggml_backend_tensor_get_2d");
+            check_range(tensor, s.tensor_end(), "ggml_backend_tensor_get_2d");
+            get_2d(
+                buf.as_ptr(),
+                tensor.as_ptr(),
+                data,
+                s.offset,
+                s.size,
+                s.n_copies,
+                s.stride_tensor,
+                s.stride_data,
+            );
+        }
+        _ => {
+            check_range_if_any(tensor, s, "ggml_backend_tensor_get_2d");
+            for i in 0..s.n_copies {
+                let (t_off, d_off) = s.block(i);
+                get(
+                    tensor,
+                    (data as *mut u8).wrapping_add(d_off) as *mut c_void,
+                    t_off,
+                    s.size,
+                );
+            }
+        }
+    }
+}
+
+/// The block loop would check each block; checking the whole span first also rejects an
+/// overflowing stride before any block is written, so a bad call changes nothing.
+fn check_range_if_any(tensor: Tensor, s: Strided, func: &str) {
+    if s.n_copies > 0 && s.size > 0 {
+        check_range(tensor, s.tensor_end(), func);
+    }
+}
+
+/// # Safety
+/// `data` is readable for `size` bytes until the backend is synchronized.
+pub unsafe fn set_async(
+    backend: Backend,
+    tensor: Tensor,
+    data: *const c_void,
+    offset: usize,
+    size: usize,
+) {
+    check_range(
+        tensor,
+        offset.checked_add(size),
+        "ggml_backend_tensor_set_async",
+    );
+    match backend.iface().set_tensor_async {
+        Some(f) => {
+            if size > 0 {
+                check_host_ptr(data, "ggml_backend_tensor_set_async");
+            }
+            f(backend.as_ptr(), tensor.as_ptr(), data, offset, size)
+        }
+        None => {
+            backend.synchronize();
+            set(tensor, data, offset, size);
+        }
+    }
+}
+
+/// # Safety
+/// `data` is writable for `size` bytes until the backend is synchronized.
+pub unsafe fn get_async(
+    backend: Backend,
+    tensor: Tensor,
+    data: *mut c_void,
+    offset: usize,
+    size: usize,
+) {
+    check_range(
+        tensor,
+        offset.checked_add(size),
+        "ggml_backend_tensor_get_async",
+    );
+    match backend.iface().get_tensor_async {
+        Some(f) => {
+            if size > 0 {
+                check_host_ptr(data, "ggml_backend_tensor_get_async");
+            }
+            f(backend.as_ptr(), tensor.as_ptr(), data, offset, size)
+        }
+        None => {
+            backend.synchronize();
+            get(tensor, data, offset, size);
+        }
+    }
+}
+
+/// # Safety
+/// As [`set_2d`], until the backend is synchronized.
+pub unsafe fn set_2d_async(backend: Backend, tensor: Tensor, data: *const c_void, s: Strided) {
+    ggml_assert!(
+        !tensor.data().is_null(),
+        "ggml_backend_tensor_set_2d_async: tensor '{}' not allocated",
+        tensor.name_string()
+    );
+    s.check_host_span("ggml_backend_tensor_set_2d_async");
+    match backend.iface().set_tensor_2d_async {
+        Some(f) if s.n_copies > 1 => {
+            if s.size == 0 {
+                return;
+            }
+            check_host_ptr(data, "ggml_backend_tensor_set_2d_async");
+            check_range(tensor, s.tensor_end(), "ggml_backend_tensor_set_2d_async");
+            f(
+                backend.as_ptr(),
+                tensor.as_ptr(),
+                data,
+                s.offset,
+                s.size,
+                s.n_copies,
+                s.stride_tensor,
+                s.stride_data,
+            );
+        }
+        _ => {
+            check_range_if_any(tensor, s, "ggml_backend_tensor_set_2d_async");
+            for i in 0..s.n_copies {
+                let (t_off, d_off) = s.block(i);
+                set_async(
+                    backend,
+                    tensor,
+                    (data as *const u8).wrapping_add(d_off) as *const c_void,
+                    t_off,
+                    s.size,
+                );
+            }
+        }
+    }
+}
+
+/// # Safety
+/// As [`get_2d`], until the backend is synchronized.
+pub unsafe fn get_2d_async(backend: Backend, tensor: Tensor, data: *mut c_void, s: Strided) {
+    ggml_assert!(
+        !tensor.data().is_null(),
+        "ggml_backend_tensor_get_2d_async: tensor '{}' not allocated",
+        tensor.name_string()
+    );
+    s.check_host_span("ggml_backend_tensor_get_2d_async");
+    // As in get_2d: test the entry that will be called (upstream tests the set entry).
+    match backend.iface().get_tensor_2d_async {
+        Some(f) if s.n_copies > 1 => {
+            if s.size == 0 {
+                return;
+            }
+            check_host_ptr(data, "ggml_backend_tensor_get_2d_async");
+            check_range(tensor, s.tensor_end(), "ggml_backend_tensor_get_2d_async");
+            f(
+                backend.as_ptr(),
+                tensor.as_ptr(),
+                data,
+                s.offset,
+                s.size,
+                s.n_copies,
+                s.stride_tensor,
+                s.stride_data,
+            );
+        }
+        _ => {
+            check_range_if_any(tensor, s, "ggml_backend_tensor_get_2d_async");
+            for i in 0..s.n_copies {
+                let (t_off, d_off) = s.block(i);
+                get_async(
+                    backend,
+                    tensor,
+                    (data as *mut u8).wrapping_add(d_off) as *mut c_void,
+                    t_off,
+                    s.size,
+                );
+            }
+        }
+    }
+}
+
+/// `ggml_backend_buffer_copy_tensor`: the destination buffer's own copy, if it has one.
+pub fn buffer_copy(src: Tensor, dst: Tensor) -> bool {
+    data_buffer(dst, "ggml_backend_buffer_copy_tensor").cpy_tensor(src, dst)
+}
+
+fn is_host(t: Tensor) -> bool {
+    t.data_buffer()
+        .map(|b| b.buft_handle().is_host())
+        .unwrap_or(false)
+}
+
+/// Copies all bytes of `src` into `dst` (same layout), whatever buffers they live in:
+/// directly when either side is host memory, else by the destination buffer's copy, else
+/// through a host staging buffer.
+pub fn copy(src: Tensor, dst: Tensor) {
+    ggml_assert!(
+        src.same_layout(dst),
+        "ggml_backend_tensor_copy: cannot copy tensors with different layouts ('{}' -> '{}')",
+        src.name_string(),
+        dst.name_string()
+    );
+    if src == dst {
+        return;
+    }
+    let nbytes = src.nbytes();
+    // SAFETY (all three branches): host tensors' data pointers address nbytes of memory.
+    if is_host(src) {
+        unsafe { set(dst, src.data(), 0, nbytes) }
+    } else if is_host(dst) {
+        unsafe { get(src, dst.data(), 0, nbytes) }
+    } else if !buffer_copy(src, dst) {
+        log_debug!(
+            "ggml_backend_tensor_copy: slow copy of '{}' through host memory",
+            src.name_string()
+        );
+        let mut staging = vec![0u8; nbytes];
+        unsafe {
+            get(src, staging.as_mut_ptr() as *mut c_void, 0, nbytes);
+            set(dst, staging.as_ptr() as *const c_void, 0, nbytes);
+        }
+    }
+}
+
+/// Copy queued after the work already submitted to `backend_src`; falls back to a
+/// synchronous copy after both backends have drained their queues.
+pub fn copy_async(backend_src: Option<Backend>, backend_dst: Backend, src: Tensor, dst: Tensor) {
+    ggml_assert!(
+        src.same_layout(dst),
+        "ggml_backend_tensor_copy_async: cannot copy tensors with different layouts ('{}' -> '{}')",
+        src.name_string(),
+        dst.name_string()
+    );
+    if src == dst {
+        return;
+    }
+    if let Some(f) = backend_dst.iface().cpy_tensor_async {
+        let src_ptr = backend_src.map_or(std::ptr::null_mut(), |b| b.as_ptr());
+        // SAFETY: vtable entry of a live backend with live, same-layout tensors.
+        if unsafe { f(src_ptr, backend_dst.as_ptr(), src.as_ptr(), dst.as_ptr()) } {
+            return;
+        }
+    }
+    if let Some(b) = backend_src {
+        b.synchronize();
+    }
+    backend_dst.synchronize();
+    copy(src, dst);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Strided;
+
+    fn s(offset: usize, size: usize, n_copies: usize, stride_tensor: usize) -> Strided {
+        Strided {
+            offset,
+            size,
+            n_copies,
+            stride_tensor,
+            stride_data: 0,
+        }
+    }
+
+    #[test]
+    fn tensor_end_covers_last_block() {
+        assert_eq!(s(4, 8, 3, 16).tensor_end(), Some(4 + 2 * 16 + 8));
+        assert_eq!(s(4, 8, 1, 1000).tensor_end(), Some(12));
+    }
+
+    #[test]
+    fn empty_transfers_end_at_offset() {
+        assert_eq!(s(7, 0, 5, 16).tensor_end(), Some(7));
+        assert_eq!(s(7, 8, 0, 16).tensor_end(), Some(7));
+    }
+
+    #[test]
+    fn overflowing_strides_are_rejected() {
+        assert_eq!(s(0, 1, 3, usize::MAX / 2 + 1).tensor_end(), None);
+        assert_eq!(s(usize::MAX, 1, 1, 0).tensor_end(), None);
+    }
+}
