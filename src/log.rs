@@ -40,8 +40,13 @@ macro_rules! log_error {
 macro_rules! log_info {
     ($($arg:tt)*) => { $crate::log::log($crate::abi::GGML_LOG_LEVEL_INFO, &format!("{}\n", format_args!($($arg)*))) };
 }
+/// Debug messages are compiled into debug builds only, as upstream's (`#ifndef NDEBUG`).
 macro_rules! log_debug {
-    ($($arg:tt)*) => { $crate::log::log($crate::abi::GGML_LOG_LEVEL_DEBUG, &format!("{}\n", format_args!($($arg)*))) };
+    ($($arg:tt)*) => {
+        if cfg!(debug_assertions) {
+            $crate::log::log($crate::abi::GGML_LOG_LEVEL_DEBUG, &format!("{}\n", format_args!($($arg)*)))
+        }
+    };
 }
 
 /// `ggml_assert!(cond, "fmt", args..)`: abort through ggml with the message when `cond` is false.
