@@ -38,6 +38,7 @@ pub enum ggml_backend_dev_type {
     GGML_BACKEND_DEVICE_TYPE_META,
 }
 
+/// cbindgen:field-names=[async, host_buffer, buffer_from_host_ptr, events]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ggml_backend_dev_caps {
@@ -47,6 +48,7 @@ pub struct ggml_backend_dev_caps {
     pub events: bool,
 }
 
+/// cbindgen:field-names=[name, description, memory_free, memory_total, type, device_id, caps]
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ggml_backend_dev_props {

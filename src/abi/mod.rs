@@ -3,9 +3,11 @@
 
 pub mod backend;
 pub mod ggml;
+pub mod meta;
 
 pub use backend::*;
 pub use ggml::*;
+pub use meta::*;
 pub mod handle;
 
 pub use handle::{Backend, Buffer, Buft, Device, Event, Graph, Reg, Tensor};
