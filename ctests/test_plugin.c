@@ -27,7 +27,8 @@ static void dev_props(ggml_backend_dev_t dev, struct ggml_backend_dev_props * pr
     dev_memory(dev, &props->memory_free, &props->memory_total);
 }
 static ggml_backend_t dev_init(ggml_backend_dev_t dev, const char * params) { (void) dev; (void) params; return NULL; }
-static ggml_backend_buffer_type_t dev_buft(ggml_backend_dev_t dev) { (void) dev; return ggml_backend_cpu_buffer_type(); }
+// No memory of its own; the plugin references no ggml symbol, so it loads into static builds too.
+static ggml_backend_buffer_type_t dev_buft(ggml_backend_dev_t dev) { (void) dev; return NULL; }
 static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor * op) { (void) dev; (void) op; return false; }
 static bool dev_supports_buft(ggml_backend_dev_t dev, ggml_backend_buffer_type_t buft) { (void) dev; (void) buft; return false; }
 

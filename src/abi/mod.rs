@@ -9,5 +9,6 @@ pub use backend::*;
 pub use ggml::*;
 pub use meta::*;
 pub mod handle;
+mod layout_check;
 
 pub use handle::{Backend, Buffer, Buft, Device, Event, Graph, Reg, Tensor};
