@@ -64,6 +64,14 @@ struct ggml_backend_buffer_i {
     void (*reset)(ggml_backend_buffer_t buffer);
 };
 
+struct ggml_backend_buffer {
+    struct ggml_backend_buffer_i iface;
+    ggml_backend_buffer_type_t buft;
+    void *context;
+    size_t size;
+    enum ggml_backend_buffer_usage usage;
+};
+
 struct ggml_backend_buffer_type_i {
     const char *(*get_name)(ggml_backend_buffer_type_t buft);
     ggml_backend_buffer_t (*alloc_buffer)(ggml_backend_buffer_type_t buft, size_t size);
@@ -145,14 +153,6 @@ struct ggml_backend_buffer_type {
     struct ggml_backend_buffer_type_i iface;
     ggml_backend_dev_t device;
     void *context;
-};
-
-struct ggml_backend_buffer {
-    struct ggml_backend_buffer_i iface;
-    ggml_backend_buffer_type_t buft;
-    void *context;
-    size_t size;
-    enum ggml_backend_buffer_usage usage;
 };
 
 #endif // GGML_BACKEND_RS_PROTOTYPES_ONLY

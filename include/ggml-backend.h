@@ -275,32 +275,6 @@ GGML_API void ggml_backend_load_all(void);
 
 GGML_API void ggml_backend_load_all_from_path(const char *dir_path);
 
-GGML_API void ggml_backend_tensor_set(struct ggml_tensor *tensor, const void *data, size_t offset, size_t size);
-
-GGML_API void ggml_backend_tensor_get(const struct ggml_tensor *tensor, void *data, size_t offset, size_t size);
-
-GGML_API void ggml_backend_tensor_set_2d(struct ggml_tensor *tensor, const void *data, size_t offset, size_t size, size_t n_copies, size_t stride_tensor, size_t stride_data);
-
-GGML_API void ggml_backend_tensor_get_2d(const struct ggml_tensor *tensor, void *data, size_t offset, size_t size, size_t n_copies, size_t stride_tensor, size_t stride_data);
-
-GGML_API void ggml_backend_tensor_memset(struct ggml_tensor *tensor, uint8_t value, size_t offset, size_t size);
-
-GGML_API void ggml_backend_tensor_set_async(ggml_backend_t backend, struct ggml_tensor *tensor, const void *data, size_t offset, size_t size);
-
-GGML_API void ggml_backend_tensor_get_async(ggml_backend_t backend, const struct ggml_tensor *tensor, void *data, size_t offset, size_t size);
-
-GGML_API void ggml_backend_tensor_set_2d_async(ggml_backend_t backend, struct ggml_tensor *tensor, const void *data, size_t offset, size_t size, size_t n_copies, size_t stride_tensor, size_t stride_data);
-
-GGML_API void ggml_backend_tensor_get_2d_async(ggml_backend_t backend, const struct ggml_tensor *tensor, void *data, size_t offset, size_t size, size_t n_copies, size_t stride_tensor, size_t stride_data);
-
-GGML_API void ggml_backend_tensor_copy(const struct ggml_tensor *src, struct ggml_tensor *dst);
-
-GGML_API void ggml_backend_tensor_copy_async(ggml_backend_t backend_src, ggml_backend_t backend_dst, const struct ggml_tensor *src, struct ggml_tensor *dst);
-
-GGML_API enum ggml_status ggml_backend_tensor_alloc(ggml_backend_buffer_t buffer, struct ggml_tensor *tensor, void *addr);
-
-GGML_API enum ggml_status ggml_backend_view_init(struct ggml_tensor *tensor);
-
 GGML_API ggml_backend_sched_t ggml_backend_sched_new(ggml_backend_t *backends, ggml_backend_buffer_type_t *bufts, int32_t n_backends, size_t graph_size, bool parallel, bool op_offload);
 
 GGML_API void ggml_backend_sched_free(ggml_backend_sched_t sched);
@@ -338,6 +312,32 @@ GGML_API void ggml_backend_sched_synchronize(ggml_backend_sched_t sched);
 GGML_API void ggml_backend_sched_reset(ggml_backend_sched_t sched);
 
 GGML_API void ggml_backend_sched_set_eval_callback(ggml_backend_sched_t sched, ggml_backend_sched_eval_callback callback, void *user_data);
+
+GGML_API void ggml_backend_tensor_set(struct ggml_tensor *tensor, const void *data, size_t offset, size_t size);
+
+GGML_API void ggml_backend_tensor_get(const struct ggml_tensor *tensor, void *data, size_t offset, size_t size);
+
+GGML_API void ggml_backend_tensor_set_2d(struct ggml_tensor *tensor, const void *data, size_t offset, size_t size, size_t n_copies, size_t stride_tensor, size_t stride_data);
+
+GGML_API void ggml_backend_tensor_get_2d(const struct ggml_tensor *tensor, void *data, size_t offset, size_t size, size_t n_copies, size_t stride_tensor, size_t stride_data);
+
+GGML_API void ggml_backend_tensor_memset(struct ggml_tensor *tensor, uint8_t value, size_t offset, size_t size);
+
+GGML_API void ggml_backend_tensor_set_async(ggml_backend_t backend, struct ggml_tensor *tensor, const void *data, size_t offset, size_t size);
+
+GGML_API void ggml_backend_tensor_get_async(ggml_backend_t backend, const struct ggml_tensor *tensor, void *data, size_t offset, size_t size);
+
+GGML_API void ggml_backend_tensor_set_2d_async(ggml_backend_t backend, struct ggml_tensor *tensor, const void *data, size_t offset, size_t size, size_t n_copies, size_t stride_tensor, size_t stride_data);
+
+GGML_API void ggml_backend_tensor_get_2d_async(ggml_backend_t backend, const struct ggml_tensor *tensor, void *data, size_t offset, size_t size, size_t n_copies, size_t stride_tensor, size_t stride_data);
+
+GGML_API void ggml_backend_tensor_copy(const struct ggml_tensor *src, struct ggml_tensor *dst);
+
+GGML_API void ggml_backend_tensor_copy_async(ggml_backend_t backend_src, ggml_backend_t backend_dst, const struct ggml_tensor *src, struct ggml_tensor *dst);
+
+GGML_API enum ggml_status ggml_backend_tensor_alloc(ggml_backend_buffer_t buffer, struct ggml_tensor *tensor, void *addr);
+
+GGML_API enum ggml_status ggml_backend_view_init(struct ggml_tensor *tensor);
 
 #ifdef __cplusplus
 }  // extern "C"

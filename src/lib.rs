@@ -22,6 +22,7 @@ mod log;
 pub mod backend;
 pub mod buffer;
 pub mod registry;
+pub mod sched;
 pub mod tensor;
 
 mod ffi;

@@ -102,6 +102,22 @@ pub const GGML_OP_VIEW: ggml_op = 37;
 pub const GGML_OP_PERMUTE: ggml_op = 38;
 pub const GGML_OP_TRANSPOSE: ggml_op = 39;
 
+pub const GGML_OP_NONE: ggml_op = 0;
+pub const GGML_OP_MUL_MAT_ID: ggml_op = 30;
+pub const GGML_OP_ROPE: ggml_op = 48;
+
+/// `enum ggml_tensor_flag`.
+pub const GGML_TENSOR_FLAG_INPUT: i32 = 1;
+pub const GGML_TENSOR_FLAG_OUTPUT: i32 = 2;
+pub const GGML_TENSOR_FLAG_COMPUTE: i32 = 16;
+
+/// Opaque `struct ggml_gallocr` (ggml-alloc.c).
+#[repr(C)]
+pub struct ggml_gallocr {
+    _private: [u8; 0],
+}
+pub type ggml_gallocr_t = *mut ggml_gallocr;
+
 extern "C" {
     pub fn ggml_nbytes(tensor: *const ggml_tensor) -> usize;
     pub fn ggml_abort(file: *const c_char, line: c_int, fmt: *const c_char, ...) -> !;
@@ -122,6 +138,31 @@ extern "C" {
     pub fn ggml_dup_tensor(ctx: *mut ggml_context, src: *const ggml_tensor) -> *mut ggml_tensor;
     pub fn ggml_set_name(tensor: *mut ggml_tensor, name: *const c_char) -> *mut ggml_tensor;
     pub fn ggml_graph_view(cgraph: *mut ggml_cgraph, i0: c_int, i1: c_int) -> ggml_cgraph;
+
+    pub fn ggml_hash_size(min_sz: usize) -> usize;
+    pub fn ggml_view_tensor(ctx: *mut ggml_context, src: *mut ggml_tensor) -> *mut ggml_tensor;
+    pub fn ggml_op_desc(t: *const ggml_tensor) -> *const c_char;
+
+    pub fn ggml_gallocr_new_n(
+        bufts: *mut super::backend::ggml_backend_buffer_type_t,
+        n_bufs: c_int,
+    ) -> ggml_gallocr_t;
+    pub fn ggml_gallocr_free(galloc: ggml_gallocr_t);
+    pub fn ggml_gallocr_reserve_n(
+        galloc: ggml_gallocr_t,
+        graph: *mut ggml_cgraph,
+        node_buffer_ids: *const c_int,
+        leaf_buffer_ids: *const c_int,
+    ) -> bool;
+    pub fn ggml_gallocr_reserve_n_size(
+        galloc: ggml_gallocr_t,
+        graph: *mut ggml_cgraph,
+        node_buffer_ids: *const c_int,
+        leaf_buffer_ids: *const c_int,
+        sizes: *mut usize,
+    );
+    pub fn ggml_gallocr_alloc_graph(galloc: ggml_gallocr_t, graph: *mut ggml_cgraph) -> bool;
+    pub fn ggml_gallocr_get_buffer_size(galloc: ggml_gallocr_t, buffer_id: c_int) -> usize;
 
     /// ggml-alloc.c: allocates every tensor of `ctx` in one buffer of `backend`.
     pub fn ggml_backend_alloc_ctx_tensors(

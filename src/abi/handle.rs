@@ -486,6 +486,33 @@ impl Tensor {
     pub fn op(&self) -> ggml_op {
         self.raw().op
     }
+    pub fn flags(&self) -> i32 {
+        self.raw().flags
+    }
+    pub fn ne(&self, dim: usize) -> i64 {
+        self.raw().ne[dim]
+    }
+    pub fn nb(&self, dim: usize) -> usize {
+        self.raw().nb[dim]
+    }
+    pub fn src(&self, j: usize) -> Option<Tensor> {
+        // SAFETY: a tensor's sources outlive it.
+        unsafe { Tensor::from_ptr(self.raw().src[j]) }
+    }
+    /// The non-NULL sources with their slot index.
+    pub fn srcs_indexed(&self) -> impl Iterator<Item = (usize, Tensor)> + '_ {
+        // SAFETY: as above.
+        self.raw()
+            .src
+            .iter()
+            .enumerate()
+            .filter_map(|(j, &s)| unsafe { Tensor::from_ptr(s) }.map(|t| (j, t)))
+    }
+    /// Replaces source `j` (the scheduler points ops at copies of their inputs).
+    pub fn set_src(&self, j: usize, src: Tensor) {
+        // SAFETY: the tensor is live; graph rewriting is single-threaded by ggml's contract.
+        unsafe { (*self.as_ptr()).src[j] = src.as_ptr() }
+    }
     pub fn srcs(&self) -> impl Iterator<Item = Tensor> + '_ {
         // SAFETY: a tensor's sources outlive it.
         self.raw()
@@ -535,6 +562,14 @@ impl Graph {
     }
     pub fn size(&self) -> usize {
         self.raw().size.max(0) as usize
+    }
+    pub fn n_leafs(&self) -> usize {
+        self.raw().n_leafs.max(0) as usize
+    }
+    pub fn leafs(&self) -> impl Iterator<Item = Tensor> + '_ {
+        let raw = self.raw();
+        // SAFETY: `leafs` holds n_leafs live tensors.
+        (0..self.n_leafs()).filter_map(move |i| unsafe { Tensor::from_ptr(*raw.leafs.add(i)) })
     }
     pub fn hash_size(&self) -> usize {
         self.raw().visited_hash_set.size

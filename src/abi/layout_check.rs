@@ -211,4 +211,10 @@ const _: () = {
     assert!(GGML_OP_VIEW as i64 == 37);
     assert!(GGML_OP_PERMUTE as i64 == 38);
     assert!(GGML_OP_TRANSPOSE as i64 == 39);
+    assert!(GGML_OP_NONE as i64 == 0);
+    assert!(GGML_OP_MUL_MAT_ID as i64 == 30);
+    assert!(GGML_OP_ROPE as i64 == 48);
+    assert!(GGML_TENSOR_FLAG_INPUT as i64 == 1);
+    assert!(GGML_TENSOR_FLAG_OUTPUT as i64 == 2);
+    assert!(GGML_TENSOR_FLAG_COMPUTE as i64 == 16);
 };

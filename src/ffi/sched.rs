@@ -1,14 +1,15 @@
-//! `ggml_backend_sched_*`: exported so that libllama links; the scheduler itself is the
-//! next milestone. Until then every entry point stops the process with a clear message
-//! instead of returning values a caller would mistake for a working scheduler.
+//! The backend scheduler: `ggml_backend_sched_*`.
 
 #![allow(non_camel_case_types)]
 
 use std::ffi::c_void;
 
+use super::handle_arg;
 use crate::abi::*;
+use crate::log::ggml_assert;
+use crate::sched::{EvalCallback, Sched, MAX_BACKENDS};
 
-/// Opaque `struct ggml_backend_sched`.
+/// Opaque `struct ggml_backend_sched`; the pointer is a `Box<Sched>`.
 #[repr(C)]
 pub struct ggml_backend_sched {
     _private: [u8; 0],
@@ -19,43 +20,257 @@ pub type ggml_backend_sched_t = *mut ggml_backend_sched;
 pub type ggml_backend_sched_eval_callback =
     Option<unsafe extern "C" fn(t: *mut ggml_tensor, ask: bool, user_data: *mut c_void) -> bool>;
 
-#[cold]
-fn pending(func: &str) -> ! {
-    crate::log::abort(
-        file!(),
-        line!(),
-        &format!("{func}: the backend scheduler is not implemented in ggml-backend-rs yet"),
-    )
+/// The scheduler behind a handle, aborting on NULL.
+///
+/// # Safety
+/// A non-NULL `sched` was returned by `ggml_backend_sched_new` and not freed; the caller does
+/// not use it from two threads at once (ggml's contract).
+unsafe fn sched_mut<'a>(sched: ggml_backend_sched_t, func: &str) -> &'a mut Sched {
+    if sched.is_null() {
+        super::null_argument(func, "sched");
+    }
+    &mut *(sched as *mut Sched)
 }
 
-macro_rules! pending_fns {
-    ($( fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)?; )*) => {$(
-        #[no_mangle]
-        pub extern "C" fn $name($(_: $ty),*) $(-> $ret)? {
-            $( let _ = stringify!($arg); )*
-            pending(stringify!($name))
-        }
-    )*};
+/// # Safety
+/// `backends` points to `n_backends` backends; `bufts` is NULL or points to as many types.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_new(
+    backends: *mut ggml_backend_t,
+    bufts: *mut ggml_backend_buffer_type_t,
+    n_backends: i32,
+    graph_size: usize,
+    parallel: bool,
+    op_offload: bool,
+) -> ggml_backend_sched_t {
+    const F: &str = "ggml_backend_sched_new";
+    ggml_assert!(
+        n_backends > 0 && n_backends as usize <= MAX_BACKENDS,
+        "{F}: n_backends = {n_backends} must be in 1..={MAX_BACKENDS}"
+    );
+    if backends.is_null() {
+        super::null_argument(F, "backends");
+    }
+    let n = n_backends as usize;
+    let list: Vec<Backend> = std::slice::from_raw_parts(backends, n)
+        .iter()
+        .map(|&b| handle_arg!(b, Backend, "ggml_backend_sched_new"))
+        .collect();
+    let types = if bufts.is_null() {
+        None
+    } else {
+        Some(
+            std::slice::from_raw_parts(bufts, n)
+                .iter()
+                .map(|&b| handle_arg!(b, Buft, "ggml_backend_sched_new"))
+                .collect(),
+        )
+    };
+    Box::into_raw(Sched::new(list, types, graph_size, parallel, op_offload)) as ggml_backend_sched_t
 }
 
-pending_fns! {
-    fn ggml_backend_sched_new(backends: *mut ggml_backend_t, bufts: *mut ggml_backend_buffer_type_t, n_backends: i32, graph_size: usize, parallel: bool, op_offload: bool) -> ggml_backend_sched_t;
-    fn ggml_backend_sched_free(sched: ggml_backend_sched_t);
-    fn ggml_backend_sched_reserve_size(sched: ggml_backend_sched_t, measure_graph: *mut ggml_cgraph, sizes: *mut usize);
-    fn ggml_backend_sched_reserve(sched: ggml_backend_sched_t, measure_graph: *mut ggml_cgraph) -> bool;
-    fn ggml_backend_sched_get_n_backends(sched: ggml_backend_sched_t) -> i32;
-    fn ggml_backend_sched_get_backend(sched: ggml_backend_sched_t, i: i32) -> ggml_backend_t;
-    fn ggml_backend_sched_get_n_splits(sched: ggml_backend_sched_t) -> i32;
-    fn ggml_backend_sched_get_n_copies(sched: ggml_backend_sched_t) -> i32;
-    fn ggml_backend_sched_get_buffer_type(sched: ggml_backend_sched_t, backend: ggml_backend_t) -> ggml_backend_buffer_type_t;
-    fn ggml_backend_sched_get_buffer_size(sched: ggml_backend_sched_t, backend: ggml_backend_t) -> usize;
-    fn ggml_backend_sched_set_tensor_backend(sched: ggml_backend_sched_t, node: *mut ggml_tensor, backend: ggml_backend_t);
-    fn ggml_backend_sched_get_tensor_backend(sched: ggml_backend_sched_t, node: *mut ggml_tensor) -> ggml_backend_t;
-    fn ggml_backend_sched_split_graph(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph);
-    fn ggml_backend_sched_alloc_graph(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph) -> bool;
-    fn ggml_backend_sched_graph_compute(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph) -> ggml_status;
-    fn ggml_backend_sched_graph_compute_async(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph) -> ggml_status;
-    fn ggml_backend_sched_synchronize(sched: ggml_backend_sched_t);
-    fn ggml_backend_sched_reset(sched: ggml_backend_sched_t);
-    fn ggml_backend_sched_set_eval_callback(sched: ggml_backend_sched_t, callback: ggml_backend_sched_eval_callback, user_data: *mut c_void);
+/// # Safety
+/// `sched` is NULL or a live scheduler, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_free(sched: ggml_backend_sched_t) {
+    if !sched.is_null() {
+        drop(Box::from_raw(sched as *mut Sched));
+    }
+}
+
+/// # Safety
+/// `sched` is a live scheduler; `sizes` has room for one size per backend.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_reserve_size(
+    sched: ggml_backend_sched_t,
+    measure_graph: *mut ggml_cgraph,
+    sizes: *mut usize,
+) {
+    const F: &str = "ggml_backend_sched_reserve_size";
+    let s = sched_mut(sched, F);
+    let g = handle_arg!(measure_graph, Graph, "ggml_backend_sched_reserve_size");
+    if sizes.is_null() {
+        super::null_argument(F, "sizes");
+    }
+    let sizes = std::slice::from_raw_parts_mut(sizes, s.n_backends());
+    s.reserve_size(g, sizes)
+}
+
+/// # Safety
+/// `sched` is a live scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_reserve(
+    sched: ggml_backend_sched_t,
+    measure_graph: *mut ggml_cgraph,
+) -> bool {
+    let s = sched_mut(sched, "ggml_backend_sched_reserve");
+    s.reserve(handle_arg!(
+        measure_graph,
+        Graph,
+        "ggml_backend_sched_reserve"
+    ))
+}
+
+/// # Safety
+/// `sched` is a live scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_get_n_backends(sched: ggml_backend_sched_t) -> i32 {
+    sched_mut(sched, "ggml_backend_sched_get_n_backends").n_backends() as i32
+}
+
+/// # Safety
+/// `sched` is a live scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_get_backend(
+    sched: ggml_backend_sched_t,
+    i: i32,
+) -> ggml_backend_t {
+    let s = sched_mut(sched, "ggml_backend_sched_get_backend");
+    ggml_assert!(
+        i >= 0 && (i as usize) < s.n_backends(),
+        "ggml_backend_sched_get_backend: index {i} out of range"
+    );
+    s.backends[i as usize].as_ptr()
+}
+
+/// # Safety
+/// `sched` is a live scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_get_n_splits(sched: ggml_backend_sched_t) -> i32 {
+    sched_mut(sched, "ggml_backend_sched_get_n_splits").n_splits() as i32
+}
+
+/// # Safety
+/// `sched` is a live scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_get_n_copies(sched: ggml_backend_sched_t) -> i32 {
+    sched_mut(sched, "ggml_backend_sched_get_n_copies").n_copies as i32
+}
+
+/// # Safety
+/// `sched` is a live scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_get_buffer_type(
+    sched: ggml_backend_sched_t,
+    backend: ggml_backend_t,
+) -> ggml_backend_buffer_type_t {
+    let s = sched_mut(sched, "ggml_backend_sched_get_buffer_type");
+    s.buffer_type(Backend::from_ptr(backend))
+}
+
+/// # Safety
+/// `sched` is a live scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_get_buffer_size(
+    sched: ggml_backend_sched_t,
+    backend: ggml_backend_t,
+) -> usize {
+    let s = sched_mut(sched, "ggml_backend_sched_get_buffer_size");
+    s.buffer_size(Backend::from_ptr(backend))
+}
+
+/// # Safety
+/// `sched` is a live scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_set_tensor_backend(
+    sched: ggml_backend_sched_t,
+    node: *mut ggml_tensor,
+    backend: ggml_backend_t,
+) {
+    let s = sched_mut(sched, "ggml_backend_sched_set_tensor_backend");
+    let t = handle_arg!(node, Tensor, "ggml_backend_sched_set_tensor_backend");
+    s.set_tensor_backend(t, Backend::from_ptr(backend))
+}
+
+/// # Safety
+/// `sched` is a live scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_get_tensor_backend(
+    sched: ggml_backend_sched_t,
+    node: *mut ggml_tensor,
+) -> ggml_backend_t {
+    let s = sched_mut(sched, "ggml_backend_sched_get_tensor_backend");
+    let t = handle_arg!(node, Tensor, "ggml_backend_sched_get_tensor_backend");
+    s.tensor_backend(t)
+        .map_or(std::ptr::null_mut(), Backend::as_ptr)
+}
+
+/// # Safety
+/// `sched` is a live scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_split_graph(
+    sched: ggml_backend_sched_t,
+    graph: *mut ggml_cgraph,
+) {
+    let s = sched_mut(sched, "ggml_backend_sched_split_graph");
+    s.split_graph(handle_arg!(graph, Graph, "ggml_backend_sched_split_graph"))
+}
+
+/// # Safety
+/// `sched` is a live scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_alloc_graph(
+    sched: ggml_backend_sched_t,
+    graph: *mut ggml_cgraph,
+) -> bool {
+    let s = sched_mut(sched, "ggml_backend_sched_alloc_graph");
+    s.alloc_graph(handle_arg!(graph, Graph, "ggml_backend_sched_alloc_graph"))
+}
+
+/// # Safety
+/// `sched` is a live scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_graph_compute(
+    sched: ggml_backend_sched_t,
+    graph: *mut ggml_cgraph,
+) -> ggml_status {
+    let s = sched_mut(sched, "ggml_backend_sched_graph_compute");
+    s.graph_compute(handle_arg!(
+        graph,
+        Graph,
+        "ggml_backend_sched_graph_compute"
+    ))
+}
+
+/// # Safety
+/// `sched` is a live scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_graph_compute_async(
+    sched: ggml_backend_sched_t,
+    graph: *mut ggml_cgraph,
+) -> ggml_status {
+    let s = sched_mut(sched, "ggml_backend_sched_graph_compute_async");
+    s.graph_compute_async(handle_arg!(
+        graph,
+        Graph,
+        "ggml_backend_sched_graph_compute_async"
+    ))
+}
+
+/// # Safety
+/// `sched` is a live scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_synchronize(sched: ggml_backend_sched_t) {
+    sched_mut(sched, "ggml_backend_sched_synchronize").synchronize()
+}
+
+/// # Safety
+/// `sched` is a live scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_reset(sched: ggml_backend_sched_t) {
+    sched_mut(sched, "ggml_backend_sched_reset").reset()
+}
+
+/// # Safety
+/// `sched` is a live scheduler; the callback may be called with `user_data` during compute.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_sched_set_eval_callback(
+    sched: ggml_backend_sched_t,
+    callback: ggml_backend_sched_eval_callback,
+    user_data: *mut c_void,
+) {
+    let s = sched_mut(sched, "ggml_backend_sched_set_eval_callback");
+    let cb: EvalCallback = callback;
+    s.eval_callback = cb;
+    s.eval_user_data = user_data;
 }

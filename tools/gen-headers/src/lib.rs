@@ -12,10 +12,8 @@
 //! redeclares every typedef and function against upstream's types: C++ accepts only identical
 //! redeclarations, so the ctest `abi_prototypes` turns any mismatch into a compile error.
 //!
-//! Two things cbindgen cannot see are handled here, both visibly: the scheduler placeholders
-//! are defined by a `macro_rules!` (cbindgen does not expand macros; [`expand_pending_fns`]
-//! transcribes it), and the meta functions are still upstream's C++ (hand-written prototypes in
-//! `fragments/meta-pending-*.h`).
+//! One thing cbindgen cannot see is handled here, visibly: the meta functions are still
+//! upstream's C++ (hand-written prototypes in `fragments/meta-pending-*.h`).
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -96,6 +94,12 @@ const GGML_CONSTANTS: &[&str] = &[
     "GGML_OP_VIEW",
     "GGML_OP_PERMUTE",
     "GGML_OP_TRANSPOSE",
+    "GGML_OP_NONE",
+    "GGML_OP_MUL_MAT_ID",
+    "GGML_OP_ROPE",
+    "GGML_TENSOR_FLAG_INPUT",
+    "GGML_TENSOR_FLAG_OUTPUT",
+    "GGML_TENSOR_FLAG_COMPUTE",
 ];
 
 fn target_of_type(name: &str) -> Target {
@@ -156,20 +160,11 @@ pub fn generate(crate_dir: &Path) -> Result<Vec<Header>, String> {
     let config =
         Config::from_file(&config_path).map_err(|e| format!("{}: {e}", config_path.display()))?;
 
-    // A missing file means the scheduler moved on from the placeholder macro.
-    let sched = std::fs::read_to_string(crate_dir.join("src/ffi/sched.rs")).unwrap_or_default();
-    let expanded = expand_pending_fns(&sched);
-    let scratch = scratch_file("pending_fns.rs", &expanded)?;
-
     let mut bindings = cbindgen::Builder::new()
         .with_config(config)
         .with_src(crate_dir.join("src/lib.rs"))
-        .with_src(&scratch)
         .generate()
         .map_err(|e| format!("cbindgen: {e}"))?;
-    if let Some(dir) = scratch.parent() {
-        let _ = std::fs::remove_dir_all(dir);
-    }
 
     // What the crate exports, minus what is not part of the C API: imports from ggml
     // (`extern` blocks), Rust-side associated constants, and Rust doc comments on functions
@@ -354,38 +349,6 @@ fn check_expected(
     } else {
         Err(format!("cbindgen did not find: {missing:?}"))
     }
-}
-
-/// Transcribes the `pending_fns! { fn name(args) -> ret; ... }` block of `src/ffi/sched.rs`
-/// into the `#[no_mangle] pub extern "C" fn` items the macro defines, for cbindgen to parse.
-/// Returns an empty file when the block is gone (the scheduler got real functions).
-pub fn expand_pending_fns(source: &str) -> String {
-    let mut out = String::from("// Transcribed from src/ffi/sched.rs by gen-headers.\n");
-    let Some(start) = source.find("pending_fns! {") else {
-        return out;
-    };
-    for line in source[start..].lines().skip(1) {
-        let line = line.trim();
-        if line == "}" {
-            break;
-        }
-        if let Some(sig) = line.strip_prefix("fn ").and_then(|l| l.strip_suffix(';')) {
-            writeln!(
-                out,
-                "#[no_mangle]\npub extern \"C\" fn {sig} {{ unreachable!() }}"
-            )
-            .unwrap();
-        }
-    }
-    out
-}
-
-fn scratch_file(name: &str, contents: &str) -> Result<PathBuf, String> {
-    let dir = std::env::temp_dir().join(format!("gen-headers-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let path = dir.join(name);
-    std::fs::write(&path, contents).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(path)
 }
 
 /// The main crate's root: two levels above this crate.

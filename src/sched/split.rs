@@ -1,0 +1,405 @@
+//! Pass 5: cut the assigned graph into splits and build the graph ggml-alloc places.
+//!
+//! Guarantees: every node of a split runs on the split's backend and reads only tensors that
+//! backend can use — sources from elsewhere are replaced by copies, which the split lists as
+//! its inputs; the graph handed to ggml-alloc contains, before each split's nodes, its input
+//! copies (so they are allocated when the split starts) and a dependency on each original (so
+//! the original is not freed before it is copied).
+
+use std::ffi::c_int;
+
+use super::{is_view_op, Copies, Sched, Split, MAX_SPLIT_INPUTS};
+use crate::abi::*;
+use crate::log::{abort, ggml_assert, log};
+
+extern "C" {
+    fn ggml_format_name(
+        tensor: *mut ggml_tensor,
+        fmt: *const std::ffi::c_char,
+        ...
+    ) -> *mut ggml_tensor;
+    fn ggml_set_input(tensor: *mut ggml_tensor);
+    fn ggml_set_output(tensor: *mut ggml_tensor);
+}
+
+impl Sched {
+    /// `ggml_backend_sched_split_graph`: all passes up to the allocation.
+    pub fn split_graph(&mut self, graph: Graph) {
+        self.splits.clear();
+        self.graph_inputs.clear();
+        self.is_reset_cleared();
+        self.new_context();
+        self.assign_backends(graph);
+        self.cut_splits(graph);
+        if self.debug > 0 {
+            self.print_assignments(graph);
+        }
+        self.build_alloc_graph(graph);
+    }
+
+    fn is_reset_cleared(&mut self) {
+        // A split graph holds assignments: the next `reset` must clear them.
+        self.set_not_reset();
+    }
+
+    fn new_context(&mut self) {
+        // SAFETY: the previous context (if any) is ours; the new one lives in our buffer.
+        unsafe {
+            if !self.ctx.is_null() {
+                ggml_free(self.ctx);
+            }
+            self.ctx = ggml_init(ggml_init_params {
+                mem_size: self.context_buffer_len(),
+                mem_buffer: self.context_buffer_ptr(),
+                no_alloc: true,
+            });
+        }
+        ggml_assert!(
+            !self.ctx.is_null(),
+            "ggml_backend_sched_split_graph: failed to initialize context"
+        );
+    }
+
+    /// A tensor of the scheduler's context with `src`'s layout, named `<backend>#<name>#<copy>`.
+    fn dup_named(&self, src: Tensor, backend: usize, copy: usize) -> Tensor {
+        // SAFETY: the context has room (sized for the worst case in `new`); `src` is live.
+        unsafe {
+            let t = ggml_dup_tensor(self.ctx, src.as_ptr());
+            ggml_assert!(!t.is_null(), "ggml_backend_sched: context exhausted");
+            (*t).nb = (*src.as_ptr()).nb;
+            let name = std::ffi::CString::new(format!(
+                "{}#{}#{}",
+                backend_name(self.backends[backend]),
+                src.name_string(),
+                copy
+            ))
+            .unwrap_or_default();
+            ggml_format_name(t, c"%s".as_ptr(), name.as_ptr());
+            Tensor::from_ptr(t).expect("checked above")
+        }
+    }
+
+    fn mark_input_output(t: Tensor) {
+        // SAFETY: live tensor of our context; keeps ggml-alloc from reusing its memory.
+        unsafe {
+            ggml_set_input(t.as_ptr());
+            ggml_set_output(t.as_ptr());
+        }
+    }
+
+    fn copy_slot(&mut self, t: Tensor, backend: usize) -> &mut Copies {
+        self.copies
+            .entry((t, backend))
+            .or_insert([None; super::MAX_COPIES])
+    }
+
+    pub(super) fn copy_of(&self, t: Tensor, backend: usize, copy: usize) -> Option<Tensor> {
+        self.copies.get(&(t, backend)).and_then(|c| c[copy])
+    }
+
+    /// Pass 5 proper: splits, their inputs and the copies; rewrites node sources to copies.
+    fn cut_splits(&mut self, graph: Graph) {
+        let n = graph.n_nodes();
+        let first = (0..n).find(|&i| !is_view_op(graph.node(i).op()));
+        let Some(first) = first else {
+            // Only views: one empty-backend split covering everything, as upstream.
+            let backend = 0;
+            self.splits.push(Split {
+                backend,
+                start: 0,
+                end: n,
+                inputs: Vec::new(),
+                graph: empty_graph(),
+            });
+            return;
+        };
+        let first_backend = self.backend_id(graph.node(first)).unwrap_or(0);
+        let mut split = Split {
+            backend: first_backend,
+            start: 0,
+            end: 0,
+            inputs: Vec::new(),
+            graph: empty_graph(),
+        };
+
+        for i in first..n {
+            let node = graph.node(i);
+            if is_view_op(node.op()) {
+                continue;
+            }
+            let Some(node_backend) = self.backend_id(node) else {
+                abort(
+                    file!(),
+                    line!(),
+                    &format!(
+                        "ggml_backend_sched: node '{}' has no backend (no CPU fallback?)",
+                        node.name_string()
+                    ),
+                )
+            };
+            let cur = split.backend;
+
+            let mut need_new_split = false;
+            if node_backend == cur && !split.inputs.is_empty() {
+                for src in node.srcs() {
+                    // A weight on an incompatible backend: a new split lets the memory of the
+                    // previously copied weights be reused.
+                    if let Some(buf) = src.own_buffer() {
+                        if buf.usage()
+                            == ggml_backend_buffer_usage::GGML_BACKEND_BUFFER_USAGE_WEIGHTS
+                            && self.backend_id(src) != Some(cur)
+                            && !self.buffer_supported(src, cur)
+                        {
+                            need_new_split = true;
+                            break;
+                        }
+                    }
+                    if split.inputs.len() == MAX_SPLIT_INPUTS
+                        && self.backend_id(src) != Some(cur)
+                        && self.copy_of(src, cur, 0).is_none()
+                        && !self.buffer_supported(src, cur)
+                    {
+                        need_new_split = true;
+                        break;
+                    }
+                }
+            }
+
+            if node_backend != cur || need_new_split {
+                split.end = i;
+                let next = Split {
+                    backend: node_backend,
+                    start: i,
+                    end: 0,
+                    inputs: Vec::new(),
+                    graph: empty_graph(),
+                };
+                self.splits.push(std::mem::replace(&mut split, next));
+            }
+            let cur = split.backend;
+
+            for (j, src) in node.srcs_indexed() {
+                let Some(src_backend) = self.backend_id(src) else {
+                    abort(
+                        file!(),
+                        line!(),
+                        &format!(
+                            "ggml_backend_sched: source '{}' has no backend",
+                            src.name_string()
+                        ),
+                    )
+                };
+
+                if src.flags() & GGML_TENSOR_FLAG_INPUT != 0
+                    && self.n_copies > 1
+                    && self.copy_of(src, src_backend, 0).is_none()
+                {
+                    // Pipeline copies of a user input: the current copy is the tensor itself.
+                    let mut copies = [None; super::MAX_COPIES];
+                    for (c, slot) in copies.iter_mut().enumerate().take(self.n_copies) {
+                        let t = if c == self.cur_copy {
+                            src
+                        } else {
+                            self.dup_named(src, src_backend, c)
+                        };
+                        Self::mark_input_output(t);
+                        *slot = Some(t);
+                    }
+                    *self.copy_slot(src, src_backend) = copies;
+                    ggml_assert!(
+                        self.graph_inputs.len() < MAX_SPLIT_INPUTS,
+                        "ggml_backend_sched: too many graph inputs"
+                    );
+                    self.graph_inputs.push(src);
+                }
+
+                if src_backend != cur && !self.buffer_supported(src, cur) {
+                    if self.copy_of(src, cur, 0).is_none() {
+                        let mut copies = [None; super::MAX_COPIES];
+                        for (c, slot) in copies.iter_mut().enumerate().take(self.n_copies) {
+                            let t = self.dup_named(src, cur, c);
+                            if self.n_copies > 1 {
+                                Self::mark_input_output(t);
+                            }
+                            *slot = Some(t);
+                        }
+                        *self.copy_slot(src, cur) = copies;
+                        ggml_assert!(
+                            split.inputs.len() < MAX_SPLIT_INPUTS,
+                            "ggml_backend_sched: too many inputs in one split"
+                        );
+                        split.inputs.push(src);
+                    }
+                    let copy = self
+                        .copy_of(src, cur, self.cur_copy)
+                        .expect("created above");
+                    node.set_src(j, copy);
+                }
+            }
+        }
+        split.end = n;
+        self.splits.push(split);
+    }
+
+    /// The node and leaf lists ggml-alloc places, with the backend of each entry.
+    fn build_alloc_graph(&mut self, graph: Graph) {
+        std::mem::swap(&mut self.node_backend_ids, &mut self.prev_node_backend_ids);
+        std::mem::swap(&mut self.leaf_backend_ids, &mut self.prev_leaf_backend_ids);
+
+        let graph_size = graph.n_nodes().max(graph.n_leafs())
+            + self.splits.len() * MAX_SPLIT_INPUTS * 2 * self.n_copies;
+        self.debug_prev_graph_size = self.debug_graph_size;
+        self.debug_graph_size = graph_size;
+
+        self.nodes.clear();
+        self.leafs.clear();
+        let mut node_ids: Vec<c_int> = Vec::with_capacity(graph_size);
+        let mut leaf_ids: Vec<c_int> = Vec::new();
+
+        for s in 0..self.splits.len() {
+            let (start, end, backend) = (
+                self.splits[s].start,
+                self.splits[s].end,
+                self.splits[s].backend,
+            );
+            // SAFETY: start..end lies within the graph's nodes.
+            let mut view = unsafe { ggml_graph_view(graph.as_ptr(), start as c_int, end as c_int) };
+            // SAFETY: the view lives in the split for as long as the graph is in use.
+            if let Some(g) = unsafe { Graph::from_ptr(&mut view) } {
+                // Before the copy below, so both see the same order.
+                self.backends[backend].graph_optimize(g);
+            }
+            self.splits[s].graph = view;
+
+            for k in 0..self.splits[s].inputs.len() {
+                let input = self.splits[s].inputs[k];
+                let input_cpy = self
+                    .copy_of(input, backend, self.cur_copy)
+                    .expect("created in cut_splits");
+                // SAFETY: our context has room; the view only adds a dependency on `input`.
+                let dep = unsafe { ggml_view_tensor(self.ctx, input.as_ptr()) };
+                ggml_assert!(!dep.is_null(), "ggml_backend_sched: context exhausted");
+                // SAFETY: `dep` is a fresh tensor of our context.
+                unsafe { (*dep).src[0] = input.as_ptr() };
+                node_ids.push(self.backend_id(input).map_or(-1, |b| b as c_int));
+                self.nodes.push(dep);
+                node_ids.push(backend as c_int);
+                self.nodes.push(input_cpy.as_ptr());
+            }
+            for j in start..end {
+                let node = graph.node(j);
+                node_ids.push(self.backend_id(node).map_or(-1, |b| b as c_int));
+                self.nodes.push(node.as_ptr());
+            }
+        }
+
+        if self.n_copies > 1 {
+            // Input copies as leafs, so they are allocated first and never overwritten.
+            for k in 0..self.graph_inputs.len() {
+                let input = self.graph_inputs[k];
+                let b = self.backend_id(input).unwrap_or(0);
+                for c in 0..self.n_copies {
+                    leaf_ids.push(b as c_int);
+                    self.leafs.push(
+                        self.copy_of(input, b, c)
+                            .expect("created in cut_splits")
+                            .as_ptr(),
+                    );
+                }
+            }
+            for s in 0..self.splits.len() {
+                let b = self.splits[s].backend;
+                for k in 0..self.splits[s].inputs.len() {
+                    let input = self.splits[s].inputs[k];
+                    for c in 0..self.n_copies {
+                        leaf_ids.push(b as c_int);
+                        self.leafs.push(
+                            self.copy_of(input, b, c)
+                                .expect("created in cut_splits")
+                                .as_ptr(),
+                        );
+                    }
+                }
+            }
+        }
+        for leaf in graph.leafs() {
+            leaf_ids.push(self.backend_id(leaf).map_or(-1, |b| b as c_int));
+            self.leafs.push(leaf.as_ptr());
+        }
+
+        store_ids(&mut self.node_backend_ids, &node_ids);
+        store_ids(&mut self.leaf_backend_ids, &leaf_ids);
+    }
+
+    fn print_assignments(&self, graph: Graph) {
+        let mut text = String::new();
+        for (i, split) in self.splits.iter().enumerate() {
+            text += &format!(
+                "\n## SPLIT #{i}: {} # {} inputs",
+                backend_name(self.backends[split.backend]),
+                split.inputs.len()
+            );
+            for input in &split.inputs {
+                text += &format!(" [{} ({}K)]", input.name_string(), input.nbytes() / 1024);
+            }
+            text.push('\n');
+            if self.debug > 1 {
+                for j in split.start..split.end {
+                    let node = graph.node(j);
+                    if is_view_op(node.op()) {
+                        continue;
+                    }
+                    let backend = self
+                        .backend_id(node)
+                        .map_or(String::from("NULL"), |b| backend_name(self.backends[b]));
+                    text += &format!(
+                        "node #{j:3} ({}): {} [{backend}]\n",
+                        super::assign::op_desc(node),
+                        node.name_string()
+                    );
+                }
+            }
+        }
+        log(GGML_LOG_LEVEL_DEBUG, &text);
+    }
+}
+
+/// Writes `ids` at the start of `dst`, growing it (zero-filled) but never shrinking it: the
+/// entries past the end keep older graphs' values, as the comparison with the previous
+/// graph expects.
+fn store_ids(dst: &mut Vec<c_int>, ids: &[c_int]) {
+    if dst.len() < ids.len() {
+        dst.resize(ids.len(), 0);
+    }
+    dst[..ids.len()].copy_from_slice(ids);
+}
+
+fn empty_graph() -> ggml_cgraph {
+    ggml_cgraph {
+        size: 0,
+        n_nodes: 0,
+        n_leafs: 0,
+        nodes: std::ptr::null_mut(),
+        grads: std::ptr::null_mut(),
+        grad_accs: std::ptr::null_mut(),
+        leafs: std::ptr::null_mut(),
+        use_counts: std::ptr::null_mut(),
+        visited_hash_set: ggml_hash_set {
+            size: 0,
+            used: std::ptr::null_mut(),
+            keys: std::ptr::null_mut(),
+        },
+        order: 0,
+    }
+}
+
+pub(super) fn backend_name(b: Backend) -> String {
+    let p = b.name();
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: backend names are C strings owned by the backend.
+    unsafe { std::ffi::CStr::from_ptr(p) }
+        .to_string_lossy()
+        .into_owned()
+}
