@@ -1,0 +1,211 @@
+// A test-only ggml device, "TESTGPU", that looks like an accelerator to the scheduler: its
+// buffer type is not host memory and only it can use its buffers, so every tensor crossing
+// between it and the CPU is copied as a split input. Underneath, its memory is ordinary
+// memory and it computes with a CPU backend, so results can be compared bit for bit with
+// a plain CPU run. It has events (no-ops: every operation completes synchronously), so
+// pipeline parallelism (n_copies > 1) takes the event paths.
+//
+// It refuses GGML_OP_SOFT_MAX and GGML_OP_GET_ROWS, so graphs that use them are split
+// between TESTGPU and the CPU.
+
+#include "test_device.h"
+
+#include "ggml-backend-impl.h"
+#include "ggml-cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TESTGPU_ALIGNMENT 64
+
+// --- buffer -------------------------------------------------------------------------------
+
+static void * tbuf_base(ggml_backend_buffer_t buffer) {
+    uintptr_t p = (uintptr_t) buffer->context;
+    return (void *) ((p + TESTGPU_ALIGNMENT - 1) & ~(uintptr_t) (TESTGPU_ALIGNMENT - 1));
+}
+static void tbuf_free(ggml_backend_buffer_t buffer) { free(buffer->context); }
+static void tbuf_memset(ggml_backend_buffer_t b, struct ggml_tensor * t, uint8_t v, size_t off, size_t size) {
+    (void) b;
+    memset((char *) t->data + off, v, size);
+}
+static void tbuf_set(ggml_backend_buffer_t b, struct ggml_tensor * t, const void * data, size_t off, size_t size) {
+    (void) b;
+    memcpy((char *) t->data + off, data, size);
+}
+static void tbuf_get(ggml_backend_buffer_t b, const struct ggml_tensor * t, void * data, size_t off, size_t size) {
+    (void) b;
+    memcpy(data, (const char *) t->data + off, size);
+}
+static bool tbuf_cpy(ggml_backend_buffer_t b, const struct ggml_tensor * src, struct ggml_tensor * dst) {
+    (void) b;
+    ggml_backend_buffer_t sb = src->view_src ? src->view_src->buffer : src->buffer;
+    if (sb && sb->buft == dst->buffer->buft) { // device to device
+        memcpy(dst->data, src->data, ggml_nbytes(src));
+        return true;
+    }
+    return false;
+}
+static void tbuf_clear(ggml_backend_buffer_t buffer, uint8_t v) { memset(buffer->context, v, buffer->size + TESTGPU_ALIGNMENT); }
+
+static const struct ggml_backend_buffer_i tbuf_iface = {
+    /* .free_buffer   = */ tbuf_free,
+    /* .get_base      = */ tbuf_base,
+    /* .init_tensor   = */ NULL,
+    /* .memset_tensor = */ tbuf_memset,
+    /* .set_tensor    = */ tbuf_set,
+    /* .get_tensor    = */ tbuf_get,
+    /* .set_tensor_2d = */ NULL,
+    /* .get_tensor_2d = */ NULL,
+    /* .cpy_tensor    = */ tbuf_cpy,
+    /* .clear         = */ tbuf_clear,
+    /* .reset         = */ NULL,
+};
+
+// --- buffer type --------------------------------------------------------------------------
+
+static const char * tbuft_name(ggml_backend_buffer_type_t buft) { (void) buft; return "TESTGPU"; }
+static ggml_backend_buffer_t tbuft_alloc(ggml_backend_buffer_type_t buft, size_t size) {
+    void * mem = calloc(1, size + TESTGPU_ALIGNMENT);
+    if (!mem) return NULL;
+    return ggml_backend_buffer_init(buft, tbuf_iface, mem, size);
+}
+static size_t tbuft_align(ggml_backend_buffer_type_t buft) { (void) buft; return TESTGPU_ALIGNMENT; }
+
+static struct ggml_backend_device testgpu_device;
+
+static struct ggml_backend_buffer_type testgpu_buft = {
+    /* .iface   = */ { tbuft_name, tbuft_alloc, tbuft_align, NULL, NULL, NULL },
+    /* .device  = */ &testgpu_device,
+    /* .context = */ NULL,
+};
+
+// --- backend ------------------------------------------------------------------------------
+
+static const char * tb_name(ggml_backend_t b) { (void) b; return "TESTGPU"; }
+static void tb_free(ggml_backend_t b) {
+    ggml_backend_free((ggml_backend_t) b->context);
+    free(b);
+}
+static enum ggml_status tb_compute(ggml_backend_t b, struct ggml_cgraph * g) {
+    return ggml_backend_graph_compute((ggml_backend_t) b->context, g);
+}
+static bool tb_cpy_async(ggml_backend_t src, ggml_backend_t dst, const struct ggml_tensor * s, struct ggml_tensor * d) {
+    (void) src; (void) dst;
+    // host -> device copies complete immediately: a valid (if eager) asynchronous copy
+    ggml_backend_buffer_t sb = s->view_src ? s->view_src->buffer : s->buffer;
+    if (sb && ggml_backend_buffer_is_host(sb) && d->buffer && d->buffer->buft == &testgpu_buft) {
+        memcpy(d->data, s->data, ggml_nbytes(s));
+        return true;
+    }
+    return false;
+}
+static void tb_event_record(ggml_backend_t b, ggml_backend_event_t e) { (void) b; (void) e; }
+static void tb_event_wait(ggml_backend_t b, ggml_backend_event_t e) { (void) b; (void) e; }
+
+static const struct ggml_backend_i tb_iface = {
+    /* .get_name            = */ tb_name,
+    /* .free                = */ tb_free,
+    /* .set_tensor_async    = */ NULL,
+    /* .get_tensor_async    = */ NULL,
+    /* .set_tensor_2d_async = */ NULL,
+    /* .get_tensor_2d_async = */ NULL,
+    /* .cpy_tensor_async    = */ tb_cpy_async,
+    /* .synchronize         = */ NULL,
+    /* .graph_plan_create   = */ NULL,
+    /* .graph_plan_free     = */ NULL,
+    /* .graph_plan_update   = */ NULL,
+    /* .graph_plan_compute  = */ NULL,
+    /* .graph_compute       = */ tb_compute,
+    /* .event_record        = */ tb_event_record,
+    /* .event_wait          = */ tb_event_wait,
+    /* .graph_optimize      = */ NULL,
+};
+
+static ggml_guid testgpu_guid = { 0x7e, 0x57, 0x60, 0x70, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
+
+// --- device -------------------------------------------------------------------------------
+
+static const char * td_name(ggml_backend_dev_t d) { (void) d; return "TESTGPU"; }
+static const char * td_desc(ggml_backend_dev_t d) { (void) d; return "test device backed by the CPU backend"; }
+static void td_memory(ggml_backend_dev_t d, size_t * free_mem, size_t * total) { (void) d; *free_mem = 1ull << 32; *total = 1ull << 32; }
+static enum ggml_backend_dev_type td_type(ggml_backend_dev_t d) { (void) d; return GGML_BACKEND_DEVICE_TYPE_GPU; }
+static void td_props(ggml_backend_dev_t d, struct ggml_backend_dev_props * p) {
+    p->name = td_name(d);
+    p->description = td_desc(d);
+    td_memory(d, &p->memory_free, &p->memory_total);
+    p->type = td_type(d);
+    p->device_id = NULL;
+    p->caps.async = true;
+    p->caps.host_buffer = false;
+    p->caps.buffer_from_host_ptr = false;
+    p->caps.events = true;
+}
+static int testgpu_threads = 2;
+static ggml_backend_t td_init(ggml_backend_dev_t d, const char * params) {
+    (void) params;
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_cpu_set_n_threads(cpu, testgpu_threads);
+    ggml_backend_t b = (ggml_backend_t) malloc(sizeof(struct ggml_backend));
+    b->guid = &testgpu_guid;
+    b->iface = tb_iface;
+    b->device = d;
+    b->context = cpu;
+    return b;
+}
+static ggml_backend_buffer_type_t td_buft(ggml_backend_dev_t d) { (void) d; return &testgpu_buft; }
+static bool td_supports_op(ggml_backend_dev_t d, const struct ggml_tensor * op) {
+    (void) d;
+    if (op->op == GGML_OP_SOFT_MAX || op->op == GGML_OP_GET_ROWS) {
+        return false;
+    }
+    ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    return ggml_backend_dev_supports_op(cpu, op);
+}
+static bool td_supports_buft(ggml_backend_dev_t d, ggml_backend_buffer_type_t buft) { (void) d; return buft == &testgpu_buft; }
+static bool td_offload_op(ggml_backend_dev_t d, const struct ggml_tensor * op) { (void) d; return op->op == GGML_OP_MUL_MAT; }
+
+static int event_token;
+static ggml_backend_event_t td_event_new(ggml_backend_dev_t d) {
+    ggml_backend_event_t e = (ggml_backend_event_t) malloc(sizeof(struct ggml_backend_event));
+    e->device = d;
+    e->context = &event_token;
+    return e;
+}
+static void td_event_free(ggml_backend_dev_t d, ggml_backend_event_t e) { (void) d; free(e); }
+static void td_event_sync(ggml_backend_dev_t d, ggml_backend_event_t e) { (void) d; (void) e; }
+
+static struct ggml_backend_reg testgpu_reg;
+
+static struct ggml_backend_device testgpu_device = {
+    /* .iface = */ {
+        td_name, td_desc, td_memory, td_type, td_props, td_init, td_buft,
+        /* .get_host_buffer_type = */ NULL,
+        /* .buffer_from_host_ptr = */ NULL,
+        td_supports_op, td_supports_buft, td_offload_op,
+        td_event_new, td_event_free, td_event_sync,
+    },
+    /* .reg     = */ &testgpu_reg,
+    /* .context = */ NULL,
+};
+
+static const char * tr_name(ggml_backend_reg_t r) { (void) r; return "TESTGPU"; }
+static size_t tr_count(ggml_backend_reg_t r) { (void) r; return 1; }
+static ggml_backend_dev_t tr_get(ggml_backend_reg_t r, size_t i) { (void) r; return i == 0 ? &testgpu_device : NULL; }
+
+static struct ggml_backend_reg testgpu_reg = {
+    /* .api_version = */ GGML_BACKEND_API_VERSION,
+    /* .iface       = */ { tr_name, tr_count, tr_get, NULL },
+    /* .context     = */ NULL,
+};
+
+ggml_backend_reg_t test_device_reg(void) { return &testgpu_reg; }
+
+void test_device_register(int n_threads) {
+    static int done = 0;
+    testgpu_threads = n_threads;
+    if (!done) {
+        ggml_backend_register(&testgpu_reg);
+        done = 1;
+    }
+}
