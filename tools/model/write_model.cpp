@@ -1,0 +1,332 @@
+// write_model.cpp — write a random-weight Llama-architecture GGUF with ggml's own gguf.h API.
+//
+// Part of ggml-backend-rs' end-to-end differential test (DESIGN.md §4.3): the same file is loaded
+// by tools/model/llama_driver built against upstream and against our library.
+//
+// Usage:
+//   write_model --out PATH [--n-embd 64] [--n-layer 2] [--n-head 4] [--n-head-kv 2] [--n-ff 128]
+//               [--n-vocab 300] [--n-ctx-train 512] [--type f32|f16] [--seed 42]
+//               [--output-scale 8] [--rms-eps 1e-5] [--rope-freq-base 10000] [--stream]
+//
+// What it writes (checked against the pin's src/llama-model.cpp LLM_ARCH_LLAMA load_hparams /
+// load_tensors and src/llama-vocab.cpp "llama" tokenizer):
+//   KV:   general.architecture="llama", general.name, general.alignment=32,
+//         llama.context_length, llama.embedding_length, llama.block_count,
+//         llama.feed_forward_length, llama.attention.head_count, llama.attention.head_count_kv,
+//         llama.rope.dimension_count (= n_embd/n_head; the loader requires exactly that),
+//         llama.vocab_size (all u32), llama.attention.layer_norm_rms_epsilon, llama.rope.freq_base (f32),
+//         tokenizer.ggml.model="llama" (SPM), tokenizer.ggml.tokens/scores/token_type,
+//         tokenizer.ggml.bos_token_id=1, eos_token_id=2, unknown_token_id=0 (u32).
+//   Vocab: 0 <unk> (type 2), 1 <s>, 2 </s> (type 3), 3..258 <0x00>..<0xFF> (type 6), then unique
+//          filler tokens (type 1): "▁", a..z, A..Z, 0..9, ".", ",", "▁a".., then letter pairs.
+//          Hence n_vocab >= 259.
+//   Tensors: token_embd.weight {n_embd,n_vocab}, output_norm.weight {n_embd}, output.weight
+//            {n_embd,n_vocab}; per layer blk.N.{attn_norm,ffn_norm}.weight {n_embd} (f32),
+//            attn_q {n_embd,n_embd}, attn_k/attn_v {n_embd,n_embd_gqa}, attn_output {n_embd,n_embd},
+//            ffn_gate/ffn_up {n_embd,n_ff}, ffn_down {n_ff,n_embd}. 2D matrices in --type,
+//            norms always f32.
+//
+// Values: each tensor gets its own splitmix64 stream seeded from (--seed, FNV-1a of tensor name), so
+// the content does not depend on write order. Matrices: uniform in [-a, a], a = 1/sqrt(fan_in)
+// (fan_in = ne0); token_embd: a = 1; output.weight additionally multiplied by --output-scale so that
+// logits are peaked and greedy argmax is robust to rounding differences. Norm weights: uniform in
+// [0.9, 1.1]. f16 conversion uses ggml_fp32_to_fp16_row. Same flags -> byte-identical file.
+//
+// Memory: by default all tensors live in one ggml context (no_alloc=false) and the file is written
+// with gguf_write_to_file(ctx, path, false) — fine up to ~1 GiB of weights. Above 1 GiB, or with
+// --stream, tensors are created metadata-only, the header is written with
+// gguf_write_to_file(..., only_meta=true) and the tensor data is appended one tensor at a time with
+// the same alignment padding gguf uses; the bytes are identical to the in-memory path.
+//
+// Build (against the pin):  g++ -std=c++17 -O2 write_model.cpp -I<llama>/ggml/include -L<lib> -lggml -lggml-base
+#include "ggml.h"
+#include "gguf.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Opts {
+    int64_t n_embd = 64, n_layer = 2, n_head = 4, n_head_kv = 2, n_ff = 128, n_vocab = 300, n_ctx_train = 512;
+    ggml_type type = GGML_TYPE_F32;
+    uint64_t seed = 42;
+    float output_scale = 8.0f;
+    float rms_eps = 1e-5f;
+    float rope_freq_base = 10000.0f;
+    bool stream = false;
+    std::string out;
+};
+
+[[noreturn]] void die(const char * msg) {
+    fprintf(stderr, "write_model: error: %s\n", msg);
+    exit(2);
+}
+
+void usage() {
+    fprintf(stderr,
+        "usage: write_model --out PATH [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
+        "                   [--n-ff N] [--n-vocab N (>=259)] [--n-ctx-train N] [--type f32|f16]\n"
+        "                   [--seed N] [--output-scale S] [--rms-eps E] [--rope-freq-base B] [--stream]\n");
+}
+
+uint64_t splitmix64(uint64_t & s) {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+uint64_t fnv1a64(const char * s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; ++s) { h ^= (uint8_t) *s; h *= 0x100000001b3ull; }
+    return h;
+}
+
+// How to fill one tensor.
+struct Fill {
+    float lo, hi;   // uniform in [lo, hi)
+};
+
+struct TensorSpec {
+    std::string name;
+    ggml_type type;
+    int64_t ne0, ne1;  // ne1 == 1 for 1D
+    Fill fill;
+};
+
+// Deterministic fp32 values of a tensor.
+void gen_values(const Opts & o, const TensorSpec & t, std::vector<float> & v) {
+    const int64_t n = t.ne0 * t.ne1;
+    v.resize(n);
+    uint64_t s = o.seed * 0xD1B54A32D192ED03ull ^ fnv1a64(t.name.c_str());
+    const float span = t.fill.hi - t.fill.lo;
+    for (int64_t i = 0; i < n; ++i) {
+        const double u = (double) (splitmix64(s) >> 11) * (1.0 / 9007199254740992.0); // [0,1)
+        v[i] = t.fill.lo + (float) (u * span);
+    }
+}
+
+// Convert to the tensor's storage type into dst (ggml_row_size(type, n) bytes).
+void encode(const TensorSpec & t, const std::vector<float> & v, void * dst) {
+    if (t.type == GGML_TYPE_F32) {
+        memcpy(dst, v.data(), v.size() * sizeof(float));
+    } else if (t.type == GGML_TYPE_F16) {
+        ggml_fp32_to_fp16_row(v.data(), (ggml_fp16_t *) dst, (int64_t) v.size());
+    } else {
+        die("unsupported tensor type");
+    }
+}
+
+std::vector<TensorSpec> make_specs(const Opts & o) {
+    std::vector<TensorSpec> specs;
+    const int64_t n_embd_head = o.n_embd / o.n_head;
+    const int64_t n_embd_gqa  = n_embd_head * o.n_head_kv;
+    auto mat = [&](const std::string & name, int64_t ne0, int64_t ne1, float scale) {
+        const float a = scale / std::sqrt((float) ne0);
+        specs.push_back({name, o.type, ne0, ne1, {-a, a}});
+    };
+    auto norm = [&](const std::string & name, int64_t ne0) {
+        specs.push_back({name, GGML_TYPE_F32, ne0, 1, {0.9f, 1.1f}});
+    };
+    // token_embd: a = 1 (rows are RMS-normalised before use anyway)
+    specs.push_back({"token_embd.weight", o.type, o.n_embd, o.n_vocab, {-1.0f, 1.0f}});
+    for (int64_t il = 0; il < o.n_layer; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        norm(p + "attn_norm.weight", o.n_embd);
+        mat(p + "attn_q.weight",      o.n_embd, o.n_embd,     1.0f);
+        mat(p + "attn_k.weight",      o.n_embd, n_embd_gqa,   1.0f);
+        mat(p + "attn_v.weight",      o.n_embd, n_embd_gqa,   1.0f);
+        mat(p + "attn_output.weight", o.n_embd, o.n_embd,     1.0f);
+        norm(p + "ffn_norm.weight", o.n_embd);
+        mat(p + "ffn_gate.weight",    o.n_embd, o.n_ff,       1.0f);
+        mat(p + "ffn_up.weight",      o.n_embd, o.n_ff,       1.0f);
+        mat(p + "ffn_down.weight",    o.n_ff,   o.n_embd,     1.0f);
+    }
+    norm("output_norm.weight", o.n_embd);
+    mat("output.weight", o.n_embd, o.n_vocab, o.output_scale);
+    return specs;
+}
+
+// Byte-level SPM vocabulary with unique filler tokens.
+void make_vocab(int64_t n_vocab, std::vector<std::string> & tokens, std::vector<float> & scores, std::vector<int32_t> & types) {
+    tokens.clear(); scores.clear(); types.clear();
+    auto add = [&](const std::string & s, float score, int32_t type) {
+        tokens.push_back(s); scores.push_back(score); types.push_back(type);
+    };
+    add("<unk>", 0.0f, 2);
+    add("<s>",   0.0f, 3);
+    add("</s>",  0.0f, 3);
+    for (int b = 0; b < 256; ++b) {
+        char buf[16];
+        snprintf(buf, sizeof(buf), "<0x%02X>", b);
+        add(buf, 0.0f, 6);
+    }
+    const std::string sp = "\xE2\x96\x81"; // U+2581 '▁'
+    std::vector<std::string> filler;
+    filler.push_back(sp);
+    std::string alpha;
+    for (char c = 'a'; c <= 'z'; ++c) alpha += c;
+    for (char c = 'A'; c <= 'Z'; ++c) alpha += c;
+    for (char c = '0'; c <= '9'; ++c) alpha += c;
+    alpha += ".,!?";
+    for (char c : alpha) filler.push_back(std::string(1, c));
+    for (char c : alpha) filler.push_back(sp + c);
+    // letter pairs and "▁"+pair, as many as needed (lowercase letters only)
+    for (int i = 0; i < 26 && (int64_t) (tokens.size() + filler.size()) < n_vocab; ++i) {
+        for (int j = 0; j < 26; ++j) {
+            const std::string pr = std::string(1, (char) ('a' + i)) + (char) ('a' + j);
+            filler.push_back(pr);
+            filler.push_back(sp + pr);
+        }
+    }
+    // still short (very large n_vocab): numbered tokens, unique by construction
+    for (int64_t k = 0; (int64_t) (tokens.size() + filler.size()) < n_vocab; ++k) {
+        filler.push_back("[F" + std::to_string(k) + "]");
+    }
+    for (size_t i = 0; (int64_t) tokens.size() < n_vocab; ++i) {
+        add(filler[i], -(float) i, 1);
+    }
+}
+
+int64_t parse_i(const char * s, const char * flag) {
+    char * end = nullptr;
+    long long v = strtoll(s, &end, 10);
+    if (!end || *end || v < 0) { fprintf(stderr, "bad value for %s: %s\n", flag, s); exit(2); }
+    return v;
+}
+
+} // namespace
+
+int main(int argc, char ** argv) {
+    Opts o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto need = [&]() -> const char * {
+            if (i + 1 >= argc) { fprintf(stderr, "missing value for %s\n", a.c_str()); usage(); exit(2); }
+            return argv[++i];
+        };
+        if      (a == "--n-embd")         o.n_embd = parse_i(need(), "--n-embd");
+        else if (a == "--n-layer")        o.n_layer = parse_i(need(), "--n-layer");
+        else if (a == "--n-head")         o.n_head = parse_i(need(), "--n-head");
+        else if (a == "--n-head-kv")      o.n_head_kv = parse_i(need(), "--n-head-kv");
+        else if (a == "--n-ff")           o.n_ff = parse_i(need(), "--n-ff");
+        else if (a == "--n-vocab")        o.n_vocab = parse_i(need(), "--n-vocab");
+        else if (a == "--n-ctx-train")    o.n_ctx_train = parse_i(need(), "--n-ctx-train");
+        else if (a == "--seed")           o.seed = (uint64_t) parse_i(need(), "--seed");
+        else if (a == "--output-scale")   o.output_scale = strtof(need(), nullptr);
+        else if (a == "--rms-eps")        o.rms_eps = strtof(need(), nullptr);
+        else if (a == "--rope-freq-base") o.rope_freq_base = strtof(need(), nullptr);
+        else if (a == "--stream")         o.stream = true;
+        else if (a == "--out")            o.out = need();
+        else if (a == "--type") {
+            const std::string t = need();
+            if (t == "f32") o.type = GGML_TYPE_F32;
+            else if (t == "f16") o.type = GGML_TYPE_F16;
+            else die("--type must be f32 or f16");
+        } else if (a == "-h" || a == "--help") { usage(); return 0; }
+        else { fprintf(stderr, "unknown argument: %s\n", a.c_str()); usage(); return 2; }
+    }
+    if (o.out.empty()) { usage(); die("--out is required"); }
+    if (o.n_embd <= 0 || o.n_layer <= 0 || o.n_head <= 0 || o.n_head_kv <= 0 || o.n_ff <= 0 || o.n_ctx_train <= 0) die("sizes must be > 0");
+    if (o.n_embd % o.n_head != 0) die("n_embd must be divisible by n_head");
+    if (o.n_head % o.n_head_kv != 0) die("n_head must be divisible by n_head_kv");
+    if ((o.n_embd / o.n_head) % 2 != 0) die("head dim (n_embd/n_head) must be even (RoPE)");
+    if (o.n_vocab < 259) die("n_vocab must be >= 259 (3 special + 256 byte tokens)");
+    if (!(o.output_scale > 0.0f)) die("--output-scale must be > 0");
+
+    const std::vector<TensorSpec> specs = make_specs(o);
+    size_t data_bytes = 0;
+    for (const auto & t : specs) data_bytes += ggml_row_size(t.type, t.ne0) * t.ne1;
+    const size_t in_memory_limit = (size_t) 1 << 30;
+    const bool stream = o.stream || data_bytes > in_memory_limit;
+
+    // --- metadata ---
+    gguf_context * g = gguf_init_empty();
+    gguf_set_val_str(g, "general.architecture", "llama");
+    gguf_set_val_str(g, "general.name", "ggml-backend-rs random llama");
+    gguf_set_val_u32(g, "general.alignment", 32);
+    gguf_set_val_u32(g, "llama.context_length",             (uint32_t) o.n_ctx_train);
+    gguf_set_val_u32(g, "llama.embedding_length",           (uint32_t) o.n_embd);
+    gguf_set_val_u32(g, "llama.block_count",                (uint32_t) o.n_layer);
+    gguf_set_val_u32(g, "llama.feed_forward_length",        (uint32_t) o.n_ff);
+    gguf_set_val_u32(g, "llama.attention.head_count",       (uint32_t) o.n_head);
+    gguf_set_val_u32(g, "llama.attention.head_count_kv",    (uint32_t) o.n_head_kv);
+    gguf_set_val_u32(g, "llama.rope.dimension_count",       (uint32_t) (o.n_embd / o.n_head));
+    gguf_set_val_u32(g, "llama.vocab_size",                 (uint32_t) o.n_vocab);
+    gguf_set_val_f32(g, "llama.attention.layer_norm_rms_epsilon", o.rms_eps);
+    gguf_set_val_f32(g, "llama.rope.freq_base",             o.rope_freq_base);
+
+    std::vector<std::string> tokens; std::vector<float> scores; std::vector<int32_t> types;
+    make_vocab(o.n_vocab, tokens, scores, types);
+    std::vector<const char *> tok_ptrs;
+    for (const auto & s : tokens) tok_ptrs.push_back(s.c_str());
+    gguf_set_val_str(g, "tokenizer.ggml.model", "llama");
+    gguf_set_arr_str(g, "tokenizer.ggml.tokens", tok_ptrs.data(), tok_ptrs.size());
+    gguf_set_arr_data(g, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores.data(), scores.size());
+    gguf_set_arr_data(g, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types.data(), types.size());
+    gguf_set_val_u32(g, "tokenizer.ggml.bos_token_id", 1);
+    gguf_set_val_u32(g, "tokenizer.ggml.eos_token_id", 2);
+    gguf_set_val_u32(g, "tokenizer.ggml.unknown_token_id", 0);
+
+    // --- tensors ---
+    ggml_init_params ip;
+    ip.mem_size   = ggml_tensor_overhead() * (specs.size() + 1) + (stream ? 0 : data_bytes + 64 * specs.size());
+    ip.mem_buffer = nullptr;
+    ip.no_alloc   = stream;
+    ggml_context * ctx = ggml_init(ip);
+    if (!ctx) die("ggml_init failed (out of memory?)");
+
+    std::vector<ggml_tensor *> ts;
+    std::vector<float> vals;
+    for (const auto & t : specs) {
+        ggml_tensor * x = t.ne1 == 1 ? ggml_new_tensor_1d(ctx, t.type, t.ne0)
+                                     : ggml_new_tensor_2d(ctx, t.type, t.ne0, t.ne1);
+        ggml_set_name(x, t.name.c_str());
+        if (!stream) {
+            gen_values(o, t, vals);
+            encode(t, vals, x->data);
+        }
+        gguf_add_tensor(g, x);
+        ts.push_back(x);
+    }
+
+    if (!stream) {
+        if (!gguf_write_to_file(g, o.out.c_str(), /*only_meta=*/false)) die("gguf_write_to_file failed");
+    } else {
+        if (!gguf_write_to_file(g, o.out.c_str(), /*only_meta=*/true)) die("gguf_write_to_file (meta) failed");
+        FILE * f = fopen(o.out.c_str(), "ab");
+        if (!f) die("cannot reopen output for appending");
+        const size_t align = gguf_get_alignment(g);
+        std::vector<uint8_t> buf;
+        size_t written = 0;
+        for (size_t i = 0; i < specs.size(); ++i) {
+            const size_t off = gguf_get_tensor_offset(g, (int64_t) i);
+            if (off != written) die("unexpected tensor offset while streaming");
+            gen_values(o, specs[i], vals);
+            const size_t nb = ggml_nbytes(ts[i]);
+            buf.assign(GGML_PAD(nb, align), 0);
+            encode(specs[i], vals, buf.data());
+            if (fwrite(buf.data(), 1, buf.size(), f) != buf.size()) die("short write");
+            written += buf.size();
+        }
+        if (fclose(f) != 0) die("fclose failed");
+    }
+
+    int64_t n_params = 0;
+    for (const auto & t : specs) n_params += t.ne0 * t.ne1;
+    printf("wrote %s: arch=llama n_embd=%lld n_layer=%lld n_head=%lld n_head_kv=%lld n_ff=%lld n_vocab=%lld "
+           "type=%s seed=%llu output_scale=%g tensors=%zu params=%lld data_bytes=%zu mode=%s\n",
+           o.out.c_str(), (long long) o.n_embd, (long long) o.n_layer, (long long) o.n_head, (long long) o.n_head_kv,
+           (long long) o.n_ff, (long long) o.n_vocab, ggml_type_name(o.type), (unsigned long long) o.seed,
+           o.output_scale, specs.size(), (long long) n_params, data_bytes, stream ? "stream" : "in-memory");
+
+    ggml_free(ctx);
+    gguf_free(g);
+    return 0;
+}
