@@ -9,6 +9,7 @@
 //                [--prompt TEXT] [--n-predict N (16)] [--n-ctx N (512)] [--n-batch N (512)]
 //                [--n-ubatch N (512)] [--threads N (2)] [--flash-attn on|off|auto (auto)] [--no-mmap]
 //                [--all-logits] [--logits-out FILE] [--stop-eog] [--load-all-backends] [--verbose]
+//                [--test-device]  (builds with LLAMA_DRIVER_TEST_DEVICE: register ctests' TESTGPU)
 //                [--seed N (ignored: decoding is greedy)]
 //
 // Greedy: next token = argmax of the logits (ties -> lowest id). Generation does not stop at EOS
@@ -41,6 +42,9 @@
 //
 // Build (against the pin): g++ -std=c++17 -O2 llama_driver.cpp -I<llama>/include -I<llama>/ggml/include
 //                          -L<lib> -lllama -lggml -lggml-base
+#ifdef LLAMA_DRIVER_TEST_DEVICE
+#include "test_device.h" // ctests/: the TESTGPU device, for multi-backend runs on a CPU-only host
+#endif
 #include "llama.h"
 #include "ggml.h"
 #include "ggml-backend.h"
@@ -78,6 +82,7 @@ struct Opts {
     std::string logits_out;
     bool stop_eog = false;
     bool load_all = false;
+    bool test_device = false;     // register the test-only TESTGPU device (ctests builds)
     bool verbose = false;
 };
 
@@ -219,6 +224,7 @@ int main(int argc, char ** argv) {
         else if (a == "--logits-out")           o.logits_out = need();
         else if (a == "--stop-eog")             o.stop_eog = true;
         else if (a == "--load-all-backends")    o.load_all = true;
+        else if (a == "--test-device")          o.test_device = true;
         else if (a == "--verbose")              o.verbose = true;
         else if (a == "--seed")                 (void) need();
         else if (a == "-h" || a == "--help")    { usage(); return 0; }
@@ -246,6 +252,14 @@ int main(int argc, char ** argv) {
     g_verbose = o.verbose;
     llama_log_set(log_cb, nullptr);
     if (o.load_all) ggml_backend_load_all();
+    if (o.test_device) {
+#ifdef LLAMA_DRIVER_TEST_DEVICE
+        test_device_register(o.threads);
+#else
+        fprintf(stderr, "llama_driver: --test-device needs a build with LLAMA_DRIVER_TEST_DEVICE\n");
+        return 1;
+#endif
+    }
     llama_backend_init();
 
     printf("model: %s\n", o.model.c_str());

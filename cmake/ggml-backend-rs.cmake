@@ -1,0 +1,230 @@
+# Splices the Rust crate ggml-backend-rs into llama.cpp's ggml build.
+#
+# Two ways to use this file:
+#   * include() it, add_subdirectory(<llama.cpp>), then call ggml_backend_rs_splice()
+#     (what this repository's top-level CMakeLists.txt does);
+#   * pass -DCMAKE_PROJECT_ggml_INCLUDE=<this file> to a configure of an unchanged llama.cpp
+#     (or ggml) checkout: it is included right after project(ggml) and defers the splice to the
+#     end of the top-level directory, when ggml-base, ggml, the backends and llama all exist.
+#
+# What the splice does (upstream files are never edited; only target properties change):
+#   * cargo builds libggml_backend_rs.a (target ggml_backend_rs_cargo, imported target
+#     ggml_backend_rs::static);
+#   * ggml-base loses ggml-backend.cpp and links the Rust archive whole, so ggml core and the
+#     Rust backend layer resolve each other inside one library; ggml-backend-meta.cpp stays;
+#   * ggml loses ggml-backend-reg.cpp and ggml-backend-dl.cpp; its one source is
+#     ggml-backend-rs-builtins.c (ggml_backend_rs_builtin_regs, called by the Rust registry);
+#   * ggml-base links ggml as INTERFACE (the reverse edge of the ggml -> ggml-base cycle), and
+#     consumers of a shared ggml-base link with --no-as-needed so libggml is not dropped;
+#   * when the crate's generated headers exist in <repo>/include, ggml-base, ggml, the backends
+#     and llama compile against them (through a header overlay, see below).
+#
+# Cache variables:
+#   GGML_BACKEND_RS_CARGO_TARGET_DIR  cargo --target-dir (default <build>/cargo)
+#   GGML_BACKEND_RS_STATICLIB         use this prebuilt archive instead of running cargo
+#                                     (debugging the splice without the crate)
+
+include_guard(GLOBAL)
+cmake_minimum_required(VERSION 3.24) # $<LINK_LIBRARY:WHOLE_ARCHIVE,...>
+
+# Cache (not directory) variables: the deferred splice runs in another directory's scope.
+set(root "${CMAKE_CURRENT_LIST_DIR}/..")
+cmake_path(NORMAL_PATH root)
+string(REGEX REPLACE "/$" "" root "${root}")
+set(GGML_BACKEND_RS_ROOT "${root}" CACHE INTERNAL "ggml-backend-rs repository")
+unset(root)
+
+# Native libraries the Rust staticlib needs (`--print native-static-libs` on Linux).
+set(GGML_BACKEND_RS_NATIVE_LIBS dl gcc_s util rt pthread m c CACHE INTERNAL "")
+
+# Builds the crate with cargo and defines the imported target ggml_backend_rs::static.
+function(ggml_backend_rs_add_crate)
+    if(TARGET ggml_backend_rs::static)
+        return()
+    endif()
+    set(GGML_BACKEND_RS_STATICLIB "" CACHE FILEPATH
+        "Prebuilt libggml_backend_rs.a to link instead of building the crate with cargo")
+
+    if(GGML_BACKEND_RS_STATICLIB)
+        set(archive "${GGML_BACKEND_RS_STATICLIB}")
+        message(STATUS "ggml-backend-rs: using prebuilt ${archive}")
+    else()
+        find_program(GGML_BACKEND_RS_CARGO cargo
+            HINTS "$ENV{CARGO_HOME}/bin" "$ENV{HOME}/.cargo/bin" REQUIRED)
+        set(GGML_BACKEND_RS_CARGO_TARGET_DIR "${CMAKE_BINARY_DIR}/cargo" CACHE PATH
+            "cargo --target-dir for the ggml-backend-rs crate")
+        set(root "${GGML_BACKEND_RS_ROOT}")
+        set(tdir "${GGML_BACKEND_RS_CARGO_TARGET_DIR}")
+        set(archive "${tdir}/release/libggml_backend_rs.a")
+
+        # cargo tracks its own inputs; the glob (re-checked at every build) decides when to ask it.
+        file(GLOB_RECURSE rs_sources CONFIGURE_DEPENDS "${root}/src/*.rs")
+        set(deps ${rs_sources})
+        foreach(f Cargo.toml Cargo.lock build.rs cbindgen.toml)
+            if(EXISTS "${root}/${f}")
+                list(APPEND deps "${root}/${f}")
+            endif()
+        endforeach()
+
+        add_custom_command(
+            OUTPUT "${archive}" "${tdir}/release/libggml_backend_rs.so"
+            COMMAND "${CMAKE_COMMAND}" -E env "LLAMA_CPP_DIR=${GGML_BACKEND_RS_LLAMA_CPP_DIR}"
+                    "${GGML_BACKEND_RS_CARGO}" build --release --lib
+                    --manifest-path "${root}/Cargo.toml" --target-dir "${tdir}"
+            # cargo leaves an up-to-date archive untouched; the outputs must still be newer than
+            # the inputs, or ninja would ask again at every build.
+            COMMAND "${CMAKE_COMMAND}" -E touch_nocreate "${archive}"
+                    "${tdir}/release/libggml_backend_rs.so"
+            DEPENDS ${deps}
+            WORKING_DIRECTORY "${root}"
+            COMMENT "cargo build --release (ggml-backend-rs)"
+            USES_TERMINAL
+            VERBATIM)
+    endif()
+    add_custom_target(ggml_backend_rs_cargo DEPENDS "${archive}")
+
+    add_library(ggml_backend_rs_static STATIC IMPORTED GLOBAL)
+    set_target_properties(ggml_backend_rs_static PROPERTIES
+        IMPORTED_LOCATION "${archive}"
+        INTERFACE_LINK_LIBRARIES "${GGML_BACKEND_RS_NATIVE_LIBS}")
+    add_dependencies(ggml_backend_rs_static ggml_backend_rs_cargo)
+    add_library(ggml_backend_rs::static ALIAS ggml_backend_rs_static)
+endfunction()
+
+# Removes the sources whose file name is in the remaining arguments from `target`.
+function(_ggml_backend_rs_drop_sources target)
+    get_target_property(sources ${target} SOURCES)
+    set(kept "")
+    set(dropped "")
+    foreach(src IN LISTS sources)
+        cmake_path(GET src FILENAME name)
+        if(name IN_LIST ARGN)
+            list(APPEND dropped "${name}")
+        else()
+            list(APPEND kept "${src}")
+        endif()
+    endforeach()
+    foreach(name IN LISTS ARGN)
+        if(NOT name IN_LIST dropped)
+            message(FATAL_ERROR "ggml-backend-rs: ${target} has no source ${name}; "
+                                "is this the pinned llama.cpp (ggml 0.9.11)?")
+        endif()
+    endforeach()
+    set_property(TARGET ${target} PROPERTY SOURCES "${kept}")
+endfunction()
+
+# Makes ggml-base, ggml, the backends and llama compile against the crate's generated headers.
+#
+# Putting <repo>/include first on the include path is not enough: upstream headers such as
+# ggml-cpu.h say #include "ggml-backend.h", which finds the file next to them first, and two
+# different ggml-backend.h in one translation unit collide. So the build tree gets an overlay,
+# <build>/ggml-backend-rs-headers/include, that holds a symlink to every upstream public header
+# and, for the headers the crate generates, a symlink to ours; it comes first for those targets.
+# Symlinks (not copies) keep #pragma once working and follow header regeneration.
+#   * upstream's files in ggml/src still see the ggml-backend-impl.h / ggml-ext.h next to them;
+#   * llama's #include "../src/ggml-ext.h" finds <overlay>/src/ggml-ext.h (ours).
+function(_ggml_backend_rs_headers_first)
+    set(ours_dir "${GGML_BACKEND_RS_ROOT}/include")
+    # Globbed with CONFIGURE_DEPENDS even when empty: generating the headers re-runs CMake.
+    file(GLOB our_headers RELATIVE "${ours_dir}" CONFIGURE_DEPENDS "${ours_dir}/*.h")
+    if(NOT "ggml-backend.h" IN_LIST our_headers)
+        set(GGML_BACKEND_RS_HEADER_OVERLAY "" CACHE INTERNAL "")
+        message(STATUS "ggml-backend-rs: ${ours_dir}/ggml-backend.h not generated yet; "
+                       "building against upstream's headers")
+        return()
+    endif()
+    get_target_property(base_src ggml-base SOURCE_DIR)
+    set(upstream_dir "${base_src}/../include")
+    cmake_path(NORMAL_PATH upstream_dir)
+
+    set(overlay "${CMAKE_BINARY_DIR}/ggml-backend-rs-headers")
+    file(REMOVE_RECURSE "${overlay}")
+    file(MAKE_DIRECTORY "${overlay}/include" "${overlay}/src")
+    file(GLOB upstream_headers RELATIVE "${upstream_dir}" CONFIGURE_DEPENDS "${upstream_dir}/*.h")
+    foreach(h IN LISTS upstream_headers)
+        if(NOT h IN_LIST our_headers)
+            file(CREATE_LINK "${upstream_dir}/${h}" "${overlay}/include/${h}" SYMBOLIC)
+        endif()
+    endforeach()
+    foreach(h IN LISTS our_headers)
+        file(CREATE_LINK "${ours_dir}/${h}" "${overlay}/include/${h}" SYMBOLIC)
+    endforeach()
+    if("ggml-ext.h" IN_LIST our_headers)
+        file(CREATE_LINK "${ours_dir}/ggml-ext.h" "${overlay}/src/ggml-ext.h" SYMBOLIC)
+    endif()
+
+    set(targets ggml-base ggml llama ${GGML_AVAILABLE_BACKENDS})
+    list(REMOVE_DUPLICATES targets)
+    foreach(t IN LISTS targets)
+        if(TARGET ${t})
+            target_include_directories(${t} BEFORE PRIVATE "${overlay}/include")
+        endif()
+    endforeach()
+    set(GGML_BACKEND_RS_HEADER_OVERLAY "${overlay}" CACHE INTERNAL "")
+    list(JOIN our_headers ", " names)
+    message(STATUS "ggml-backend-rs: compiling against ${names} from ${ours_dir}")
+endfunction()
+
+# The splice. Call it once ggml-base and ggml exist (and llama, for its include directories).
+function(ggml_backend_rs_splice)
+    get_property(done GLOBAL PROPERTY GGML_BACKEND_RS_SPLICED)
+    if(done)
+        return()
+    endif()
+    set_property(GLOBAL PROPERTY GGML_BACKEND_RS_SPLICED TRUE)
+    foreach(t ggml-base ggml)
+        if(NOT TARGET ${t})
+            message(FATAL_ERROR "ggml-backend-rs: target ${t} does not exist; add llama.cpp/ggml first")
+        endif()
+    endforeach()
+
+    ggml_backend_rs_add_crate()
+
+    # ggml-base: ggml core (C) + the Rust backend layer, in one library.
+    _ggml_backend_rs_drop_sources(ggml-base ggml-backend.cpp)
+    get_target_property(base_type ggml-base TYPE)
+    if(base_type STREQUAL "STATIC_LIBRARY")
+        # A program gets the whole Rust archive first on its link line (a link option), so the
+        # ggml archives that follow resolve what it needs. As a link item instead, CMake would put
+        # it inside the repeated ggml-base/ggml/backend cycle, twice: duplicate definitions.
+        get_target_property(archive ggml_backend_rs_static IMPORTED_LOCATION)
+        target_link_options(ggml-base INTERFACE
+            "SHELL:-Wl,--whole-archive \"${archive}\" -Wl,--no-whole-archive")
+        set_property(TARGET ggml-base APPEND PROPERTY INTERFACE_LINK_DEPENDS "${archive}")
+        target_link_libraries(ggml-base INTERFACE ${GGML_BACKEND_RS_NATIVE_LIBS})
+        add_dependencies(ggml-base ggml_backend_rs_cargo)
+    else()
+        target_link_libraries(ggml-base PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,ggml_backend_rs::static>")
+    endif()
+    # The Rust registry calls ggml_backend_rs_builtin_regs, defined in ggml: whatever links
+    # ggml-base links ggml too, except ggml itself and the backends ggml links (for shared
+    # libraries CMake refuses that cycle; libggml-base.so is left with one undefined symbol,
+    # resolved by the libggml.so that every program or library using it loads).
+    set(not_ggml_side "")
+    foreach(t ggml ${GGML_AVAILABLE_BACKENDS})
+        list(APPEND not_ggml_side "$<STREQUAL:$<TARGET_PROPERTY:NAME>,${t}>")
+    endforeach()
+    list(JOIN not_ggml_side "," not_ggml_side)
+    target_link_libraries(ggml-base INTERFACE "$<$<NOT:$<OR:${not_ggml_side}>>:ggml>")
+    if(base_type STREQUAL "SHARED_LIBRARY")
+        # Nothing but libggml-base refers to libggml any more: keep it as a dependency anyway.
+        target_link_options(ggml-base INTERFACE "LINKER:--no-as-needed")
+    endif()
+
+    # ggml: only the list of compiled-in backends.
+    _ggml_backend_rs_drop_sources(ggml ggml-backend-reg.cpp ggml-backend-dl.cpp)
+    target_sources(ggml PRIVATE "${GGML_BACKEND_RS_ROOT}/cmake/ggml-backend-rs-builtins.c")
+    set_property(TARGET ggml PROPERTY LINKER_LANGUAGE C)
+
+    _ggml_backend_rs_headers_first()
+    message(STATUS "ggml-backend-rs: spliced into ggml-base / ggml")
+endfunction()
+
+# Included through CMAKE_PROJECT_ggml_INCLUDE: splice at the end of the top-level directory.
+if(PROJECT_NAME STREQUAL "ggml")
+    if(NOT DEFINED GGML_BACKEND_RS_LLAMA_CPP_DIR)
+        cmake_path(GET CMAKE_CURRENT_SOURCE_DIR PARENT_PATH dir)
+        set(GGML_BACKEND_RS_LLAMA_CPP_DIR "${dir}" CACHE INTERNAL "")
+    endif()
+    cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL ggml_backend_rs_splice)
+endif()

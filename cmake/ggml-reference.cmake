@@ -1,0 +1,83 @@
+# The reference for differential tests: the pin's pristine ggml (ggml-base, ggml, ggml-cpu, shared)
+# and libllama on top of it,
+# with the same options as the spliced build, built as an ExternalProject. Defines the imported
+# targets ggml_ref::ggml-base, ggml_ref::ggml, ggml_ref::ggml-cpu, ggml_ref::llama and sets
+# GGML_REFERENCE_BUILD_DIR.
+# It is configured from llama.cpp's top level, exactly as the spliced ggml is (the pin's ggml/
+# cannot be configured on its own: the crates.io package lacks ggml/ggml.pc.in), but only those
+# four targets are built.
+#
+# GGML_BACKEND_RS_REFERENCE_LIBDIR: a directory that already holds the three reference libraries
+# (e.g. <shared-build>/ggml-reference/build/bin); then nothing is built here.
+
+include_guard(GLOBAL)
+include(ExternalProject)
+
+function(ggml_backend_rs_add_reference llama_cpp_dir)
+    set(GGML_BACKEND_RS_REFERENCE_LIBDIR "" CACHE PATH
+        "Existing directory with the reference libggml*.so (skips building the reference)")
+    set(names ggml-base ggml ggml-cpu llama)
+
+    if(GGML_BACKEND_RS_REFERENCE_LIBDIR)
+        set(libdir "${GGML_BACKEND_RS_REFERENCE_LIBDIR}")
+        foreach(n IN LISTS names)
+            if(NOT EXISTS "${libdir}/lib${n}.so")
+                message(FATAL_ERROR "GGML_BACKEND_RS_REFERENCE_LIBDIR: ${libdir}/lib${n}.so is missing")
+            endif()
+        endforeach()
+        message(STATUS "ggml-backend-rs: reference ggml from ${libdir}")
+        # A reference built by another tree of this project: its llama.cpp build dir is the parent.
+        cmake_path(GET libdir PARENT_PATH build_dir)
+        if(NOT EXISTS "${build_dir}/ggml/src/CMakeFiles")
+            set(build_dir "")
+        endif()
+    else()
+        set(prefix "${CMAKE_BINARY_DIR}/ggml-reference")
+        set(build_dir "${prefix}/build")
+        set(libdir "${build_dir}/bin")
+        set(byproducts "")
+        foreach(n IN LISTS names)
+            list(APPEND byproducts "${libdir}/lib${n}.so")
+        endforeach()
+        if(CMAKE_BUILD_TYPE)
+            set(build_type "${CMAKE_BUILD_TYPE}")
+        else()
+            set(build_type Release)
+        endif()
+        ExternalProject_Add(ggml_reference
+            SOURCE_DIR "${llama_cpp_dir}"
+            BINARY_DIR "${build_dir}"
+            PREFIX "${prefix}"
+            CMAKE_ARGS
+                -DCMAKE_BUILD_TYPE=${build_type}
+                -DCMAKE_C_COMPILER=${CMAKE_C_COMPILER}
+                -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}
+                -DBUILD_SHARED_LIBS=ON
+                -DGGML_NATIVE=${GGML_NATIVE}
+                -DGGML_OPENMP=${GGML_OPENMP}
+                -DLLAMA_BUILD_COMMON=OFF
+                -DLLAMA_BUILD_TESTS=OFF
+                -DLLAMA_BUILD_TOOLS=OFF
+                -DLLAMA_BUILD_EXAMPLES=OFF
+                -DLLAMA_BUILD_SERVER=OFF
+            BUILD_COMMAND "${CMAKE_COMMAND}" --build <BINARY_DIR> --target ${names}
+            INSTALL_COMMAND ""
+            BUILD_BYPRODUCTS ${byproducts}
+            USES_TERMINAL_CONFIGURE TRUE
+            USES_TERMINAL_BUILD TRUE)
+    endif()
+
+    # The pristine llama.cpp build tree (its objects), for ctests/abi; empty when unknown.
+    set(GGML_REFERENCE_BUILD_DIR "${build_dir}" PARENT_SCOPE)
+
+    foreach(n IN LISTS names)
+        add_library(ggml_ref::${n} SHARED IMPORTED GLOBAL)
+        set_target_properties(ggml_ref::${n} PROPERTIES
+            IMPORTED_LOCATION "${libdir}/lib${n}.so"
+            INTERFACE_INCLUDE_DIRECTORIES "${llama_cpp_dir}/ggml/include;${llama_cpp_dir}/include"
+            INTERFACE_COMPILE_DEFINITIONS "GGML_SHARED;GGML_BACKEND_SHARED")
+        if(TARGET ggml_reference)
+            add_dependencies(ggml_ref::${n} ggml_reference)
+        endif()
+    endforeach()
+endfunction()

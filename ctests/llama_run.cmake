@@ -1,0 +1,42 @@
+# cmake -DDRIVER_A=<exe> -DARGS_A=<a;b> [-DDRIVER_B=<exe> -DARGS_B=<a;b>] -DCOMPARE=<compare_logits>
+#       -DTOL=<t> -DWORK_DIR=<dir> -P llama_run.cmake
+# Runs tools/model/llama_driver twice (two builds, or two configurations) with --logits-out and
+# passes when both produce the same greedy tokens and their logits agree within TOL
+# (compare_logits: 0 = bit-identical, else relative L2).
+
+foreach(var DRIVER_A ARGS_A COMPARE TOL WORK_DIR)
+    if(NOT DEFINED ${var})
+        message(FATAL_ERROR "llama_run.cmake: -D${var}=... is required")
+    endif()
+endforeach()
+if(NOT DEFINED DRIVER_B)
+    set(DRIVER_B "${DRIVER_A}")
+endif()
+if(NOT DEFINED ARGS_B)
+    set(ARGS_B "${ARGS_A}")
+endif()
+file(MAKE_DIRECTORY "${WORK_DIR}")
+set(ENV{GGML_NO_BACKTRACE} 1)
+
+foreach(side A B)
+    execute_process(COMMAND "${DRIVER_${side}}" ${ARGS_${side}} --logits-out "${WORK_DIR}/${side}.bin"
+        RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    message("--- ${side}: ${DRIVER_${side}} ${ARGS_${side}}\n${out}${err}")
+    if(NOT rc EQUAL 0)
+        message(FATAL_ERROR "driver ${side} failed (${rc})")
+    endif()
+    string(REGEX MATCH "\ntokens: [^\n]*" tokens_${side} "\n${out}")
+    if(tokens_${side} STREQUAL "")
+        message(FATAL_ERROR "driver ${side} printed no tokens line")
+    endif()
+endforeach()
+
+if(NOT tokens_A STREQUAL tokens_B)
+    message(FATAL_ERROR "greedy tokens differ:${tokens_A}\nvs${tokens_B}")
+endif()
+execute_process(COMMAND "${COMPARE}" "${WORK_DIR}/A.bin" "${WORK_DIR}/B.bin" --tol "${TOL}"
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("--- compare_logits (tol ${TOL})\n${out}${err}")
+if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "logits differ beyond tolerance ${TOL}")
+endif()

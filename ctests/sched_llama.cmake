@@ -1,0 +1,77 @@
+# The scheduler: the split-graph test over TESTGPU + CPU (ours and upstream's), and libllama
+# decoding random-weight models end to end — on the CPU and split over TESTGPU + CPU — compared
+# with the same driver built against upstream's C++ ggml. Included from ctests/CMakeLists.txt.
+
+set(ref_private_includes "${GGML_BACKEND_RS_LLAMA_CPP_DIR}/ggml/src" "${CMAKE_CURRENT_SOURCE_DIR}")
+
+add_executable(sched_split sched_split.c test_device.c)
+target_include_directories(sched_split PRIVATE ${GGML_BACKEND_RS_API_INCLUDES} "${CMAKE_CURRENT_SOURCE_DIR}")
+target_link_libraries(sched_split PRIVATE ggml ggml-cpu m)
+add_test(NAME sched/split_graph COMMAND sched_split)
+add_test(NAME sched/split_graph_parallel COMMAND sched_split parallel)
+
+set(model_src "${GGML_BACKEND_RS_ROOT}/tools/model")
+add_executable(write_model "${model_src}/write_model.cpp")
+target_link_libraries(write_model PRIVATE ggml)
+add_executable(compare_logits "${model_src}/compare_logits.cpp")
+
+add_executable(llama_driver "${model_src}/llama_driver.cpp" test_device.c)
+target_compile_definitions(llama_driver PRIVATE LLAMA_DRIVER_TEST_DEVICE)
+target_include_directories(llama_driver PRIVATE ${GGML_BACKEND_RS_API_INCLUDES} "${CMAKE_CURRENT_SOURCE_DIR}")
+target_link_libraries(llama_driver PRIVATE llama ggml ggml-cpu)
+
+if(TARGET ggml_ref::ggml)
+    add_executable(sched_split_ref sched_split.c test_device.c)
+    target_include_directories(sched_split_ref PRIVATE ${ref_private_includes})
+    target_link_libraries(sched_split_ref PRIVATE ggml_ref::ggml ggml_ref::ggml-base ggml_ref::ggml-cpu m)
+    foreach(mode "" parallel)
+        add_test(NAME differential/sched_split${mode}
+            COMMAND "${CMAKE_COMMAND}" -D "OURS=$<TARGET_FILE:sched_split>" -D "REF=$<TARGET_FILE:sched_split_ref>"
+                -D "ARGS=${mode}" -P "${CMAKE_CURRENT_SOURCE_DIR}/compare_stdout.cmake")
+    endforeach()
+endif()
+if(TARGET ggml_ref::llama)
+    add_executable(llama_driver_ref "${model_src}/llama_driver.cpp" test_device.c)
+    target_compile_definitions(llama_driver_ref PRIVATE LLAMA_DRIVER_TEST_DEVICE)
+    target_include_directories(llama_driver_ref PRIVATE ${ref_private_includes})
+    target_link_libraries(llama_driver_ref PRIVATE ggml_ref::llama ggml_ref::ggml ggml_ref::ggml-base ggml_ref::ggml-cpu)
+endif()
+
+# Test models: name, then write_model flags. Two shapes (grouped-query and plain multi-head
+# attention), f32 and f16; output.weight scaled by 8 so greedy tokens have clear margins.
+set(models
+    "tiny-gqa-f32|--n-embd;64;--n-layer;2;--n-head;4;--n-head-kv;2;--n-ff;128;--n-vocab;300;--type;f32"
+    "tiny-gqa-f16|--n-embd;64;--n-layer;2;--n-head;4;--n-head-kv;2;--n-ff;128;--n-vocab;300;--type;f16"
+    "small-mha-f32|--n-embd;96;--n-layer;3;--n-head;6;--n-head-kv;6;--n-ff;192;--n-vocab;320;--type;f32")
+set(model_dir "${CMAKE_CURRENT_BINARY_DIR}/models")
+file(MAKE_DIRECTORY "${model_dir}")
+
+set(run "${CMAKE_CURRENT_SOURCE_DIR}/llama_run.cmake")
+foreach(entry IN LISTS models)
+    string(REPLACE "|" ";" parts "${entry}")
+    list(GET parts 0 name)
+    list(SUBLIST parts 1 -1 flags)
+    set(gguf "${model_dir}/${name}.gguf")
+    add_test(NAME model/${name} COMMAND write_model ${flags} --seed 7 --out "${gguf}")
+    set_tests_properties(model/${name} PROPERTIES FIXTURES_SETUP model_${name})
+
+    set(cpu_args --model "${gguf}" --split-mode none --devices CPU --threads 2 --n-predict 12)
+    set(tgpu_args --model "${gguf}" --test-device --devices TESTGPU --split-mode layer --threads 2 --n-predict 12)
+    set(tests "")
+    # The scheduler splitting libllama's graphs over TESTGPU + CPU computes exactly what the CPU
+    # alone computes (same kernels, same order of operations): bit-identical.
+    add_test(NAME e2e/${name}/testgpu_vs_cpu COMMAND "${CMAKE_COMMAND}"
+        -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "ARGS_A=${cpu_args}" -D "ARGS_B=${tgpu_args}"
+        -D "COMPARE=$<TARGET_FILE:compare_logits>" -D TOL=0 -D "WORK_DIR=${model_dir}/${name}-tgpu" -P "${run}")
+    list(APPEND tests e2e/${name}/testgpu_vs_cpu)
+    if(TARGET llama_driver_ref)
+        foreach(cfg cpu tgpu)
+            add_test(NAME differential/llama/${name}/${cfg} COMMAND "${CMAKE_COMMAND}"
+                -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "DRIVER_B=$<TARGET_FILE:llama_driver_ref>"
+                -D "ARGS_A=${${cfg}_args}" -D "COMPARE=$<TARGET_FILE:compare_logits>" -D TOL=0
+                -D "WORK_DIR=${model_dir}/${name}-${cfg}-diff" -P "${run}")
+            list(APPEND tests differential/llama/${name}/${cfg})
+        endforeach()
+    endif()
+    set_tests_properties(${tests} PROPERTIES FIXTURES_REQUIRED model_${name})
+endforeach()

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The project's test command: builds llama.cpp's ggml + llama with the Rust backend layer spliced
+# in, shared and static, runs the ctests of both, then the crate's own tests.
+#
+#   ./scripts/test.sh              build dirs: build/shared, build/static (kept between runs)
+#
+# Environment: LLAMA_CPP_DIR (optional) a llama.cpp tree instead of the pin; JOBS (default: nproc).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+jobs="${JOBS:-$(nproc)}"
+cargo_dir="$root/build/cargo"     # one cargo target dir for both CMake builds
+
+common=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DGGML_BACKEND_RS_CARGO_TARGET_DIR=$cargo_dir")
+if [[ -n "${LLAMA_CPP_DIR:-}" ]]; then
+    common+=("-DLLAMA_CPP_DIR=$LLAMA_CPP_DIR")
+fi
+
+step() { printf '\n==> %s\n' "$*"; }
+SECONDS=0
+
+# Shared: also builds the pristine reference ggml for the differential tests.
+step "configure + build: shared"
+cmake -S . -B build/shared "${common[@]}" -DBUILD_SHARED_LIBS=ON
+cmake --build build/shared -j "$jobs"
+step "ctest: shared"
+ctest --test-dir build/shared --output-on-failure -j "$jobs"
+
+# Static: reuses the shared build's reference libraries instead of building them again.
+step "configure + build: static"
+cmake -S . -B build/static "${common[@]}" -DBUILD_SHARED_LIBS=OFF \
+    "-DGGML_BACKEND_RS_REFERENCE_LIBDIR=$root/build/shared/ggml-reference/build/bin"
+cmake --build build/static -j "$jobs"
+step "ctest: static"
+ctest --test-dir build/static --output-on-failure -j "$jobs"
+
+# ---------------------------------------------------------------------------------------------
+# cargo test — the Rust tests link the crate with ggml core and the CPU backend from the static
+# build above. GGML_BACKEND_RS_TEST_LIBS is a ';'-separated list of absolute paths:
+#   libggml-base.a (ggml core C/C++ only: ggml.c, ggml-alloc.c, ggml-backend-meta.cpp, ...),
+#   libggml.a (ggml_backend_rs_builtin_regs), libggml-cpu.a, then libgomp.so (OpenMP, when the
+#   CPU backend uses it) and libstdc++.so.
+# The archives and the crate refer to each other: link them inside -Wl,--start-group/--end-group
+# (e.g. from build.rs: cargo:rustc-link-arg=...). Written by CMake to build/static/rust-test-libs.txt.
+# Its own target dir: with the variable set, build.rs changes the crate's build, and sharing
+# build/cargo with the CMake builds would recompile the crate twice per run.
+# ---------------------------------------------------------------------------------------------
+step "cargo test"
+GGML_BACKEND_RS_TEST_LIBS="$(cat build/static/rust-test-libs.txt)" \
+    cargo test --release --target-dir "$root/build/cargo-test"
+
+step "all tests passed (${SECONDS}s)"
