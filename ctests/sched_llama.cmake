@@ -40,9 +40,9 @@ endif()
 # Test models: name, then write_model flags. Two shapes (grouped-query and plain multi-head
 # attention), f32 and f16; output.weight scaled by 8 so greedy tokens have clear margins.
 set(models
-    "tiny-gqa-f32|--n-embd;64;--n-layer;2;--n-head;4;--n-head-kv;2;--n-ff;128;--n-vocab;300;--type;f32"
-    "tiny-gqa-f16|--n-embd;64;--n-layer;2;--n-head;4;--n-head-kv;2;--n-ff;128;--n-vocab;300;--type;f16"
-    "small-mha-f32|--n-embd;96;--n-layer;3;--n-head;6;--n-head-kv;6;--n-ff;192;--n-vocab;320;--type;f32")
+    "tiny-gqa-f32|--n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 128 --n-vocab 300 --type f32"
+    "tiny-gqa-f16|--n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 128 --n-vocab 300 --type f16"
+    "small-mha-f32|--n-embd 96 --n-layer 3 --n-head 6 --n-head-kv 6 --n-ff 192 --n-vocab 320 --type f32")
 set(model_dir "${CMAKE_CURRENT_BINARY_DIR}/models")
 file(MAKE_DIRECTORY "${model_dir}")
 
@@ -50,7 +50,8 @@ set(run "${CMAKE_CURRENT_SOURCE_DIR}/llama_run.cmake")
 foreach(entry IN LISTS models)
     string(REPLACE "|" ";" parts "${entry}")
     list(GET parts 0 name)
-    list(SUBLIST parts 1 -1 flags)
+    list(GET parts 1 flag_text)
+    separate_arguments(flags UNIX_COMMAND "${flag_text}")
     set(gguf "${model_dir}/${name}.gguf")
     add_test(NAME model/${name} COMMAND write_model ${flags} --seed 7 --out "${gguf}")
     set_tests_properties(model/${name} PROPERTIES FIXTURES_SETUP model_${name})
