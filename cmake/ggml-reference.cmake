@@ -44,6 +44,13 @@ function(ggml_backend_rs_add_reference llama_cpp_dir)
         else()
             set(build_type Release)
         endif()
+        # The reference gets the same compute backends as the spliced build.
+        set(backend_args "")
+        foreach(opt GGML_CUDA GGML_CUDA_NCCL NCCL_INCLUDE_DIR NCCL_LIBRARY CMAKE_CUDA_ARCHITECTURES GGML_BLAS)
+            if(DEFINED ${opt} AND NOT "${${opt}}" STREQUAL "")
+                list(APPEND backend_args "-D${opt}=${${opt}}")
+            endif()
+        endforeach()
         ExternalProject_Add(ggml_reference
             SOURCE_DIR "${llama_cpp_dir}"
             BINARY_DIR "${build_dir}"
@@ -60,6 +67,7 @@ function(ggml_backend_rs_add_reference llama_cpp_dir)
                 -DLLAMA_BUILD_TOOLS=OFF
                 -DLLAMA_BUILD_EXAMPLES=OFF
                 -DLLAMA_BUILD_SERVER=OFF
+                ${backend_args}
             BUILD_COMMAND "${CMAKE_COMMAND}" --build <BINARY_DIR> --target ${names}
             INSTALL_COMMAND ""
             BUILD_BYPRODUCTS ${byproducts}

@@ -41,13 +41,17 @@ ctest --test-dir build/static --output-on-failure -j "$jobs"
 #   libggml-base.a (ggml core C/C++ only: ggml.c, ggml-alloc.c, ggml-backend-meta.cpp, ...),
 #   libggml.a (ggml_backend_rs_builtin_regs), libggml-cpu.a, then libgomp.so (OpenMP, when the
 #   CPU backend uses it) and libstdc++.so.
-# The archives and the crate refer to each other: link them inside -Wl,--start-group/--end-group
-# (e.g. from build.rs: cargo:rustc-link-arg=...). Written by CMake to build/static/rust-test-libs.txt.
+# The archives and the crate refer to each other: build.rs links them inside
+# -Wl,--start-group/--end-group. Written by CMake to build/static/rust-test-libs.txt.
 # Its own target dir: with the variable set, build.rs changes the crate's build, and sharing
 # build/cargo with the CMake builds would recompile the crate twice per run.
 # ---------------------------------------------------------------------------------------------
 step "cargo test"
 GGML_BACKEND_RS_TEST_LIBS="$(cat build/static/rust-test-libs.txt)" \
     cargo test --release --target-dir "$root/build/cargo-test"
+
+# The committed headers in include/ must be what cbindgen generates from the crate now.
+step "generated headers up to date"
+cargo test --release --manifest-path tools/gen-headers/Cargo.toml --target-dir "$root/build/cargo-gen-headers"
 
 step "all tests passed (${SECONDS}s)"

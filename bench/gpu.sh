@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# GPU run on an NVIDIA host (see docs/gpu.md): builds the pin with CUDA twice — spliced with this
+# library and pristine — then decodes the same random-weight model with both on one GPU and
+# compares tokens and logits, and times prompt processing and generation.
+#
+#   bench/gpu.sh all        build + run (long: start it detached, poll /tmp/gpu/done)
+#
+# Expects, carried next to the tree (no Rust toolchain or network on the GPU host):
+#   .gpu/llama.cpp               the pin's llama.cpp source (llama-cpp-sys-2 =0.1.146)
+#   .gpu/libggml_backend_rs.a    `cargo build --release` of this crate (x86_64)
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out=/tmp/gpu
+build=/tmp/gpu/build
+mkdir -p "$out"
+jobs=$(nproc)
+
+step() { printf '\n==> %s (%ss)\n' "$*" "$SECONDS"; }
+
+build() {
+    step "configure"
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+        -DLLAMA_CPP_DIR="$root/.gpu/llama.cpp" -DGGML_BACKEND_RS_STATICLIB="$root/.gpu/libggml_backend_rs.a" \
+        -DGGML_CUDA=ON -DGGML_CUDA_NCCL=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=OFF \
+        >"$out/configure.log" 2>&1 || return 1
+    step "build"
+    cmake --build "$build" -j "$jobs" --target llama_driver llama_driver_ref write_model compare_logits \
+        >"$out/build.log" 2>&1 || return 1
+}
+
+run() {
+    local bin="$build/ctests" m="$out/model.gguf"
+    step "model"
+    "$bin/write_model" --n-embd 2048 --n-layer 8 --n-head 16 --n-head-kv 4 --n-ff 5632 --n-vocab 32000 \
+        --type f16 --out "$m" || return 1
+    for side in ours ref; do
+        local driver=llama_driver; [[ $side == ref ]] && driver=llama_driver_ref
+        step "decode $side"
+        "$bin/$driver" --model "$m" --split-mode none --devices CUDA0 --n-predict 64 --threads 4 \
+            --logits-out "$out/$side.bin" >"$out/$side.txt" 2>&1
+        grep -E '^(devices_available|tokens|digest|timing)' "$out/$side.txt"
+    done
+    step "compare"
+    "$bin/compare_logits" "$out/ours.bin" "$out/ref.bin"
+    step "timing: 5 alternating runs each"
+    for i in 1 2 3 4 5; do
+        for side in ref ours; do
+            local driver=llama_driver; [[ $side == ref ]] && driver=llama_driver_ref
+            "$bin/$driver" --model "$m" --split-mode none --devices CUDA0 --n-predict 128 --threads 4 \
+                | sed -n "s/^timing:/$side:/p"
+        done
+    done
+}
+
+case "${1:-all}" in
+    all) build && run; echo "exit=$?" >"$out/done" ;;
+    *) echo "usage: $0 all" >&2; exit 2 ;;
+esac
