@@ -3,7 +3,9 @@
 # library and pristine — then decodes the same random-weight model with both on one GPU and
 # compares tokens and logits, and times prompt processing and generation.
 #
-#   bench/gpu.sh all        build + run (long: start it detached, poll /tmp/gpu/done)
+#   bench/gpu.sh all        build + run, in ONE device call (about 3 min on 16 cores):
+#                           every call re-sends the working tree and replaces the carried .gpu/,
+#                           so a build left running across calls loses its sources mid-way.
 #
 # Expects, carried next to the tree (no Rust toolchain or network on the GPU host):
 #   .gpu/llama.cpp               the pin's llama.cpp source (llama-cpp-sys-2 =0.1.146)
