@@ -7,7 +7,7 @@
 
 pub mod loader;
 
-use std::sync::{Mutex, MutexGuard, Once};
+use std::sync::{Arc, Mutex, MutexGuard, Once};
 
 use crate::abi::*;
 use crate::log::log_debug;
@@ -24,15 +24,19 @@ struct Entry {
     library: Option<libloading::Library>,
 }
 
-#[derive(Default)]
 struct Registry {
     backends: Vec<Entry>,
     devices: Vec<Device>,
+    /// Shared copy of `devices` for lookups, rebuilt after a change: lookups call backend
+    /// callbacks and must not hold the lock, and backends look devices up on hot paths (e.g.
+    /// from `supports_op`), where copying the list each time would cost an allocation.
+    device_snapshot: Option<Arc<[Device]>>,
 }
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     backends: Vec::new(),
     devices: Vec::new(),
+    device_snapshot: None,
 });
 static BUILTINS: Once = Once::new();
 
@@ -88,6 +92,7 @@ fn add(reg: Reg, library: Option<libloading::Library>) {
     let mut r = lock_only();
     r.backends.push(Entry { reg, library });
     r.devices.extend(devices);
+    r.device_snapshot = None;
 }
 
 /// Adds a single device (e.g. a meta device) to the device list.
@@ -96,7 +101,9 @@ pub fn register_device(device: Device) {
         "ggml_backend_device_register: registered device {}",
         device.name_string()
     );
-    registry().devices.push(device);
+    let mut r = registry();
+    r.devices.push(device);
+    r.device_snapshot = None;
 }
 
 /// The lock without the built-in registration, for use inside that registration.
@@ -115,6 +122,7 @@ pub fn unregister(reg: Reg) -> bool {
             return false;
         };
         r.devices.retain(|d| d.reg() != reg.as_ptr());
+        r.device_snapshot = None;
         r.backends.remove(pos)
     };
     // Unload outside the lock: a library's destructors may call back into the registry.
@@ -142,8 +150,12 @@ fn regs() -> Vec<Reg> {
     registry().backends.iter().map(|e| e.reg).collect()
 }
 
-fn devices() -> Vec<Device> {
-    registry().devices.clone()
+fn devices() -> Arc<[Device]> {
+    let mut r = registry();
+    let r = &mut *r;
+    r.device_snapshot
+        .get_or_insert_with(|| r.devices.as_slice().into())
+        .clone()
 }
 
 /// ASCII case-insensitive name comparison, as upstream.
@@ -159,12 +171,13 @@ pub fn reg_by_name(name: &[u8]) -> Option<Reg> {
 
 pub fn dev_by_name(name: &[u8]) -> Option<Device> {
     devices()
-        .into_iter()
+        .iter()
+        .copied()
         .find(|d| same_name(&d.name_string(), name))
 }
 
 pub fn dev_by_type(ty: ggml_backend_dev_type) -> Option<Device> {
-    devices().into_iter().find(|d| d.dev_type() == ty)
+    devices().iter().copied().find(|d| d.dev_type() == ty)
 }
 
 /// The first GPU, else the first integrated GPU, else the first CPU device.

@@ -62,19 +62,21 @@ impl Sched {
 
     /// A tensor of the scheduler's context with `src`'s layout, named `<backend>#<name>#<copy>`.
     fn dup_named(&self, src: Tensor, backend: usize, copy: usize) -> Tensor {
-        // SAFETY: the context has room (sized for the worst case in `new`); `src` is live.
+        let backend_name = self.backends[backend].name();
+        // SAFETY: the context has room (sized for the worst case in `new`); `src` is live; the
+        // name arguments are NUL-terminated (a backend name, and a ggml tensor name, which ggml
+        // always terminates).
         unsafe {
             let t = ggml_dup_tensor(self.ctx, src.as_ptr());
             ggml_assert!(!t.is_null(), "ggml_backend_sched: context exhausted");
             (*t).nb = (*src.as_ptr()).nb;
-            let name = std::ffi::CString::new(format!(
-                "{}#{}#{}",
-                backend_name(self.backends[backend]),
-                src.name_string(),
-                copy
-            ))
-            .unwrap_or_default();
-            ggml_format_name(t, c"%s".as_ptr(), name.as_ptr());
+            ggml_format_name(
+                t,
+                c"%s#%s#%d".as_ptr(),
+                backend_name,
+                (*src.as_ptr()).name.as_ptr(),
+                copy as c_int,
+            );
             Tensor::from_ptr(t).expect("checked above")
         }
     }
