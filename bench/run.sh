@@ -36,7 +36,7 @@ for nb in 1 2; do
     awk -v l="$label" -v u="$up" -v o="$ours" 'BEGIN { printf "| %s | %.1f | %.1f | %.3f |\n", l, u, o, o / u }'
 done
 
-# End to end: a small f16 model, prompt + 32 decoded tokens, 1 thread (2 shared cores are noisy).
+# End to end: a small f16 model, prompt + 128 decoded tokens, 1 thread (2 shared cores are noisy).
 model="$work/bench.gguf"
 "$bin_c/write_model" --n-embd 256 --n-layer 4 --n-head 8 --n-head-kv 4 --n-ff 768 --n-vocab 4096 --type f16 --out "$model" >/dev/null
 for cfg in cpu tgpu; do
@@ -44,8 +44,8 @@ for cfg in cpu tgpu; do
     else args=(--test-device --devices TESTGPU --split-mode layer); label="llama decode, TESTGPU+CPU splits (tokens/s)"; fi
     : >"$work/up" ; : >"$work/ours"
     for _ in $(seq "$reps"); do
-        "$bin_c/llama_driver_ref" --model "$model" "${args[@]}" --threads 1 --n-predict 32 | sed -n 's/.*decode_tps=\([0-9.]*\).*/\1/p' >>"$work/up"
-        "$bin_c/llama_driver" --model "$model" "${args[@]}" --threads 1 --n-predict 32 | sed -n 's/.*decode_tps=\([0-9.]*\).*/\1/p' >>"$work/ours"
+        "$bin_c/llama_driver_ref" --model "$model" "${args[@]}" --threads 1 --n-predict 128 | sed -n 's/.*decode_tps=\([0-9.]*\).*/\1/p' >>"$work/up"
+        "$bin_c/llama_driver" --model "$model" "${args[@]}" --threads 1 --n-predict 128 | sed -n 's/.*decode_tps=\([0-9.]*\).*/\1/p' >>"$work/ours"
     done
     up=$(median <"$work/up"); ours=$(median <"$work/ours")
     # tokens/s: the time ratio ours/upstream is upstream_tps / ours_tps
