@@ -41,7 +41,7 @@ model="$work/bench.gguf"
 "$bin_c/write_model" --n-embd 256 --n-layer 4 --n-head 8 --n-head-kv 4 --n-ff 768 --n-vocab 4096 --type f16 --out "$model" >/dev/null
 for cfg in cpu tgpu; do
     if [[ $cfg == cpu ]]; then args=(--split-mode none --devices CPU); label="llama decode, CPU (tokens/s)";
-    else args=(--test-device --devices TESTGPU --split-mode layer); label="llama decode, TESTGPU+CPU splits (tokens/s)"; fi
+    else args=(--test-device --devices TESTGPU0 --split-mode layer); label="llama decode, TESTGPU0+CPU splits (tokens/s)"; fi
     : >"$work/up" ; : >"$work/ours"
     for _ in $(seq "$reps"); do
         "$bin_c/llama_driver_ref" --model "$model" "${args[@]}" --threads 1 --n-predict 128 | sed -n 's/.*decode_tps=\([0-9.]*\).*/\1/p' >>"$work/up"

@@ -74,7 +74,7 @@ int main(int argc, char ** argv) {
     test_device_register(1);
     ggml_backend_t cpu = ggml_backend_init_by_type(GGML_BACKEND_DEVICE_TYPE_CPU, NULL);
     ggml_backend_cpu_set_n_threads(cpu, 1);
-    ggml_backend_t dev = ggml_backend_init_by_name("TESTGPU", NULL);
+    ggml_backend_t dev = ggml_backend_init_by_name("TESTGPU0", NULL);
     ggml_backend_t backends[2] = { dev, cpu };
     ggml_backend_t * used = n_backends == 2 ? backends : &cpu;
 

@@ -1,6 +1,7 @@
-# The scheduler: the split-graph test over TESTGPU + CPU (ours and upstream's), and libllama
-# decoding random-weight models end to end — on the CPU and split over TESTGPU + CPU — compared
-# with the same driver built against upstream's C++ ggml. Included from ctests/CMakeLists.txt.
+# The scheduler: the split-graph test over a test device + CPU (ours and upstream's), and libllama
+# decoding random-weight models end to end — on the CPU, split over TESTGPU0 + CPU, and layers
+# pipelined over TESTGPU0 + TESTGPU1 — compared with the same driver built against upstream's
+# C++ ggml. Included from ctests/CMakeLists.txt.
 
 set(ref_private_includes "${GGML_BACKEND_RS_LLAMA_CPP_DIR}/ggml/src" "${CMAKE_CURRENT_SOURCE_DIR}")
 
@@ -57,16 +58,21 @@ foreach(entry IN LISTS models)
     set_tests_properties(model/${name} PROPERTIES FIXTURES_SETUP model_${name})
 
     set(cpu_args --model "${gguf}" --split-mode none --devices CPU --threads 2 --n-predict 12)
-    set(tgpu_args --model "${gguf}" --test-device --devices TESTGPU --split-mode layer --threads 2 --n-predict 12)
+    set(tgpu_args --model "${gguf}" --test-device --devices TESTGPU0 --split-mode layer --threads 2 --n-predict 12)
+    # Layers over two devices: libllama turns on pipeline parallelism (scheduler n_copies > 1,
+    # events) because both devices report async compute and events.
+    set(pipe_args --model "${gguf}" --test-device --devices TESTGPU0,TESTGPU1 --split-mode layer --threads 2 --n-predict 12)
     set(tests "")
-    # The scheduler splitting libllama's graphs over TESTGPU + CPU computes exactly what the CPU
-    # alone computes (same kernels, same order of operations): bit-identical.
-    add_test(NAME e2e/${name}/testgpu_vs_cpu COMMAND "${CMAKE_COMMAND}"
-        -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "ARGS_A=${cpu_args}" -D "ARGS_B=${tgpu_args}"
-        -D "COMPARE=$<TARGET_FILE:compare_logits>" -D TOL=0 -D "WORK_DIR=${model_dir}/${name}-tgpu" -P "${run}")
-    list(APPEND tests e2e/${name}/testgpu_vs_cpu)
+    # The scheduler splitting libllama's graphs over test devices + CPU computes exactly what the
+    # CPU alone computes (same kernels, same order of operations): bit-identical.
+    foreach(cfg tgpu pipe)
+        add_test(NAME e2e/${name}/${cfg}_vs_cpu COMMAND "${CMAKE_COMMAND}"
+            -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "ARGS_A=${cpu_args}" -D "ARGS_B=${${cfg}_args}"
+            -D "COMPARE=$<TARGET_FILE:compare_logits>" -D TOL=0 -D "WORK_DIR=${model_dir}/${name}-${cfg}" -P "${run}")
+        list(APPEND tests e2e/${name}/${cfg}_vs_cpu)
+    endforeach()
     if(TARGET llama_driver_ref)
-        foreach(cfg cpu tgpu)
+        foreach(cfg cpu tgpu pipe)
             add_test(NAME differential/llama/${name}/${cfg} COMMAND "${CMAKE_COMMAND}"
                 -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "DRIVER_B=$<TARGET_FILE:llama_driver_ref>"
                 -D "ARGS_A=${${cfg}_args}" -D "COMPARE=$<TARGET_FILE:compare_logits>" -D TOL=0

@@ -134,7 +134,7 @@ static void run(ggml_backend_t * backends, int n_backends, struct model * m, boo
 int main(int argc, char ** argv) {
     bool parallel = argc > 1 && strcmp(argv[1], "parallel") == 0;
     test_device_register(2);
-    ggml_backend_t dev = ggml_backend_init_by_name("TESTGPU", NULL);
+    ggml_backend_t dev = ggml_backend_init_by_name("TESTGPU0", NULL);
     ggml_backend_t cpu = ggml_backend_init_by_type(GGML_BACKEND_DEVICE_TYPE_CPU, NULL);
     if (!dev || !cpu) { fprintf(stderr, "no backends\n"); return 1; }
     ggml_backend_cpu_set_n_threads(cpu, 2);

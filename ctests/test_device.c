@@ -1,12 +1,13 @@
-// A test-only ggml device, "TESTGPU", that looks like an accelerator to the scheduler: its
-// buffer type is not host memory and only it can use its buffers, so every tensor crossing
-// between it and the CPU is copied as a split input. Underneath, its memory is ordinary
+// Test-only ggml devices, "TESTGPU0" and "TESTGPU1", that look like accelerators to the
+// scheduler: their buffer types are not host memory and each device can use only its own
+// buffers, so every tensor crossing between them (or to the CPU) is copied as a split input. Underneath, its memory is ordinary
 // memory and it computes with a CPU backend, so results can be compared bit for bit with
 // a plain CPU run. It has events (no-ops: every operation completes synchronously), so
 // pipeline parallelism (n_copies > 1) takes the event paths.
 //
-// It refuses GGML_OP_SOFT_MAX and GGML_OP_GET_ROWS, so graphs that use them are split
-// between TESTGPU and the CPU.
+// They refuse GGML_OP_SOFT_MAX and GGML_OP_GET_ROWS, so graphs that use them are split
+// between a TESTGPU and the CPU. Two devices with async + events make libllama enable pipeline
+// parallelism (scheduler n_copies > 1) for a layer split over both.
 
 #include "test_device.h"
 
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #define TESTGPU_ALIGNMENT 64
+#define TESTGPU_COUNT 2
 
 // --- buffer -------------------------------------------------------------------------------
 
@@ -64,7 +66,11 @@ static const struct ggml_backend_buffer_i tbuf_iface = {
 
 // --- buffer type --------------------------------------------------------------------------
 
-static const char * tbuft_name(ggml_backend_buffer_type_t buft) { (void) buft; return "TESTGPU"; }
+static const char * const testgpu_names[TESTGPU_COUNT] = { "TESTGPU0", "TESTGPU1" };
+
+static int dev_index(ggml_backend_dev_t d) { return (int) (intptr_t) d->context; }
+
+static const char * tbuft_name(ggml_backend_buffer_type_t buft) { return testgpu_names[(int) (intptr_t) buft->context]; }
 static ggml_backend_buffer_t tbuft_alloc(ggml_backend_buffer_type_t buft, size_t size) {
     void * mem = calloc(1, size + TESTGPU_ALIGNMENT);
     if (!mem) return NULL;
@@ -72,17 +78,20 @@ static ggml_backend_buffer_t tbuft_alloc(ggml_backend_buffer_type_t buft, size_t
 }
 static size_t tbuft_align(ggml_backend_buffer_type_t buft) { (void) buft; return TESTGPU_ALIGNMENT; }
 
-static struct ggml_backend_device testgpu_device;
+static struct ggml_backend_device testgpu_devices[TESTGPU_COUNT];
 
-static struct ggml_backend_buffer_type testgpu_buft = {
-    /* .iface   = */ { tbuft_name, tbuft_alloc, tbuft_align, NULL, NULL, NULL },
-    /* .device  = */ &testgpu_device,
-    /* .context = */ NULL,
+static struct ggml_backend_buffer_type testgpu_bufts[TESTGPU_COUNT] = {
+    { { tbuft_name, tbuft_alloc, tbuft_align, NULL, NULL, NULL }, &testgpu_devices[0], (void *) 0 },
+    { { tbuft_name, tbuft_alloc, tbuft_align, NULL, NULL, NULL }, &testgpu_devices[1], (void *) 1 },
 };
+
+static bool is_testgpu_buft(ggml_backend_buffer_type_t buft) {
+    return buft == &testgpu_bufts[0] || buft == &testgpu_bufts[1];
+}
 
 // --- backend ------------------------------------------------------------------------------
 
-static const char * tb_name(ggml_backend_t b) { (void) b; return "TESTGPU"; }
+static const char * tb_name(ggml_backend_t b) { return testgpu_names[dev_index(b->device)]; }
 static void tb_free(ggml_backend_t b) {
     ggml_backend_free((ggml_backend_t) b->context);
     free(b);
@@ -94,7 +103,7 @@ static bool tb_cpy_async(ggml_backend_t src, ggml_backend_t dst, const struct gg
     (void) src; (void) dst;
     // host -> device copies complete immediately: a valid (if eager) asynchronous copy
     ggml_backend_buffer_t sb = s->view_src ? s->view_src->buffer : s->buffer;
-    if (sb && ggml_backend_buffer_is_host(sb) && d->buffer && d->buffer->buft == &testgpu_buft) {
+    if (sb && ggml_backend_buffer_is_host(sb) && d->buffer && is_testgpu_buft(d->buffer->buft)) {
         memcpy(d->data, s->data, ggml_nbytes(s));
         return true;
     }
@@ -126,7 +135,7 @@ static ggml_guid testgpu_guid = { 0x7e, 0x57, 0x60, 0x70, 1, 2, 3, 4, 5, 6, 7, 8
 
 // --- device -------------------------------------------------------------------------------
 
-static const char * td_name(ggml_backend_dev_t d) { (void) d; return "TESTGPU"; }
+static const char * td_name(ggml_backend_dev_t d) { return testgpu_names[dev_index(d)]; }
 static const char * td_desc(ggml_backend_dev_t d) { (void) d; return "test device backed by the CPU backend"; }
 static void td_memory(ggml_backend_dev_t d, size_t * free_mem, size_t * total) { (void) d; *free_mem = 1ull << 32; *total = 1ull << 32; }
 static enum ggml_backend_dev_type td_type(ggml_backend_dev_t d) { (void) d; return GGML_BACKEND_DEVICE_TYPE_GPU; }
@@ -153,7 +162,7 @@ static ggml_backend_t td_init(ggml_backend_dev_t d, const char * params) {
     b->context = cpu;
     return b;
 }
-static ggml_backend_buffer_type_t td_buft(ggml_backend_dev_t d) { (void) d; return &testgpu_buft; }
+static ggml_backend_buffer_type_t td_buft(ggml_backend_dev_t d) { return &testgpu_bufts[dev_index(d)]; }
 static bool td_supports_op(ggml_backend_dev_t d, const struct ggml_tensor * op) {
     (void) d;
     if (op->op == GGML_OP_SOFT_MAX || op->op == GGML_OP_GET_ROWS) {
@@ -162,7 +171,7 @@ static bool td_supports_op(ggml_backend_dev_t d, const struct ggml_tensor * op) 
     ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
     return ggml_backend_dev_supports_op(cpu, op);
 }
-static bool td_supports_buft(ggml_backend_dev_t d, ggml_backend_buffer_type_t buft) { (void) d; return buft == &testgpu_buft; }
+static bool td_supports_buft(ggml_backend_dev_t d, ggml_backend_buffer_type_t buft) { return buft == &testgpu_bufts[dev_index(d)]; }
 static bool td_offload_op(ggml_backend_dev_t d, const struct ggml_tensor * op) { (void) d; return op->op == GGML_OP_MUL_MAT; }
 
 static int event_token;
@@ -177,21 +186,24 @@ static void td_event_sync(ggml_backend_dev_t d, ggml_backend_event_t e) { (void)
 
 static struct ggml_backend_reg testgpu_reg;
 
-static struct ggml_backend_device testgpu_device = {
-    /* .iface = */ {
-        td_name, td_desc, td_memory, td_type, td_props, td_init, td_buft,
-        /* .get_host_buffer_type = */ NULL,
-        /* .buffer_from_host_ptr = */ NULL,
-        td_supports_op, td_supports_buft, td_offload_op,
-        td_event_new, td_event_free, td_event_sync,
-    },
-    /* .reg     = */ &testgpu_reg,
-    /* .context = */ NULL,
-};
+#define TESTGPU_DEVICE(i)                                                          \
+    {                                                                              \
+        /* .iface = */ {                                                           \
+            td_name, td_desc, td_memory, td_type, td_props, td_init, td_buft,      \
+            /* .get_host_buffer_type = */ NULL,                                    \
+            /* .buffer_from_host_ptr = */ NULL,                                    \
+            td_supports_op, td_supports_buft, td_offload_op,                       \
+            td_event_new, td_event_free, td_event_sync,                            \
+        },                                                                         \
+        /* .reg     = */ &testgpu_reg,                                             \
+        /* .context = */ (void *) (i),                                             \
+    }
+
+static struct ggml_backend_device testgpu_devices[TESTGPU_COUNT] = { TESTGPU_DEVICE(0), TESTGPU_DEVICE(1) };
 
 static const char * tr_name(ggml_backend_reg_t r) { (void) r; return "TESTGPU"; }
-static size_t tr_count(ggml_backend_reg_t r) { (void) r; return 1; }
-static ggml_backend_dev_t tr_get(ggml_backend_reg_t r, size_t i) { (void) r; return i == 0 ? &testgpu_device : NULL; }
+static size_t tr_count(ggml_backend_reg_t r) { (void) r; return TESTGPU_COUNT; }
+static ggml_backend_dev_t tr_get(ggml_backend_reg_t r, size_t i) { (void) r; return i < TESTGPU_COUNT ? &testgpu_devices[i] : NULL; }
 
 static struct ggml_backend_reg testgpu_reg = {
     /* .api_version = */ GGML_BACKEND_API_VERSION,

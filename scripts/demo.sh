@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: build everything, write a small random-weight Llama model, and decode it greedily
 # with libllama running on this library — on one device, and split by the scheduler over two
-# (the test device TESTGPU + the CPU) — next to the same driver built against upstream's C++.
+# (the test device TESTGPU0 + the CPU) — next to the same driver built against upstream's C++.
 #
 #   ./scripts/demo.sh        (uses build/shared; builds it when needed)
 #
@@ -27,7 +27,7 @@ run() { # name driver args...
         | grep -E '^(devices|tokens|digest|timing):' | sed "s/^/  /"
 }
 echo; echo "== ours, one device (CPU)";               run ours-cpu  llama_driver     --split-mode none --devices CPU
-echo; echo "== ours, TESTGPU + CPU (scheduler splits)"; run ours-tgpu llama_driver     --test-device --devices TESTGPU --split-mode layer
+echo; echo "== ours, TESTGPU0 + CPU (scheduler splits)"; run ours-tgpu llama_driver     --test-device --devices TESTGPU0 --split-mode layer
 echo; echo "== upstream, one device (CPU)";           run ref-cpu   llama_driver_ref --split-mode none --devices CPU
 echo
 echo "== logits: ours split vs ours single";   "$bin/compare_logits" "$work/ours-tgpu.bin" "$work/ours-cpu.bin" | tail -1

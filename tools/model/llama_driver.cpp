@@ -9,7 +9,7 @@
 //                [--prompt TEXT] [--n-predict N (16)] [--n-ctx N (512)] [--n-batch N (512)]
 //                [--n-ubatch N (512)] [--threads N (2)] [--flash-attn on|off|auto (auto)] [--no-mmap]
 //                [--all-logits] [--logits-out FILE] [--stop-eog] [--load-all-backends] [--verbose]
-//                [--test-device]  (builds with LLAMA_DRIVER_TEST_DEVICE: register ctests' TESTGPU)
+//                [--test-device]  (builds with LLAMA_DRIVER_TEST_DEVICE: register ctests' TESTGPU0/1)
 //                [--seed N (ignored: decoding is greedy)]
 //
 // Greedy: next token = argmax of the logits (ties -> lowest id). Generation does not stop at EOS
@@ -43,7 +43,7 @@
 // Build (against the pin): g++ -std=c++17 -O2 llama_driver.cpp -I<llama>/include -I<llama>/ggml/include
 //                          -L<lib> -lllama -lggml -lggml-base
 #ifdef LLAMA_DRIVER_TEST_DEVICE
-#include "test_device.h" // ctests/: the TESTGPU device, for multi-backend runs on a CPU-only host
+#include "test_device.h" // ctests/: the TESTGPU0/1 devices, for multi-backend runs on a CPU-only host
 #endif
 #include "llama.h"
 #include "ggml.h"
@@ -82,7 +82,7 @@ struct Opts {
     std::string logits_out;
     bool stop_eog = false;
     bool load_all = false;
-    bool test_device = false;     // register the test-only TESTGPU device (ctests builds)
+    bool test_device = false;     // register the test-only TESTGPU0/1 devices (ctests builds)
     bool verbose = false;
 };
 
