@@ -106,7 +106,7 @@ pub struct Sched {
 
     /// Context for the tensors the scheduler creates (copies, dependencies), recreated per split.
     pub ctx: *mut ggml_context,
-    context_buffer: Vec<u8>,
+    pub(super) context_buffer: Vec<u8>,
 
     pub eval_callback: EvalCallback,
     pub eval_user_data: *mut c_void,
@@ -118,7 +118,8 @@ pub struct Sched {
     pub debug_graph_size: usize,
     pub debug_prev_graph_size: usize,
 
-    is_reset: bool,
+    /// Whether the per-graph state is clear (`reset` since the last split or user assignment).
+    pub(super) is_reset: bool,
     is_alloc: bool,
 }
 
@@ -256,16 +257,6 @@ impl Sched {
         self.splits.len()
     }
 
-    pub(super) fn set_not_reset(&mut self) {
-        self.is_reset = false;
-    }
-    pub(super) fn context_buffer_len(&self) -> usize {
-        self.context_buffer.len()
-    }
-    pub(super) fn context_buffer_ptr(&mut self) -> *mut c_void {
-        self.context_buffer.as_mut_ptr() as *mut c_void
-    }
-
     /// Forgets the last graph's assignments and allocation.
     pub fn reset(&mut self) {
         if !self.is_reset {
@@ -277,7 +268,7 @@ impl Sched {
     }
 
     fn check_capacity(&self, graph: Graph, func: &str) {
-        let (n_nodes, n_leafs) = graph_counts(graph);
+        let (n_nodes, n_leafs) = (graph.n_nodes(), graph.n_leafs());
         ggml_assert!(
             self.capacity >= n_nodes + n_leafs,
             "{func}: graph has {n_nodes} nodes and {n_leafs} leafs, more than the scheduler's graph size ({})",
@@ -427,11 +418,6 @@ impl Drop for Sched {
             }
         }
     }
-}
-
-/// Node and leaf counts of a graph.
-pub fn graph_counts(graph: Graph) -> (usize, usize) {
-    (graph.n_nodes(), graph.n_leafs())
 }
 
 pub fn is_view_op(op: ggml_op) -> bool {

@@ -27,7 +27,8 @@ impl Sched {
     pub fn split_graph(&mut self, graph: Graph) {
         self.splits.clear();
         self.graph_inputs.clear();
-        self.is_reset_cleared();
+        // The split holds assignments: the next `reset` must clear them.
+        self.is_reset = false;
         self.new_context();
         self.assign_backends(graph);
         self.cut_splits(graph);
@@ -37,11 +38,6 @@ impl Sched {
         self.build_alloc_graph(graph);
     }
 
-    fn is_reset_cleared(&mut self) {
-        // A split graph holds assignments: the next `reset` must clear them.
-        self.set_not_reset();
-    }
-
     fn new_context(&mut self) {
         // SAFETY: the previous context (if any) is ours; the new one lives in our buffer.
         unsafe {
@@ -49,8 +45,8 @@ impl Sched {
                 ggml_free(self.ctx);
             }
             self.ctx = ggml_init(ggml_init_params {
-                mem_size: self.context_buffer_len(),
-                mem_buffer: self.context_buffer_ptr(),
+                mem_size: self.context_buffer.len(),
+                mem_buffer: self.context_buffer.as_mut_ptr() as *mut std::ffi::c_void,
                 no_alloc: true,
             });
         }
