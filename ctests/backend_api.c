@@ -13,6 +13,7 @@
 #include "ggml-backend.h"
 #include "ggml-backend-impl.h" // multi-buffer
 #include "ggml-cpu.h"
+#include "test_device.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -480,6 +481,81 @@ static void test_graph_copy(void) {
     ggml_backend_free(b2);
 }
 
+// strided and asynchronous transfers that reach the native entries of a device (TESTGPU0
+// implements them; the CPU backend does not), and copies between non-host buffers
+static void test_device_transfers(void) {
+    test_device_register(2);
+    ggml_backend_t dev0 = ggml_backend_init_by_name("TESTGPU0", NULL);
+    ggml_backend_t dev1 = ggml_backend_init_by_name("TESTGPU1", NULL);
+    CHECK(dev0 != NULL && dev1 != NULL);
+    if (!dev0 || !dev1) return;
+    CHECK(!ggml_backend_buft_is_host(ggml_backend_get_default_buffer_type(dev0)));
+    CHECK(ggml_backend_get_alignment(dev0) == 64);
+
+    struct ggml_context * ctx0 = new_ctx();
+    struct ggml_context * ctx1 = new_ctx();
+    struct ggml_tensor * t = ggml_new_tensor_2d(ctx0, GGML_TYPE_I32, 8, 5);
+    struct ggml_tensor * u = ggml_new_tensor_2d(ctx1, GGML_TYPE_I32, 8, 5);
+    ggml_backend_buffer_t b0 = ggml_backend_alloc_ctx_tensors(ctx0, dev0);
+    ggml_backend_buffer_t b1 = ggml_backend_alloc_ctx_tensors(ctx1, dev1);
+    CHECK(b0 != NULL && b1 != NULL && !ggml_backend_buffer_is_host(b0));
+    ggml_backend_tensor_memset(t, 0, 0, ggml_nbytes(t));
+
+    int32_t src[12], all[40], dst[8];
+    for (int i = 0; i < 12; i++) src[i] = 100 + i;
+    int calls = test_device_2d_calls;
+    // 3 blocks of 2 elements at columns 1..2 of rows 0, 2, 4; host stride 4 elements
+    ggml_backend_tensor_set_2d(t, src, 1 * 4, 2 * 4, 3, 2 * 8 * 4, 4 * 4);
+    CHECK(test_device_2d_calls == calls + 1);
+    ggml_backend_tensor_get(t, all, 0, sizeof(all));
+    CHECK(all[1] == 100 && all[2] == 101 && all[17] == 104 && all[18] == 105 && all[33] == 108 && all[34] == 109);
+    CHECK(all[0] == 0 && all[3] == 0 && all[9] == 0);
+    ggml_backend_tensor_get_2d(t, dst, 1 * 4, 2 * 4, 2, 2 * 8 * 4, 3 * 4);
+    CHECK(test_device_2d_calls == calls + 2);
+    CHECK(dst[0] == 100 && dst[1] == 101 && dst[3] == 104 && dst[4] == 105);
+    // a single block takes the plain path
+    ggml_backend_tensor_set_2d(t, src, 0, 4, 1, 0, 0);
+    CHECK(test_device_2d_calls == calls + 2);
+
+    int acalls = test_device_async_calls;
+    ggml_backend_tensor_set_2d_async(dev0, t, src, 6 * 4, 2 * 4, 2, 8 * 4, 2 * 4);
+    ggml_backend_tensor_get_2d_async(dev0, t, dst, 6 * 4, 2 * 4, 2, 8 * 4, 2 * 4);
+    int32_t one = 7, back = 0;
+    ggml_backend_tensor_set_async(dev0, t, &one, 39 * 4, 4);
+    ggml_backend_tensor_get_async(dev0, t, &back, 39 * 4, 4);
+    ggml_backend_synchronize(dev0);
+    CHECK(test_device_async_calls == acalls + 4);
+    CHECK(dst[0] == 100 && dst[1] == 101 && dst[2] == 102 && dst[3] == 103 && back == 7);
+
+    // device -> other device (neither host, no direct copy): through host memory
+    ggml_backend_tensor_copy(t, u);
+    int32_t all_u[40];
+    ggml_backend_tensor_get(t, all, 0, sizeof(all));
+    ggml_backend_tensor_get(u, all_u, 0, sizeof(all_u));
+    CHECK(memcmp(all, all_u, sizeof(all)) == 0);
+
+    // device -> CPU and back, and an asynchronous copy host -> device
+    struct ggml_context * ctxc = new_ctx();
+    struct ggml_tensor * c = ggml_new_tensor_2d(ctxc, GGML_TYPE_I32, 8, 5);
+    ggml_backend_buffer_t bc = ggml_backend_alloc_ctx_tensors_from_buft(ctxc, ggml_backend_cpu_buffer_type());
+    ggml_backend_tensor_copy(u, c);
+    CHECK(memcmp(c->data, all, sizeof(all)) == 0);
+    ggml_backend_tensor_memset(t, 0, 0, ggml_nbytes(t));
+    ggml_backend_tensor_copy_async(NULL, dev0, c, t);
+    ggml_backend_synchronize(dev0);
+    ggml_backend_tensor_get(t, all_u, 0, sizeof(all_u));
+    CHECK(memcmp(all, all_u, sizeof(all)) == 0);
+
+    ggml_backend_buffer_free(bc);
+    ggml_backend_buffer_free(b0);
+    ggml_backend_buffer_free(b1);
+    ggml_free(ctxc);
+    ggml_free(ctx0);
+    ggml_free(ctx1);
+    ggml_backend_free(dev0);
+    ggml_backend_free(dev1);
+}
+
 // ---------------------------------------------------------------------------------------
 // bad input: each of these must end in ggml's abort with a message, never in UB
 
@@ -556,6 +632,7 @@ int main(int argc, char ** argv) {
     else if (strcmp(c, "plugin") == 0 && argc == 4) test_plugin(argv[2], argv[3]);
     else if (strcmp(c, "plugin_rejects") == 0 && argc == 3) test_plugin_rejects(argv[2]);
     else if (strcmp(c, "graph_copy") == 0) test_graph_copy();
+    else if (strcmp(c, "device_transfers") == 0) test_device_transfers();
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;

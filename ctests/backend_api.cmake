@@ -36,7 +36,8 @@ file(WRITE "${rejects_dir}/not-a-library.so" "this is a text file, not a shared 
 set(plugin_targets test_plugin_main test_plugin_low test_plugin_high test_plugin_zero
     test_plugin_score0 test_plugin_old_api test_not_a_backend)
 
-set(api_cases buffer_type buffer tensor_data tensor_copy backend events devices registry graph_copy)
+set(api_cases buffer_type buffer tensor_data tensor_copy backend events devices registry graph_copy
+    device_transfers)
 
 function(ggml_backend_rs_api_tests exe prefix)
     add_dependencies(${exe} ${plugin_targets})
@@ -49,14 +50,14 @@ function(ggml_backend_rs_api_tests exe prefix)
         PASS_REGULAR_EXPRESSION "plugin_rejects: ok")
 endfunction()
 
-add_executable(backend_api backend_api.c)
-target_include_directories(backend_api PRIVATE ${GGML_BACKEND_RS_API_INCLUDES})
+add_executable(backend_api backend_api.c test_device.c)
+target_include_directories(backend_api PRIVATE ${GGML_BACKEND_RS_API_INCLUDES} "${CMAKE_CURRENT_SOURCE_DIR}")
 target_link_libraries(backend_api PRIVATE ggml ggml-cpu m)
 ggml_backend_rs_api_tests(backend_api api)
 
 if(TARGET ggml_ref::ggml)
-    add_executable(backend_api_ref backend_api.c)
-    target_include_directories(backend_api_ref PRIVATE "${GGML_BACKEND_RS_LLAMA_CPP_DIR}/ggml/src")
+    add_executable(backend_api_ref backend_api.c test_device.c)
+    target_include_directories(backend_api_ref PRIVATE "${GGML_BACKEND_RS_LLAMA_CPP_DIR}/ggml/src" "${CMAKE_CURRENT_SOURCE_DIR}")
     target_link_libraries(backend_api_ref PRIVATE ggml_ref::ggml ggml_ref::ggml-base ggml_ref::ggml-cpu m)
     ggml_backend_rs_api_tests(backend_api_ref api_upstream)
 endif()

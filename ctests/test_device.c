@@ -39,6 +39,24 @@ static void tbuf_get(ggml_backend_buffer_t b, const struct ggml_tensor * t, void
     (void) b;
     memcpy(data, (const char *) t->data + off, size);
 }
+// Native strided transfers: counted, so tests can tell them from the generic per-block loop.
+int test_device_2d_calls = 0;
+static void tbuf_set_2d(ggml_backend_buffer_t b, struct ggml_tensor * t, const void * data, size_t off, size_t size,
+                        size_t n, size_t stride_t, size_t stride_d) {
+    (void) b;
+    test_device_2d_calls++;
+    for (size_t i = 0; i < n; i++) {
+        memcpy((char *) t->data + off + i * stride_t, (const char *) data + i * stride_d, size);
+    }
+}
+static void tbuf_get_2d(ggml_backend_buffer_t b, const struct ggml_tensor * t, void * data, size_t off, size_t size,
+                        size_t n, size_t stride_t, size_t stride_d) {
+    (void) b;
+    test_device_2d_calls++;
+    for (size_t i = 0; i < n; i++) {
+        memcpy((char *) data + i * stride_d, (const char *) t->data + off + i * stride_t, size);
+    }
+}
 static bool tbuf_cpy(ggml_backend_buffer_t b, const struct ggml_tensor * src, struct ggml_tensor * dst) {
     (void) b;
     ggml_backend_buffer_t sb = src->view_src ? src->view_src->buffer : src->buffer;
@@ -57,8 +75,8 @@ static const struct ggml_backend_buffer_i tbuf_iface = {
     /* .memset_tensor = */ tbuf_memset,
     /* .set_tensor    = */ tbuf_set,
     /* .get_tensor    = */ tbuf_get,
-    /* .set_tensor_2d = */ NULL,
-    /* .get_tensor_2d = */ NULL,
+    /* .set_tensor_2d = */ tbuf_set_2d,
+    /* .get_tensor_2d = */ tbuf_get_2d,
     /* .cpy_tensor    = */ tbuf_cpy,
     /* .clear         = */ tbuf_clear,
     /* .reset         = */ NULL,
@@ -109,16 +127,40 @@ static bool tb_cpy_async(ggml_backend_t src, ggml_backend_t dst, const struct gg
     }
     return false;
 }
+// Asynchronous data access that completes at once (a valid, eager implementation).
+int test_device_async_calls = 0;
+static void tb_set_async(ggml_backend_t b, struct ggml_tensor * t, const void * data, size_t off, size_t size) {
+    (void) b;
+    test_device_async_calls++;
+    memcpy((char *) t->data + off, data, size);
+}
+static void tb_get_async(ggml_backend_t b, const struct ggml_tensor * t, void * data, size_t off, size_t size) {
+    (void) b;
+    test_device_async_calls++;
+    memcpy(data, (const char *) t->data + off, size);
+}
+static void tb_set_2d_async(ggml_backend_t b, struct ggml_tensor * t, const void * data, size_t off, size_t size,
+                            size_t n, size_t stride_t, size_t stride_d) {
+    test_device_async_calls++;
+    tbuf_set_2d(t->buffer, t, data, off, size, n, stride_t, stride_d);
+    (void) b;
+}
+static void tb_get_2d_async(ggml_backend_t b, const struct ggml_tensor * t, void * data, size_t off, size_t size,
+                            size_t n, size_t stride_t, size_t stride_d) {
+    test_device_async_calls++;
+    tbuf_get_2d(t->buffer, t, data, off, size, n, stride_t, stride_d);
+    (void) b;
+}
 static void tb_event_record(ggml_backend_t b, ggml_backend_event_t e) { (void) b; (void) e; }
 static void tb_event_wait(ggml_backend_t b, ggml_backend_event_t e) { (void) b; (void) e; }
 
 static const struct ggml_backend_i tb_iface = {
     /* .get_name            = */ tb_name,
     /* .free                = */ tb_free,
-    /* .set_tensor_async    = */ NULL,
-    /* .get_tensor_async    = */ NULL,
-    /* .set_tensor_2d_async = */ NULL,
-    /* .get_tensor_2d_async = */ NULL,
+    /* .set_tensor_async    = */ tb_set_async,
+    /* .get_tensor_async    = */ tb_get_async,
+    /* .set_tensor_2d_async = */ tb_set_2d_async,
+    /* .get_tensor_2d_async = */ tb_get_2d_async,
     /* .cpy_tensor_async    = */ tb_cpy_async,
     /* .synchronize         = */ NULL,
     /* .graph_plan_create   = */ NULL,
