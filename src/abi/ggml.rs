@@ -82,6 +82,39 @@ pub struct ggml_cgraph {
     pub order: c_int,
 }
 
+impl ggml_cgraph {
+    /// A graph over caller-owned node and leaf lists, without gradients or a visited set: the
+    /// form ggml-alloc and the backends need (as `ggml_graph_view` makes).
+    pub fn over_lists(
+        nodes: *mut *mut ggml_tensor,
+        n_nodes: usize,
+        leafs: *mut *mut ggml_tensor,
+        n_leafs: usize,
+    ) -> Self {
+        ggml_cgraph {
+            size: n_nodes.max(n_leafs) as c_int,
+            n_nodes: n_nodes as c_int,
+            n_leafs: n_leafs as c_int,
+            nodes,
+            grads: std::ptr::null_mut(),
+            grad_accs: std::ptr::null_mut(),
+            leafs,
+            use_counts: std::ptr::null_mut(),
+            visited_hash_set: ggml_hash_set {
+                size: 0,
+                used: std::ptr::null_mut(),
+                keys: std::ptr::null_mut(),
+            },
+            order: 0,
+        }
+    }
+
+    /// A graph with no nodes.
+    pub fn empty() -> Self {
+        Self::over_lists(std::ptr::null_mut(), 0, std::ptr::null_mut(), 0)
+    }
+}
+
 /// `struct ggml_init_params`.
 #[repr(C)]
 pub struct ggml_init_params {

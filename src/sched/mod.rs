@@ -378,23 +378,12 @@ impl Sched {
 
     /// The graph struct ggml-alloc works on: our node and leaf lists.
     fn alloc_graph_struct(&mut self) -> ggml_cgraph {
-        let size = self.nodes.len().max(self.leafs.len());
-        ggml_cgraph {
-            size: size as c_int,
-            n_nodes: self.nodes.len() as c_int,
-            n_leafs: self.leafs.len() as c_int,
-            nodes: self.nodes.as_mut_ptr(),
-            grads: std::ptr::null_mut(),
-            grad_accs: std::ptr::null_mut(),
-            leafs: self.leafs.as_mut_ptr(),
-            use_counts: std::ptr::null_mut(),
-            visited_hash_set: ggml_hash_set {
-                size: 0,
-                used: std::ptr::null_mut(),
-                keys: std::ptr::null_mut(),
-            },
-            order: 0,
-        }
+        ggml_cgraph::over_lists(
+            self.nodes.as_mut_ptr(),
+            self.nodes.len(),
+            self.leafs.as_mut_ptr(),
+            self.leafs.len(),
+        )
     }
 }
 

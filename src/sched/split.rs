@@ -107,7 +107,7 @@ impl Sched {
                 start: 0,
                 end: n,
                 inputs: Vec::new(),
-                graph: empty_graph(),
+                graph: ggml_cgraph::empty(),
             });
             return;
         };
@@ -117,7 +117,7 @@ impl Sched {
             start: 0,
             end: 0,
             inputs: Vec::new(),
-            graph: empty_graph(),
+            graph: ggml_cgraph::empty(),
         };
 
         for i in first..n {
@@ -170,7 +170,7 @@ impl Sched {
                     start: i,
                     end: 0,
                     inputs: Vec::new(),
-                    graph: empty_graph(),
+                    graph: ggml_cgraph::empty(),
                 };
                 self.splits.push(std::mem::replace(&mut split, next));
             }
@@ -292,31 +292,22 @@ impl Sched {
         }
 
         if self.n_copies > 1 {
-            // Input copies as leafs, so they are allocated first and never overwritten.
-            for k in 0..self.graph_inputs.len() {
-                let input = self.graph_inputs[k];
-                let b = self.backend_id(input).unwrap_or(0);
+            // Input copies as leafs, so they are allocated first and never overwritten: the
+            // graph inputs' copies on their own backend, then each split's on the split's.
+            let graph_inputs = self
+                .graph_inputs
+                .iter()
+                .map(|&t| (t, self.backend_id(t).unwrap_or(0)));
+            let split_inputs = self
+                .splits
+                .iter()
+                .flat_map(|s| s.inputs.iter().map(move |&t| (t, s.backend)));
+            let inputs: Vec<(Tensor, usize)> = graph_inputs.chain(split_inputs).collect();
+            for (input, b) in inputs {
                 for c in 0..self.n_copies {
+                    let copy = self.copy_of(input, b, c).expect("created in cut_splits");
                     leaf_ids.push(b as c_int);
-                    self.leafs.push(
-                        self.copy_of(input, b, c)
-                            .expect("created in cut_splits")
-                            .as_ptr(),
-                    );
-                }
-            }
-            for s in 0..self.splits.len() {
-                let b = self.splits[s].backend;
-                for k in 0..self.splits[s].inputs.len() {
-                    let input = self.splits[s].inputs[k];
-                    for c in 0..self.n_copies {
-                        leaf_ids.push(b as c_int);
-                        self.leafs.push(
-                            self.copy_of(input, b, c)
-                                .expect("created in cut_splits")
-                                .as_ptr(),
-                        );
-                    }
+                    self.leafs.push(copy.as_ptr());
                 }
             }
         }
@@ -370,25 +361,6 @@ fn store_ids(dst: &mut Vec<c_int>, ids: &[c_int]) {
         dst.resize(ids.len(), 0);
     }
     dst[..ids.len()].copy_from_slice(ids);
-}
-
-fn empty_graph() -> ggml_cgraph {
-    ggml_cgraph {
-        size: 0,
-        n_nodes: 0,
-        n_leafs: 0,
-        nodes: std::ptr::null_mut(),
-        grads: std::ptr::null_mut(),
-        grad_accs: std::ptr::null_mut(),
-        leafs: std::ptr::null_mut(),
-        use_counts: std::ptr::null_mut(),
-        visited_hash_set: ggml_hash_set {
-            size: 0,
-            used: std::ptr::null_mut(),
-            keys: std::ptr::null_mut(),
-        },
-        order: 0,
-    }
 }
 
 pub(super) fn backend_name(b: Backend) -> String {
