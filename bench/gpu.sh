@@ -3,9 +3,12 @@
 # library and pristine — then decodes the same random-weight model with both on one GPU and
 # compares tokens and logits, and times prompt processing and generation.
 #
-#   bench/gpu.sh all        build + run, in ONE device call (about 3 min on 16 cores):
+#   bench/gpu.sh all        build + run on one GPU, in ONE device call (about 3 min on 16 cores):
 #                           every call re-sends the working tree and replaces the carried .gpu/,
 #                           so a build left running across calls loses its sources mid-way.
+#   bench/gpu.sh multi      the same with NCCL on a 2-GPU host: one GPU, layer split and tensor
+#                           split (upstream's meta backend, still linked) over CUDA0,CUDA1,
+#                           ours against upstream
 #
 # Expects, carried next to the tree (no Rust toolchain or network on the GPU host):
 #   .gpu/llama.cpp               the pin's llama.cpp source (llama-cpp-sys-2 =0.1.146)
@@ -20,10 +23,17 @@ jobs=$(nproc)
 step() { printf '\n==> %s (%ss)\n' "$*" "$SECONDS"; }
 
 build() {
+    local nccl=(-DGGML_CUDA_NCCL=OFF)
+    if [[ ${1:-} == nccl ]]; then
+        local root_nccl
+        root_nccl=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])')
+        nccl=(-DGGML_CUDA_NCCL=ON -DNCCL_INCLUDE_DIR="$root_nccl/include" -DNCCL_LIBRARY="$root_nccl/lib/libnccl.so.2")
+        export LD_LIBRARY_PATH="$root_nccl/lib:${LD_LIBRARY_PATH:-}"
+    fi
     step "configure"
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
         -DLLAMA_CPP_DIR="$root/.gpu/llama.cpp" -DGGML_BACKEND_RS_STATICLIB="$root/.gpu/libggml_backend_rs.a" \
-        -DGGML_CUDA=ON -DGGML_CUDA_NCCL=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=OFF \
+        -DGGML_CUDA=ON "${nccl[@]}" -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=OFF \
         >"$out/configure.log" 2>&1 || return 1
     step "build"
     cmake --build "$build" -j "$jobs" --target llama_driver llama_driver_ref write_model compare_logits \
@@ -54,7 +64,30 @@ run() {
     done
 }
 
+# Two GPUs: each split mode with both builds; ours must match upstream (same kernels and, for
+# tensor mode, upstream's own meta backend), and every mode must give the single GPU's tokens.
+multi() {
+    local bin="$build/ctests" m="$out/model.gguf"
+    step "model"
+    "$bin/write_model" --n-embd 2048 --n-layer 8 --n-head 16 --n-head-kv 4 --n-ff 5632 --n-vocab 32000 \
+        --type f16 --out "$m" || return 1
+    local cfgs=("none CUDA0" "layer CUDA0,CUDA1" "tensor CUDA0,CUDA1")
+    for cfg in "${cfgs[@]}"; do
+        set -- $cfg
+        for side in ours ref; do
+            local driver=llama_driver; [[ $side == ref ]] && driver=llama_driver_ref
+            step "$side: split $1 over $2"
+            "$bin/$driver" --model "$m" --split-mode "$1" --devices "$2" --n-predict 64 --threads 4 \
+                --logits-out "$out/$side-$1.bin" >"$out/$side-$1.txt" 2>&1
+            echo "rc=$?"; grep -E '^(tokens|digest|timing)' "$out/$side-$1.txt" || tail -5 "$out/$side-$1.txt"
+        done
+        step "compare $1: ours vs upstream"; "$bin/compare_logits" "$out/ours-$1.bin" "$out/ref-$1.bin" | tail -3
+        step "compare $1: ours vs ours single GPU"; "$bin/compare_logits" "$out/ours-$1.bin" "$out/ours-none.bin" --tol 0.05 | tail -3
+    done
+}
+
 case "${1:-all}" in
     all) build && run; echo "exit=$?" >"$out/done" ;;
-    *) echo "usage: $0 all" >&2; exit 2 ;;
+    multi) build nccl && multi; echo "exit=$?" >"$out/done" ;;
+    *) echo "usage: $0 all|multi" >&2; exit 2 ;;
 esac
