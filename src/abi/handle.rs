@@ -97,6 +97,9 @@ impl Buft {
         // SAFETY: vtable entry of a live buffer type, called with that buffer type.
         unsafe { f(self.as_ptr()) }
     }
+    pub fn name_string(&self) -> String {
+        c_str_lossy(self.name())
+    }
     pub fn alloc_buffer(&self, size: usize) -> ggml_backend_buffer_t {
         let f = required!(self.iface(), alloc_buffer, "ggml_backend_buft_alloc_buffer");
         // SAFETY: as above.
@@ -256,6 +259,9 @@ impl Backend {
         let f = required!(self.iface(), get_name, "ggml_backend_name");
         // SAFETY: vtable entry of a live backend.
         unsafe { f(self.as_ptr()) }
+    }
+    pub fn name_string(&self) -> String {
+        c_str_lossy(self.name())
     }
     pub fn free(self) {
         let f = required!(self.iface(), free, "ggml_backend_free");
@@ -485,6 +491,18 @@ impl Tensor {
     }
     pub fn op(&self) -> ggml_op {
         self.raw().op
+    }
+    /// Ops that only reinterpret their source's memory (no computation).
+    pub fn is_view_op(&self) -> bool {
+        matches!(
+            self.op(),
+            GGML_OP_VIEW | GGML_OP_RESHAPE | GGML_OP_PERMUTE | GGML_OP_TRANSPOSE
+        )
+    }
+    /// The op's name as ggml prints it (the unary op's name for GGML_OP_UNARY).
+    pub fn op_desc(&self) -> String {
+        // SAFETY: ggml_op_desc returns a static string for any live tensor.
+        c_str_lossy(unsafe { ggml_op_desc(self.as_ptr()) })
     }
     pub fn flags(&self) -> i32 {
         self.raw().flags

@@ -225,13 +225,6 @@ fn init_tensor(copies: &HashMap<Tensor, Tensor>, done: &mut HashMap<Tensor, ()>,
     }
 }
 
-fn is_view_op(op: ggml_op) -> bool {
-    matches!(
-        op,
-        GGML_OP_VIEW | GGML_OP_RESHAPE | GGML_OP_PERMUTE | GGML_OP_TRANSPOSE
-    )
-}
-
 /// Runs `graph` on `backend1` and a copy of it on `backend2` and hands each pair of results
 /// to `callback`: every node one at a time, or, with `test_nodes`, the whole graph once and
 /// only those nodes. Returns false when the copy could not be made.
@@ -280,7 +273,7 @@ pub fn compare(
             };
             crate::backend::graph_compute(backend1, v1);
             crate::backend::graph_compute(backend2, v2);
-            if is_view_op(t1.op()) {
+            if t1.is_view_op() {
                 continue;
             }
             if !callback(i, t1, t2) {

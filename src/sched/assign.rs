@@ -4,7 +4,7 @@
 //! already allocated in a buffer runs on a backend that can use that buffer (or the program
 //! stops with a message naming it); user assignments (`set_tensor_backend`) are kept.
 
-use super::{is_view_op, Sched};
+use super::Sched;
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log_debug};
 
@@ -37,7 +37,7 @@ impl Sched {
         if found.is_none() {
             log_debug!(
                 "ggml_backend_sched: no backend supports op {} with a weight in buffer type of tensor {}; the weight will be copied",
-                op_desc(op),
+                op.op_desc(),
                 tensor.name_string()
             );
         }
@@ -61,8 +61,8 @@ impl Sched {
                 &format!(
                     "pre-allocated tensor ({}) in a buffer ({}) that cannot run the operation ({})",
                     tensor.name_string(),
-                    buffer_name(buffer),
-                    op_desc(tensor)
+                    buffer.buft_handle().name_string(),
+                    tensor.op_desc()
                 ),
             );
         }
@@ -149,7 +149,7 @@ impl Sched {
     /// be), then any backend spreads down and up.
     fn expand(&mut self, graph: Graph) {
         let cpu = self.n_backends() - 1;
-        let order: Vec<Tensor> = graph.nodes().filter(|n| !is_view_op(n.op())).collect();
+        let order: Vec<Tensor> = graph.nodes().filter(|n| !n.is_view_op()).collect();
         for (skip_cpu, reverse) in [(true, false), (true, true), (false, false), (false, true)] {
             let mut current: Option<usize> = None;
             let mut visit = |sched: &mut Sched, node: Tensor| match sched.backend_id(node) {
@@ -173,7 +173,7 @@ impl Sched {
     /// supports it and can read most of its sources.
     fn upgrade_and_fill(&mut self, graph: Graph) {
         for node in graph.nodes() {
-            if is_view_op(node.op()) {
+            if node.is_view_op() {
                 continue;
             }
             match self.backend_id(node) {
@@ -246,31 +246,8 @@ impl Sched {
                 self.backend_id(node).is_some(),
                 "ggml_backend_sched: no backend supports node '{}' ({})",
                 node.name_string(),
-                op_desc(node)
+                node.op_desc()
             );
         }
     }
-}
-
-pub(super) fn op_desc(t: Tensor) -> String {
-    // SAFETY: ggml_op_desc returns a static string for any tensor.
-    let p = unsafe { ggml_op_desc(t.as_ptr()) };
-    if p.is_null() {
-        return String::from("?");
-    }
-    // SAFETY: as above.
-    unsafe { std::ffi::CStr::from_ptr(p) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-pub(super) fn buffer_name(buffer: Buffer) -> String {
-    let p = buffer.buft_handle().name();
-    if p.is_null() {
-        return String::new();
-    }
-    // SAFETY: buffer type names are static C strings.
-    unsafe { std::ffi::CStr::from_ptr(p) }
-        .to_string_lossy()
-        .into_owned()
 }

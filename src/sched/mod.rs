@@ -408,10 +408,3 @@ impl Drop for Sched {
         }
     }
 }
-
-pub fn is_view_op(op: ggml_op) -> bool {
-    matches!(
-        op,
-        GGML_OP_VIEW | GGML_OP_RESHAPE | GGML_OP_PERMUTE | GGML_OP_TRANSPOSE
-    )
-}

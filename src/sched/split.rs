@@ -8,7 +8,7 @@
 
 use std::ffi::c_int;
 
-use super::{is_view_op, Copies, Sched, Split, MAX_SPLIT_INPUTS};
+use super::{Copies, Sched, Split, MAX_SPLIT_INPUTS};
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log};
 
@@ -98,7 +98,7 @@ impl Sched {
     /// Pass 5 proper: splits, their inputs and the copies; rewrites node sources to copies.
     fn cut_splits(&mut self, graph: Graph) {
         let n = graph.n_nodes();
-        let first = (0..n).find(|&i| !is_view_op(graph.node(i).op()));
+        let first = (0..n).find(|&i| !graph.node(i).is_view_op());
         let Some(first) = first else {
             // Only views: one empty-backend split covering everything, as upstream.
             let backend = 0;
@@ -122,7 +122,7 @@ impl Sched {
 
         for i in first..n {
             let node = graph.node(i);
-            if is_view_op(node.op()) {
+            if node.is_view_op() {
                 continue;
             }
             let Some(node_backend) = self.backend_id(node) else {
@@ -325,7 +325,7 @@ impl Sched {
         for (i, split) in self.splits.iter().enumerate() {
             text += &format!(
                 "\n## SPLIT #{i}: {} # {} inputs",
-                backend_name(self.backends[split.backend]),
+                self.backends[split.backend].name_string(),
                 split.inputs.len()
             );
             for input in &split.inputs {
@@ -335,15 +335,15 @@ impl Sched {
             if self.debug > 1 {
                 for j in split.start..split.end {
                     let node = graph.node(j);
-                    if is_view_op(node.op()) {
+                    if node.is_view_op() {
                         continue;
                     }
                     let backend = self
                         .backend_id(node)
-                        .map_or(String::from("NULL"), |b| backend_name(self.backends[b]));
+                        .map_or(String::from("NULL"), |b| self.backends[b].name_string());
                     text += &format!(
                         "node #{j:3} ({}): {} [{backend}]\n",
-                        super::assign::op_desc(node),
+                        node.op_desc(),
                         node.name_string()
                     );
                 }
@@ -361,15 +361,4 @@ fn store_ids(dst: &mut Vec<c_int>, ids: &[c_int]) {
         dst.resize(ids.len(), 0);
     }
     dst[..ids.len()].copy_from_slice(ids);
-}
-
-pub(super) fn backend_name(b: Backend) -> String {
-    let p = b.name();
-    if p.is_null() {
-        return String::new();
-    }
-    // SAFETY: backend names are C strings owned by the backend.
-    unsafe { std::ffi::CStr::from_ptr(p) }
-        .to_string_lossy()
-        .into_owned()
 }
