@@ -7,6 +7,7 @@
 //   write_model --out PATH [--n-embd 64] [--n-layer 2] [--n-head 4] [--n-head-kv 2] [--n-ff 128]
 //               [--n-vocab 300] [--n-ctx-train 512] [--type f32|f16] [--seed 42]
 //               [--output-scale 8] [--rms-eps 1e-5] [--rope-freq-base 10000] [--stream]
+//               [--n-expert E --n-expert-used K]   (MoE feed-forward, E >= K >= 1; default dense)
 //
 // What it writes (checked against the pin's src/llama-model.cpp LLM_ARCH_LLAMA load_hparams /
 // load_tensors and src/llama-vocab.cpp "llama" tokenizer):
@@ -16,7 +17,8 @@
 //         llama.rope.dimension_count (= n_embd/n_head; the loader requires exactly that),
 //         llama.vocab_size (all u32), llama.attention.layer_norm_rms_epsilon, llama.rope.freq_base (f32),
 //         tokenizer.ggml.model="llama" (SPM), tokenizer.ggml.tokens/scores/token_type,
-//         tokenizer.ggml.bos_token_id=1, eos_token_id=2, unknown_token_id=0 (u32).
+//         tokenizer.ggml.bos_token_id=1, eos_token_id=2, unknown_token_id=0 (u32);
+//         with --n-expert also llama.expert_count, llama.expert_used_count (u32).
 //   Vocab: 0 <unk> (type 2), 1 <s>, 2 </s> (type 3), 3..258 <0x00>..<0xFF> (type 6), then unique
 //          filler tokens (type 1): "▁", a..z, A..Z, 0..9, ".", ",", "▁a".., then letter pairs.
 //          Hence n_vocab >= 259.
@@ -25,6 +27,12 @@
 //            attn_q {n_embd,n_embd}, attn_k/attn_v {n_embd,n_embd_gqa}, attn_output {n_embd,n_embd},
 //            ffn_gate/ffn_up {n_embd,n_ff}, ffn_down {n_ff,n_embd}. 2D matrices in --type,
 //            norms always f32.
+//   MoE (--n-expert E > 0): instead of ffn_gate/ffn_up/ffn_down each layer has the router
+//            blk.N.ffn_gate_inp.weight {n_embd,E} (always f32) and the stacked experts
+//            ffn_gate_exps/ffn_up_exps {n_embd,n_ff,E}, ffn_down_exps {n_ff,n_embd,E} (--type).
+//            That is what the pin's LLM_ARCH_LLAMA loads when llama.expert_count > 0 (no shared
+//            expert, no biases); its graph (models/llama.cpp -> build_moe_ffn) routes with softmax
+//            over the router logits, top-K experts, weights renormalised to sum 1, SiLU gate.
 //
 // Values: each tensor gets its own splitmix64 stream seeded from (--seed, FNV-1a of tensor name), so
 // the content does not depend on write order. Matrices: uniform in [-a, a], a = 1/sqrt(fan_in)
@@ -59,6 +67,7 @@ struct Opts {
     float output_scale = 8.0f;
     float rms_eps = 1e-5f;
     float rope_freq_base = 10000.0f;
+    int64_t n_expert = 0, n_expert_used = 0;  // 0: dense feed-forward
     bool stream = false;
     std::string out;
 };
@@ -72,7 +81,8 @@ void usage() {
     fprintf(stderr,
         "usage: write_model --out PATH [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
         "                   [--n-ff N] [--n-vocab N (>=259)] [--n-ctx-train N] [--type f32|f16]\n"
-        "                   [--seed N] [--output-scale S] [--rms-eps E] [--rope-freq-base B] [--stream]\n");
+        "                   [--seed N] [--output-scale S] [--rms-eps E] [--rope-freq-base B] [--stream]\n"
+        "                   [--n-expert E --n-expert-used K]\n");
 }
 
 uint64_t splitmix64(uint64_t & s) {
@@ -98,11 +108,13 @@ struct TensorSpec {
     ggml_type type;
     int64_t ne0, ne1;  // ne1 == 1 for 1D
     Fill fill;
+    int64_t ne2 = 1;   // > 1: a stack of ne2 matrices (MoE experts)
+    int64_t n() const { return ne0 * ne1 * ne2; }
 };
 
 // Deterministic fp32 values of a tensor.
 void gen_values(const Opts & o, const TensorSpec & t, std::vector<float> & v) {
-    const int64_t n = t.ne0 * t.ne1;
+    const int64_t n = t.n();
     v.resize(n);
     uint64_t s = o.seed * 0xD1B54A32D192ED03ull ^ fnv1a64(t.name.c_str());
     const float span = t.fill.hi - t.fill.lo;
@@ -127,9 +139,11 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
     std::vector<TensorSpec> specs;
     const int64_t n_embd_head = o.n_embd / o.n_head;
     const int64_t n_embd_gqa  = n_embd_head * o.n_head_kv;
-    auto mat = [&](const std::string & name, int64_t ne0, int64_t ne1, float scale) {
+    // a = scale/sqrt(fan_in); ne2 > 1 stacks that many independent matrices (one per expert)
+    auto mat = [&](const std::string & name, int64_t ne0, int64_t ne1, float scale, int64_t ne2 = 1,
+                   ggml_type type = GGML_TYPE_COUNT) {
         const float a = scale / std::sqrt((float) ne0);
-        specs.push_back({name, o.type, ne0, ne1, {-a, a}});
+        specs.push_back({name, type == GGML_TYPE_COUNT ? o.type : type, ne0, ne1, {-a, a}, ne2});
     };
     auto norm = [&](const std::string & name, int64_t ne0) {
         specs.push_back({name, GGML_TYPE_F32, ne0, 1, {0.9f, 1.1f}});
@@ -144,9 +158,17 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
         mat(p + "attn_v.weight",      o.n_embd, n_embd_gqa,   1.0f);
         mat(p + "attn_output.weight", o.n_embd, o.n_embd,     1.0f);
         norm(p + "ffn_norm.weight", o.n_embd);
-        mat(p + "ffn_gate.weight",    o.n_embd, o.n_ff,       1.0f);
-        mat(p + "ffn_up.weight",      o.n_embd, o.n_ff,       1.0f);
-        mat(p + "ffn_down.weight",    o.n_ff,   o.n_embd,     1.0f);
+        if (o.n_expert == 0) {
+            mat(p + "ffn_gate.weight",    o.n_embd, o.n_ff,       1.0f);
+            mat(p + "ffn_up.weight",      o.n_embd, o.n_ff,       1.0f);
+            mat(p + "ffn_down.weight",    o.n_ff,   o.n_embd,     1.0f);
+        } else {
+            // Router in f32: its logits pick the experts, so keep them free of f16 weight rounding.
+            mat(p + "ffn_gate_inp.weight",  o.n_embd, o.n_expert, 1.0f, 1, GGML_TYPE_F32);
+            mat(p + "ffn_gate_exps.weight", o.n_embd, o.n_ff,     1.0f, o.n_expert);
+            mat(p + "ffn_up_exps.weight",   o.n_embd, o.n_ff,     1.0f, o.n_expert);
+            mat(p + "ffn_down_exps.weight", o.n_ff,   o.n_embd,   1.0f, o.n_expert);
+        }
     }
     norm("output_norm.weight", o.n_embd);
     mat("output.weight", o.n_embd, o.n_vocab, o.output_scale);
@@ -223,6 +245,8 @@ int main(int argc, char ** argv) {
         else if (a == "--rms-eps")        o.rms_eps = strtof(need(), nullptr);
         else if (a == "--rope-freq-base") o.rope_freq_base = strtof(need(), nullptr);
         else if (a == "--stream")         o.stream = true;
+        else if (a == "--n-expert")       o.n_expert = parse_i(need(), "--n-expert");
+        else if (a == "--n-expert-used")  o.n_expert_used = parse_i(need(), "--n-expert-used");
         else if (a == "--out")            o.out = need();
         else if (a == "--type") {
             const std::string t = need();
@@ -239,10 +263,14 @@ int main(int argc, char ** argv) {
     if ((o.n_embd / o.n_head) % 2 != 0) die("head dim (n_embd/n_head) must be even (RoPE)");
     if (o.n_vocab < 259) die("n_vocab must be >= 259 (3 special + 256 byte tokens)");
     if (!(o.output_scale > 0.0f)) die("--output-scale must be > 0");
+    // the pin's loader: n_expert <= LLAMA_MAX_EXPERTS (512), 0 < n_expert_used <= n_expert
+    if ((o.n_expert == 0) != (o.n_expert_used == 0)) die("--n-expert and --n-expert-used go together");
+    if (o.n_expert_used > o.n_expert) die("--n-expert-used must be <= --n-expert");
+    if (o.n_expert > 512) die("--n-expert must be <= 512");
 
     const std::vector<TensorSpec> specs = make_specs(o);
     size_t data_bytes = 0;
-    for (const auto & t : specs) data_bytes += ggml_row_size(t.type, t.ne0) * t.ne1;
+    for (const auto & t : specs) data_bytes += ggml_row_size(t.type, t.ne0) * t.ne1 * t.ne2;
     const size_t in_memory_limit = (size_t) 1 << 30;
     const bool stream = o.stream || data_bytes > in_memory_limit;
 
@@ -261,6 +289,10 @@ int main(int argc, char ** argv) {
     gguf_set_val_u32(g, "llama.vocab_size",                 (uint32_t) o.n_vocab);
     gguf_set_val_f32(g, "llama.attention.layer_norm_rms_epsilon", o.rms_eps);
     gguf_set_val_f32(g, "llama.rope.freq_base",             o.rope_freq_base);
+    if (o.n_expert > 0) {
+        gguf_set_val_u32(g, "llama.expert_count",           (uint32_t) o.n_expert);
+        gguf_set_val_u32(g, "llama.expert_used_count",      (uint32_t) o.n_expert_used);
+    }
 
     std::vector<std::string> tokens; std::vector<float> scores; std::vector<int32_t> types;
     make_vocab(o.n_vocab, tokens, scores, types);
@@ -285,7 +317,8 @@ int main(int argc, char ** argv) {
     std::vector<ggml_tensor *> ts;
     std::vector<float> vals;
     for (const auto & t : specs) {
-        ggml_tensor * x = t.ne1 == 1 ? ggml_new_tensor_1d(ctx, t.type, t.ne0)
+        ggml_tensor * x = t.ne2 > 1  ? ggml_new_tensor_3d(ctx, t.type, t.ne0, t.ne1, t.ne2)
+                        : t.ne1 == 1 ? ggml_new_tensor_1d(ctx, t.type, t.ne0)
                                      : ggml_new_tensor_2d(ctx, t.type, t.ne0, t.ne1);
         ggml_set_name(x, t.name.c_str());
         if (!stream) {
@@ -319,11 +352,11 @@ int main(int argc, char ** argv) {
     }
 
     int64_t n_params = 0;
-    for (const auto & t : specs) n_params += t.ne0 * t.ne1;
+    for (const auto & t : specs) n_params += t.n();
     printf("wrote %s: arch=llama n_embd=%lld n_layer=%lld n_head=%lld n_head_kv=%lld n_ff=%lld n_vocab=%lld "
-           "type=%s seed=%llu output_scale=%g tensors=%zu params=%lld data_bytes=%zu mode=%s\n",
+           "n_expert=%lld n_expert_used=%lld type=%s seed=%llu output_scale=%g tensors=%zu params=%lld data_bytes=%zu mode=%s\n",
            o.out.c_str(), (long long) o.n_embd, (long long) o.n_layer, (long long) o.n_head, (long long) o.n_head_kv,
-           (long long) o.n_ff, (long long) o.n_vocab, ggml_type_name(o.type), (unsigned long long) o.seed,
+           (long long) o.n_ff, (long long) o.n_vocab, (long long) o.n_expert, (long long) o.n_expert_used, ggml_type_name(o.type), (unsigned long long) o.seed,
            o.output_scale, specs.size(), (long long) n_params, data_bytes, stream ? "stream" : "in-memory");
 
     ggml_free(ctx);
