@@ -1,0 +1,79 @@
+# The meta device (tensor parallelism) op by op: meta_ops.cpp builds small libllama-shaped graphs,
+# computes them on one CPU backend and on a meta device over N simple devices (the scheduler over
+# {meta, CPU}, as libllama), and compares. Included from ctests/CMakeLists.txt.
+#
+# This file is also the differential driver (script mode):
+#   cmake -DOURS=<exe> -DREF=<exe> -DARGS=<a;b> -DWORK_DIR=<dir> -P meta_ops.cmake
+# runs REF with ARGS --out ref.bin, then OURS with ARGS --out ours.bin --against ref.bin: OURS must
+# pass its own reference check and match REF's outputs within each case's tolerance (bit for bit
+# where the case is bit-exact). Says whether the two files are byte-identical.
+
+if(CMAKE_SCRIPT_MODE_FILE)
+    foreach(var OURS REF WORK_DIR)
+        if(NOT DEFINED ${var})
+            message(FATAL_ERROR "meta_ops.cmake: -D${var}=... is required")
+        endif()
+    endforeach()
+    file(REMOVE_RECURSE "${WORK_DIR}")
+    file(MAKE_DIRECTORY "${WORK_DIR}")
+    execute_process(COMMAND "${REF}" ${ARGS} --out "${WORK_DIR}/ref.bin"
+        RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    message("--- ref: ${REF} ${ARGS}\n${out}${err}")
+    if(NOT rc EQUAL 0)
+        message(FATAL_ERROR "reference build failed (${rc})")
+    endif()
+    execute_process(COMMAND "${OURS}" ${ARGS} --out "${WORK_DIR}/ours.bin" --against "${WORK_DIR}/ref.bin"
+        RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    message("--- ours: ${OURS} ${ARGS}\n${out}${err}")
+    if(NOT rc EQUAL 0)
+        message(FATAL_ERROR "ours failed (${rc})")
+    endif()
+    execute_process(COMMAND "${CMAKE_COMMAND}" -E compare_files "${WORK_DIR}/ours.bin" "${WORK_DIR}/ref.bin"
+        RESULT_VARIABLE differ)
+    if(differ EQUAL 0)
+        message("output files byte-identical")
+    else()
+        message("output files differ (within the stated tolerances)")
+    endif()
+    return()
+endif()
+
+add_executable(meta_ops meta_ops.cpp test_device.c)
+target_include_directories(meta_ops PRIVATE ${GGML_BACKEND_RS_API_INCLUDES} "${CMAKE_CURRENT_SOURCE_DIR}")
+target_link_libraries(meta_ops PRIVATE ggml ggml-cpu)
+
+# Every case over the CPU device repeated N times (uneven extents, zero-size slices for N = 3, 4),
+# through the scheduler; once without the scheduler (meta backend's graph_compute on its own).
+foreach(n 2 3 4)
+    add_test(NAME meta/ops/n${n} COMMAND meta_ops all ${n} --simple cpu)
+endforeach()
+add_test(NAME meta/ops_direct/n3 COMMAND meta_ops all 3 --simple cpu --direct)
+# Over TESTGPU0,TESTGPU1 (non-host buffers; they refuse SOFT_MAX and GET_ROWS, so the scheduler
+# runs those on the CPU backend and copies meta tensors out and back). In moe and moe_bias the
+# copied-out tensor is libllama's expert-id view (argsort + view, not contiguous), which upstream's
+# meta get_tensor refuses: those two run as their own test (the *_cont_ids cases are in `all`).
+add_test(NAME meta/ops_tgpu/n2 COMMAND meta_ops all,-moe,-moe_bias 2 --simple tgpu)
+add_test(NAME meta/ops_tgpu/moe_view_copy COMMAND meta_ops moe,moe_bias 2 --simple tgpu)
+
+# Op/split combinations the meta backend does not support: each must stop through ggml_abort.
+foreach(name rms_norm_axis0 mul_mat_w0_xm add_split_mirrored soft_max_mask)
+    add_test(NAME meta/abort/${name}
+        COMMAND "${CMAKE_COMMAND}" -D "EXE=$<TARGET_FILE:meta_ops>" -D "ARGS=abort_${name};2;--simple;cpu"
+            -D "EXPECT=[Ss][Pp][Ll][Ii][Tt]|not supported|not implemented|fatal error"
+            -P "${CMAKE_CURRENT_SOURCE_DIR}/expect_abort.cmake")
+endforeach()
+
+# Differential: the same program against upstream's ggml (and upstream's meta backend), over the
+# two test devices (upstream's meta cannot compute over CPU devices, see docs/meta-upstream.md).
+if(TARGET ggml_ref::ggml)
+    if(NOT DEFINED ref_private_includes)
+        set(ref_private_includes "${GGML_BACKEND_RS_LLAMA_CPP_DIR}/ggml/src" "${CMAKE_CURRENT_SOURCE_DIR}")
+    endif()
+    add_executable(meta_ops_ref meta_ops.cpp test_device.c)
+    target_include_directories(meta_ops_ref PRIVATE ${ref_private_includes})
+    target_link_libraries(meta_ops_ref PRIVATE ggml_ref::ggml ggml_ref::ggml-base ggml_ref::ggml-cpu)
+    add_test(NAME differential/meta_ops_tgpu
+        COMMAND "${CMAKE_COMMAND}" -D "OURS=$<TARGET_FILE:meta_ops>" -D "REF=$<TARGET_FILE:meta_ops_ref>"
+            -D "ARGS=all,-moe,-moe_bias;2;--simple;tgpu" -D "WORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/meta_ops_tgpu.out"
+            -P "${CMAKE_CURRENT_SOURCE_DIR}/meta_ops.cmake")
+endif()
