@@ -11,7 +11,7 @@
 #   * cargo builds libggml_backend_rs.a (target ggml_backend_rs_cargo, imported target
 #     ggml_backend_rs::static);
 #   * ggml-base loses ggml-backend.cpp and links the Rust archive whole, so ggml core and the
-#     Rust backend layer resolve each other inside one library; ggml-backend-meta.cpp stays;
+#     Rust backend layer resolve each other inside one library (ggml-backend-meta.cpp goes too);
 #   * ggml loses ggml-backend-reg.cpp and ggml-backend-dl.cpp; its one source is
 #     ggml-backend-rs-builtins.c (ggml_backend_rs_builtin_regs, called by the Rust registry);
 #   * ggml-base links ggml as INTERFACE (the reverse edge of the ggml -> ggml-base cycle), and
@@ -181,7 +181,7 @@ function(ggml_backend_rs_splice)
     ggml_backend_rs_add_crate()
 
     # ggml-base: ggml core (C) + the Rust backend layer, in one library.
-    _ggml_backend_rs_drop_sources(ggml-base ggml-backend.cpp)
+    _ggml_backend_rs_drop_sources(ggml-base ggml-backend.cpp ggml-backend-meta.cpp)
     get_target_property(base_type ggml-base TYPE)
     if(base_type STREQUAL "STATIC_LIBRARY")
         # A program gets the whole Rust archive first on its link line (a link option), so the

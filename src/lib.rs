@@ -21,6 +21,7 @@ mod log;
 
 pub mod backend;
 pub mod buffer;
+pub mod meta;
 pub mod registry;
 pub mod sched;
 pub mod tensor;

@@ -58,6 +58,28 @@ pub struct ggml_tensor {
     pub padding: [c_char; 8],
 }
 
+impl ggml_tensor {
+    /// A tensor header with every field zero / NULL (what `ggml_new_tensor` starts from).
+    pub const fn zeroed() -> ggml_tensor {
+        ggml_tensor {
+            type_: 0,
+            buffer: std::ptr::null_mut(),
+            ne: [0; GGML_MAX_DIMS],
+            nb: [0; GGML_MAX_DIMS],
+            op: 0,
+            op_params: [0; GGML_MAX_OP_PARAMS / 4],
+            flags: 0,
+            src: [std::ptr::null_mut(); GGML_MAX_SRC],
+            view_src: std::ptr::null_mut(),
+            view_offs: 0,
+            data: std::ptr::null_mut(),
+            name: [0; GGML_MAX_NAME],
+            extra: std::ptr::null_mut(),
+            padding: [0; 8],
+        }
+    }
+}
+
 /// `struct ggml_hash_set` (ggml-impl.h).
 #[repr(C)]
 pub struct ggml_hash_set {
@@ -153,6 +175,11 @@ pub type ggml_gallocr_t = *mut ggml_gallocr;
 
 extern "C" {
     pub fn ggml_nbytes(tensor: *const ggml_tensor) -> usize;
+    pub fn ggml_nelements(tensor: *const ggml_tensor) -> i64;
+    pub fn ggml_blck_size(type_: ggml_type) -> i64;
+    pub fn ggml_is_contiguous(tensor: *const ggml_tensor) -> bool;
+    pub fn ggml_get_first_tensor(ctx: *const ggml_context) -> *mut ggml_tensor;
+    pub fn ggml_get_next_tensor(ctx: *const ggml_context, tensor: *mut ggml_tensor) -> *mut ggml_tensor;
     pub fn ggml_abort(file: *const c_char, line: c_int, fmt: *const c_char, ...) -> !;
     pub fn ggml_log_internal(level: ggml_log_level, format: *const c_char, ...);
 

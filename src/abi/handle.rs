@@ -242,6 +242,9 @@ impl Backend {
     pub fn iface(&self) -> ggml_backend_i {
         self.raw().iface
     }
+    pub fn iface_context(&self) -> *mut c_void {
+        self.raw().context
+    }
     pub fn guid(&self) -> ggml_guid_t {
         self.raw().guid
     }
@@ -314,6 +317,9 @@ impl Device {
     /// The device name as Rust text (lossy), for comparisons and messages.
     pub fn name_string(&self) -> String {
         c_str_lossy(self.name())
+    }
+    pub fn description_string(&self) -> String {
+        c_str_lossy(self.description())
     }
     pub fn description(&self) -> *const c_char {
         let f = required!(
@@ -476,6 +482,50 @@ impl Tensor {
         // SAFETY: ggml_nbytes only reads the live tensor's type, ne and nb.
         unsafe { ggml_nbytes(self.as_ptr()) }
     }
+    pub fn nelements(&self) -> i64 {
+        self.raw().ne.iter().product()
+    }
+    /// Elements per block of the tensor's type (1 for non-quantized types).
+    pub fn blck_size(&self) -> i64 {
+        // SAFETY: ggml_blck_size reads a static type table.
+        unsafe { ggml_blck_size(self.raw().type_) }
+    }
+    pub fn is_contiguous(&self) -> bool {
+        // SAFETY: reads the live tensor's type, ne and nb.
+        unsafe { ggml_is_contiguous(self.as_ptr()) }
+    }
+    pub fn type_(&self) -> ggml_type {
+        self.raw().type_
+    }
+    pub fn ne_all(&self) -> [i64; 4] {
+        self.raw().ne
+    }
+    pub fn nb_all(&self) -> [usize; 4] {
+        self.raw().nb
+    }
+    pub fn op_params(&self) -> [i32; GGML_MAX_OP_PARAMS / 4] {
+        self.raw().op_params
+    }
+    /// A copy of the whole header (every field), for building per-device tensors from it.
+    pub fn header(&self) -> ggml_tensor {
+        let r = self.raw();
+        ggml_tensor {
+            type_: r.type_,
+            buffer: r.buffer,
+            ne: r.ne,
+            nb: r.nb,
+            op: r.op,
+            op_params: r.op_params,
+            flags: r.flags,
+            src: r.src,
+            view_src: r.view_src,
+            view_offs: r.view_offs,
+            data: r.data,
+            name: r.name,
+            extra: r.extra,
+            padding: r.padding,
+        }
+    }
     pub fn data(&self) -> *mut c_void {
         self.raw().data
     }
@@ -606,6 +656,38 @@ impl Graph {
     }
     pub fn nodes(&self) -> impl Iterator<Item = Tensor> + '_ {
         (0..self.n_nodes()).map(|i| self.node(i))
+    }
+    /// Records `t` in the graph's visited set with `count` uses, as ggml's graph builder does
+    /// (backends that fuse ops read use counts through the set). Mirrors ggml-impl.h's open
+    /// addressing: hash = address >> 4, linear probing, a 32-bit-word bitset of used slots.
+    pub fn note_use_count(&self, t: Tensor, count: i32) {
+        let raw = self.as_ptr();
+        // SAFETY: a graph made by ggml_new_graph_custom owns a hash set of `size` slots with
+        // its `used` bitset, `keys` and `use_counts` arrays.
+        unsafe {
+            let hs = &mut (*raw).visited_hash_set;
+            if hs.size == 0 || hs.used.is_null() || (*raw).use_counts.is_null() {
+                return;
+            }
+            let key = t.as_ptr();
+            let start = (key as usize >> 4) % hs.size;
+            let mut i = start;
+            loop {
+                let word = hs.used.add(i >> 5);
+                let bit = 1u32 << (i & 31);
+                if *word & bit == 0 {
+                    *word |= bit;
+                    *hs.keys.add(i) = key;
+                    break;
+                }
+                if *hs.keys.add(i) == key {
+                    break;
+                }
+                i = (i + 1) % hs.size;
+                ggml_assert!(i != start, "graph hash set is full");
+            }
+            *(*raw).use_counts.add(i) = count;
+        }
     }
     /// Appends a node to a graph with spare capacity (used to build graph copies).
     pub fn push_node(&self, t: Tensor) {

@@ -9,11 +9,6 @@ use std::ffi::c_void;
 use crate::abi::*;
 use crate::log::ggml_assert;
 
-extern "C" {
-    // Still provided by upstream's ggml-backend-meta.cpp until the meta device is ours.
-    fn ggml_backend_buffer_is_meta(buffer: ggml_backend_buffer_t) -> bool;
-}
-
 /// Creates a buffer object. Ownership passes to the caller, who releases it with [`free`].
 pub fn init(
     buft: ggml_backend_buffer_type_t,
@@ -45,8 +40,7 @@ pub unsafe fn free(buffer: Buffer) {
 
 /// Whether the meta backend owns this buffer (its base address is synthetic).
 pub fn is_meta(buffer: Buffer) -> bool {
-    // SAFETY: the meta backend only inspects the buffer's interface.
-    unsafe { ggml_backend_buffer_is_meta(buffer.as_ptr()) }
+    crate::meta::is_meta_buffer(buffer.as_ptr())
 }
 
 /// Base address of the buffer's memory; NULL for zero-size buffers and for buffers that
@@ -77,6 +71,7 @@ pub fn clear(buffer: Buffer, value: u8) {
 
 pub fn set_usage(buffer: Buffer, usage: ggml_backend_buffer_usage) {
     buffer.set_usage_field(usage);
+    crate::meta::buffer::set_usage(buffer, usage);
     if let Some(parts) = multi::parts(buffer) {
         for part in parts {
             set_usage(part, usage);
@@ -87,7 +82,7 @@ pub fn set_usage(buffer: Buffer, usage: ggml_backend_buffer_usage) {
 /// Allocates a buffer of `buft`. A zero-size request gets an empty buffer of that type,
 /// so callers never see NULL for an empty allocation.
 pub fn alloc(buft: Buft, size: usize) -> ggml_backend_buffer_t {
-    if size == 0 {
+    if size == 0 && !crate::meta::is_meta_buft(buft.as_ptr()) {
         return init(
             buft.as_ptr(),
             ggml_backend_buffer_i::EMPTY,

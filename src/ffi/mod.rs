@@ -13,6 +13,7 @@ mod buffer_type;
 mod device;
 mod event;
 mod graph;
+mod meta;
 mod registry;
 mod sched;
 mod tensor;

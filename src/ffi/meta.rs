@@ -1,0 +1,214 @@
+//! The meta (tensor-parallel) API: `ggml-ext.h` (device creation, axis names: C++ linkage at
+//! the pin, so exported under their mangled names) and `ggml-backend-impl.h` (predicates,
+//! simple backends, allocation of a context's tensors), plus the seed-era accessors.
+
+use std::ffi::{c_char, c_void};
+
+use super::{handle_arg, null_argument, optional_arg};
+use crate::abi::*;
+use crate::log::{abort, ggml_assert};
+use crate::meta::{self, backend, buffer, device};
+
+/// `ggml_backend_dev_t ggml_backend_meta_device(ggml_backend_dev_t * devs, size_t n_devs,
+/// ggml_backend_meta_get_split_state_t get_split_state, void * get_split_state_ud)`.
+///
+/// # Safety
+/// `devs` points to `n_devs` device handles.
+#[export_name = "_Z24ggml_backend_meta_devicePP19ggml_backend_devicemPF29ggml_backend_meta_split_statePK11ggml_tensorPvES6_"]
+pub unsafe extern "C" fn ggml_backend_meta_device(
+    devs: *mut ggml_backend_dev_t,
+    n_devs: usize,
+    get_split_state: ggml_backend_meta_get_split_state_t,
+    get_split_state_ud: *mut c_void,
+) -> ggml_backend_dev_t {
+    const F: &str = "ggml_backend_meta_device";
+    if devs.is_null() {
+        null_argument(F, "devs");
+    }
+    ggml_assert!(
+        (1..=GGML_BACKEND_META_MAX_DEVICES).contains(&n_devs),
+        "{F}: n_devs must be 1..={GGML_BACKEND_META_MAX_DEVICES}, got {n_devs}"
+    );
+    let simple: Vec<Device> = std::slice::from_raw_parts(devs, n_devs)
+        .iter()
+        .map(|&d| handle_arg!(d, Device, "ggml_backend_meta_device"))
+        .collect();
+    ggml_assert!(
+        simple.iter().all(|d| device::of_device(*d).is_none()),
+        "{F}: a meta device cannot wrap another meta device"
+    );
+    device::get_or_create(simple, get_split_state, get_split_state_ud)
+}
+
+/// `const char * ggml_backend_meta_split_axis_name(enum ggml_backend_meta_split_axis)`.
+#[export_name = "_Z33ggml_backend_meta_split_axis_name28ggml_backend_meta_split_axis"]
+pub extern "C" fn ggml_backend_meta_split_axis_name(axis: i32) -> *const c_char {
+    match meta::split::axis_name(axis) {
+        Some(s) => s.as_ptr(),
+        None => abort(
+            file!(),
+            line!(),
+            &format!("ggml_backend_meta_split_axis_name: invalid split axis {axis}"),
+        ),
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_is_meta(backend: ggml_backend_t) -> bool {
+    meta::is_meta_backend(backend)
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_buffer_is_meta(buf: ggml_backend_buffer_t) -> bool {
+    meta::is_meta_buffer(buf)
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_buft_is_meta(buft: ggml_backend_buffer_type_t) -> bool {
+    meta::is_meta_buft(buft)
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_dev_is_meta(dev: ggml_backend_dev_t) -> bool {
+    meta::is_meta_device(dev)
+}
+
+fn meta_backend(b: ggml_backend_t, func: &str) -> &'static backend::MetaBackend {
+    let h = match optional_arg!(b, Backend) {
+        Some(h) => h,
+        None => null_argument(func, "meta_backend"),
+    };
+    backend::of(h).unwrap_or_else(|| abort(file!(), line!(), &format!("{func}: not a meta backend")))
+}
+
+fn meta_device(d: ggml_backend_dev_t, func: &str) -> &'static device::MetaDevice {
+    let h = match optional_arg!(d, Device) {
+        Some(h) => h,
+        None => null_argument(func, "dev"),
+    };
+    device::of_device(h).unwrap_or_else(|| abort(file!(), line!(), &format!("{func}: not a meta device")))
+}
+
+fn meta_buft(b: ggml_backend_buffer_type_t, func: &str) -> &'static device::MetaDevice {
+    let h = match optional_arg!(b, Buft) {
+        Some(h) => h,
+        None => null_argument(func, "buft"),
+    };
+    device::of_buft(h).unwrap_or_else(|| abort(file!(), line!(), &format!("{func}: not a meta buffer type")))
+}
+
+fn meta_buffer(b: ggml_backend_buffer_t, func: &str) -> &'static buffer::MetaBuffer {
+    let h = match optional_arg!(b, Buffer) {
+        Some(h) => h,
+        None => null_argument(func, "buf"),
+    };
+    buffer::of(h).unwrap_or_else(|| abort(file!(), line!(), &format!("{func}: not a meta buffer")))
+}
+
+fn check_index(i: usize, n: usize, func: &str) {
+    ggml_assert!(i < n, "{func}: index {i} out of range ({n} devices)");
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_meta_n_backends(meta_backend_: ggml_backend_t) -> usize {
+    meta_backend(meta_backend_, "ggml_backend_meta_n_backends").simple.len()
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_meta_simple_backend(meta_backend_: ggml_backend_t, index: usize) -> ggml_backend_t {
+    const F: &str = "ggml_backend_meta_simple_backend";
+    let m = meta_backend(meta_backend_, F);
+    check_index(index, m.simple.len(), F);
+    m.simple[index].as_ptr()
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_meta_dev_n_devs(dev: ggml_backend_dev_t) -> usize {
+    meta_device(dev, "ggml_backend_meta_dev_n_devs").n()
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_meta_dev_simple_dev(dev: ggml_backend_dev_t, index: usize) -> ggml_backend_dev_t {
+    const F: &str = "ggml_backend_meta_dev_simple_dev";
+    let m = meta_device(dev, F);
+    check_index(index, m.n(), F);
+    m.simple[index].as_ptr()
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_meta_buft_n_bufts(buft: ggml_backend_buffer_type_t) -> usize {
+    meta_buft(buft, "ggml_backend_meta_buft_n_bufts").n()
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_meta_buft_simple_buft(
+    buft: ggml_backend_buffer_type_t,
+    index: usize,
+) -> ggml_backend_buffer_type_t {
+    const F: &str = "ggml_backend_meta_buft_simple_buft";
+    let m = meta_buft(buft, F);
+    check_index(index, m.n(), F);
+    m.simple_buft(index).as_ptr()
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_meta_buffer_n_bufs(buf: ggml_backend_buffer_t) -> usize {
+    meta_buffer(buf, "ggml_backend_meta_buffer_n_bufs").n()
+}
+
+#[no_mangle]
+pub extern "C" fn ggml_backend_meta_buffer_simple_buffer(
+    buf: ggml_backend_buffer_t,
+    index: usize,
+) -> ggml_backend_buffer_t {
+    const F: &str = "ggml_backend_meta_buffer_simple_buffer";
+    let m = meta_buffer(buf, F);
+    check_index(index, m.n(), F);
+    m.simple[index].map_or(std::ptr::null_mut(), |b| b.as_ptr())
+}
+
+/// Device `index`'s tensor of meta tensor `tensor`; NULL if it was never initialised.
+#[no_mangle]
+pub extern "C" fn ggml_backend_meta_buffer_simple_tensor(
+    tensor: *const ggml_tensor,
+    index: usize,
+) -> *mut ggml_tensor {
+    const F: &str = "ggml_backend_meta_buffer_simple_tensor";
+    let t = handle_arg!(tensor, Tensor, "ggml_backend_meta_buffer_simple_tensor");
+    let mb = buffer::holding(t)
+        .unwrap_or_else(|| abort(file!(), line!(), &format!("{F}: tensor is not in a meta buffer")));
+    check_index(index, mb.n(), F);
+    mb.simple_tensors(t)
+        .map_or(std::ptr::null_mut(), |s| s[index].as_ptr())
+}
+
+/// The split of a meta tensor. `assume_sync`: whether a matmul result whose devices hold
+/// partial sums is reported as it reads after the meta backend's AllReduce (MIRRORED) or as
+/// it sits in memory right after the matmul (PARTIAL).
+#[no_mangle]
+pub extern "C" fn ggml_backend_meta_get_split_state(
+    tensor: *const ggml_tensor,
+    assume_sync: bool,
+) -> ggml_backend_meta_split_state {
+    let t = handle_arg!(tensor, Tensor, "ggml_backend_meta_get_split_state");
+    match buffer::derived(t) {
+        Ok(d) if d.reduce && !assume_sync => meta::Split::Partial.to_c(),
+        Ok(d) => d.split.to_c(),
+        Err(e) => abort(file!(), line!(), &e),
+    }
+}
+
+/// Allocates every unallocated tensor of `ctx`, each device holding only its slices.
+#[no_mangle]
+pub extern "C" fn ggml_backend_meta_alloc_ctx_tensors_from_buft(
+    ctx: *mut ggml_context,
+    buft: ggml_backend_buffer_type_t,
+) -> *mut ggml_backend_buffer {
+    const F: &str = "ggml_backend_meta_alloc_ctx_tensors_from_buft";
+    if ctx.is_null() {
+        null_argument(F, "ctx");
+    }
+    let dev = meta_buft(buft, F);
+    // SAFETY: a non-NULL context from the caller, live per the C contract.
+    unsafe { buffer::alloc_ctx_tensors(ctx, dev) }
+}

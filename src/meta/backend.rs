@@ -1,0 +1,653 @@
+//! The meta backend: one simple backend per simple device; graphs run on all of them, cut
+//! into sub-graphs after every node whose devices hold partial sums, each cut followed by
+//! an AllReduce that leaves the full sum on every device.
+//!
+//! A graph's plan (per-device sub-graphs, cut points, reduction targets) is cached and reused
+//! while the graph has the same nodes and no meta buffer changed its per-device tensors.
+
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::ptr;
+use std::sync::{Mutex, MutexGuard};
+
+use super::buffer::{self, Plan};
+use super::device::MetaDevice;
+use super::op;
+use super::split::Split;
+use crate::abi::*;
+use crate::log::{abort, ggml_assert, log_error, log_info};
+
+/// `bool (*)(ggml_backend_t * backends, struct ggml_tensor ** tensors, size_t n)`: a backend's
+/// own AllReduce (CUDA with NCCL), found through its registry.
+type AllReduceFn = unsafe extern "C" fn(*mut ggml_backend_t, *mut *mut ggml_tensor, usize) -> bool;
+
+pub struct MetaBackend {
+    pub dev: &'static MetaDevice,
+    pub simple: Vec<Backend>,
+    name: CString,
+    allreduce: Option<AllReduceFn>,
+    /// CPU-like simple backends compute synchronously: run them on threads to overlap.
+    threaded: bool,
+    state: Mutex<State>,
+}
+
+// SAFETY: handles are addresses of objects shared with C by design; mutable state is behind
+// the mutex.
+unsafe impl Send for MetaBackend {}
+unsafe impl Sync for MetaBackend {}
+
+#[derive(Default)]
+struct State {
+    plan: Option<GraphPlan>,
+    /// Per device: scratch memory for the fallback AllReduce (device 0 only is used).
+    scratch: Option<(Buffer, usize)>,
+    warned_fallback: bool,
+}
+
+static GUID: ggml_guid = [
+    0x5e, 0x7a, 0x1b, 0x0e, 0x8c, 0x3d, 0x4f, 0x21, 0x9a, 0x6b, 0x2c, 0x7d, 0x31, 0x88, 0x4e, 0x90,
+];
+
+/// # Safety
+/// `params` is NULL or a NUL-terminated string (the argument of `ggml_backend_dev_init`).
+pub unsafe fn init(dev: &'static MetaDevice, params: *const c_char) -> ggml_backend_t {
+    let params = if params.is_null() {
+        None
+    } else {
+        Some(CStr::from_ptr(params))
+    };
+    let mut simple = Vec::with_capacity(dev.n());
+    for d in &dev.simple {
+        // SAFETY: a backend returned by a device is live until freed.
+        match unsafe { Backend::from_ptr(d.init_backend(params)) } {
+            Some(b) => simple.push(b),
+            None => {
+                log_error!("meta backend: failed to initialise a backend on {}", d.name_string());
+                simple.into_iter().for_each(Backend::free);
+                return ptr::null_mut();
+            }
+        }
+    }
+    let names: Vec<String> = dev.simple.iter().map(|d| d.name_string()).collect();
+    let allreduce = unsafe { Reg::from_ptr(dev.simple[0].reg()) }.and_then(|r| {
+        let p = r.proc_address(c"ggml_backend_allreduce_tensor");
+        // SAFETY: the registry documents this entry with the AllReduceFn signature.
+        (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, AllReduceFn>(p) })
+    });
+    let threaded = dev.n() > 1
+        && dev
+            .simple
+            .iter()
+            .all(|d| d.dev_type() == ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_CPU);
+    let ctx = Box::into_raw(Box::new(MetaBackend {
+        dev,
+        simple,
+        name: CString::new(format!("Meta({})", names.join(","))).unwrap_or_default(),
+        allreduce,
+        threaded,
+        state: Mutex::new(State::default()),
+    }));
+    let backend = Box::into_raw(Box::new(ggml_backend {
+        guid: &GUID as *const ggml_guid as ggml_guid_t,
+        iface: IFACE,
+        device: dev.device,
+        context: ctx as *mut c_void,
+    }));
+    super::BACKENDS.insert(backend as usize);
+    backend
+}
+
+/// The meta backend behind a C backend, if it is one.
+pub fn of(backend: Backend) -> Option<&'static MetaBackend> {
+    if super::is_meta_backend(backend.as_ptr()) {
+        // SAFETY: a meta backend's context is its MetaBackend, alive while the backend is.
+        Some(unsafe { &*(backend.iface_context() as *const MetaBackend) })
+    } else {
+        None
+    }
+}
+
+impl MetaBackend {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// # Safety
+/// `backend` is a live meta backend (only meta backends carry this vtable).
+unsafe fn ctx<'a>(backend: ggml_backend_t) -> &'a MetaBackend {
+    &*((*backend).context as *const MetaBackend)
+}
+
+const IFACE: ggml_backend_i = ggml_backend_i {
+    get_name: Some(get_name),
+    free: Some(free),
+    set_tensor_async: Some(set_tensor_async),
+    get_tensor_async: Some(get_tensor_async),
+    set_tensor_2d_async: None,
+    get_tensor_2d_async: None,
+    cpy_tensor_async: None,
+    synchronize: Some(synchronize),
+    graph_plan_create: None,
+    graph_plan_free: None,
+    graph_plan_update: None,
+    graph_plan_compute: None,
+    graph_compute: Some(graph_compute),
+    event_record: None,
+    event_wait: None,
+    graph_optimize: None,
+};
+
+unsafe extern "C" fn get_name(backend: ggml_backend_t) -> *const c_char {
+    ctx(backend).name.as_ptr()
+}
+
+unsafe extern "C" fn free(backend: ggml_backend_t) {
+    super::BACKENDS.remove(backend as usize);
+    let mb = Box::from_raw((*backend).context as *mut MetaBackend);
+    let mut st = mb.lock();
+    st.plan = None;
+    if let Some((b, _)) = st.scratch.take() {
+        crate::buffer::free(b);
+    }
+    drop(st);
+    for b in &mb.simple {
+        b.free();
+    }
+    drop(mb);
+    drop(Box::from_raw(backend));
+}
+
+unsafe extern "C" fn synchronize(backend: ggml_backend_t) {
+    for b in &ctx(backend).simple {
+        b.synchronize();
+    }
+}
+
+unsafe extern "C" fn set_tensor_async(
+    backend: ggml_backend_t,
+    tensor: *mut ggml_tensor,
+    data: *const c_void,
+    offset: usize,
+    size: usize,
+) {
+    let m = ctx(backend);
+    let t = Tensor::from_ptr(tensor).expect("checked by ggml_backend_tensor_set_async");
+    let (plan, simple) = buffer::plan(t, offset, size, "ggml_backend_tensor_set_async");
+    match plan {
+        Plan::Mirrored => {
+            for (j, s) in simple.into_iter().enumerate() {
+                crate::tensor::set_async(m.simple[j], s, data, offset, size);
+            }
+        }
+        Plan::Partial => {
+            // Device 0 takes the value, the others zero: the sum is exact for any type.
+            m.simple[0].synchronize();
+            crate::tensor::set(simple[0], data, offset, size);
+            let zeros = vec![0u8; size];
+            for &s in &simple[1..] {
+                crate::tensor::set(s, zeros.as_ptr() as *const c_void, offset, size);
+            }
+        }
+        Plan::Pieces(pieces) => {
+            for p in pieces {
+                let src = (data as *const u8).add(p.host_offset) as *const c_void;
+                crate::tensor::set_2d_async(m.simple[p.device], simple[p.device], src, p.strided);
+            }
+        }
+    }
+}
+
+unsafe extern "C" fn get_tensor_async(
+    backend: ggml_backend_t,
+    tensor: *const ggml_tensor,
+    data: *mut c_void,
+    offset: usize,
+    size: usize,
+) {
+    let m = ctx(backend);
+    let t = Tensor::from_ptr(tensor as *mut ggml_tensor).expect("checked by ggml_backend_tensor_get_async");
+    let (plan, simple) = buffer::plan(t, offset, size, "ggml_backend_tensor_get_async");
+    match plan {
+        Plan::Mirrored => crate::tensor::get_async(m.simple[0], simple[0], data, offset, size),
+        Plan::Partial => {
+            synchronize(backend);
+            buffer::get_partial_sum(t, &simple, data, offset, size);
+        }
+        Plan::Pieces(pieces) => {
+            for p in pieces {
+                let dst = (data as *mut u8).add(p.host_offset) as *mut c_void;
+                crate::tensor::get_2d_async(m.simple[p.device], simple[p.device], dst, p.strided);
+            }
+        }
+    }
+}
+
+/// # Safety
+/// `backend` is NULL or a live backend (the C contract of the entry point).
+///
+/// `ggml_backend_set_n_threads` of the meta registry: CPU simple backends share the threads
+/// (they run concurrently), other backends get the count as is.
+pub unsafe extern "C" fn set_n_threads(backend: ggml_backend_t, n_threads: i32) {
+    let Some(b) = Backend::from_ptr(backend) else { return };
+    let Some(m) = of(b) else { return };
+    let per = if m.threaded {
+        (n_threads / m.simple.len() as i32).max(1)
+    } else {
+        n_threads
+    };
+    for s in &m.simple {
+        if let Some(f) = simple_proc(*s, c"ggml_backend_set_n_threads") {
+            // SAFETY: the registry documents this entry as `void (*)(ggml_backend_t, int)`.
+            let f: unsafe extern "C" fn(ggml_backend_t, i32) = std::mem::transmute(f);
+            f(s.as_ptr(), per);
+        }
+    }
+}
+
+/// # Safety
+/// `backend` is NULL or a live backend; `cb` is NULL or a `ggml_abort_callback`.
+///
+/// `ggml_backend_set_abort_callback` of the meta registry: forwarded to every simple backend.
+pub unsafe extern "C" fn set_abort_callback(backend: ggml_backend_t, cb: *mut c_void, data: *mut c_void) {
+    let Some(b) = Backend::from_ptr(backend) else { return };
+    let Some(m) = of(b) else { return };
+    for s in &m.simple {
+        if let Some(f) = simple_proc(*s, c"ggml_backend_set_abort_callback") {
+            // SAFETY: `void (*)(ggml_backend_t, ggml_abort_callback, void *)`.
+            let f: unsafe extern "C" fn(ggml_backend_t, *mut c_void, *mut c_void) = std::mem::transmute(f);
+            f(s.as_ptr(), cb, data);
+        }
+    }
+}
+
+fn simple_proc(b: Backend, name: &CStr) -> Option<*mut c_void> {
+    let dev = b.device_handle("meta backend");
+    // SAFETY: a device's registry lives as long as the device.
+    let reg = unsafe { Reg::from_ptr(dev.reg()) }?;
+    let p = reg.proc_address(name);
+    (!p.is_null()).then_some(p)
+}
+
+// --- graph plans --------------------------------------------------------------------------
+
+/// One device's part of a sub-graph: a ggml graph over the device's tensors.
+struct SubGraph {
+    graphs: Vec<Graph>,
+    /// Per device, the tensor to AllReduce after this sub-graph.
+    reduce: Option<Vec<Tensor>>,
+}
+
+struct GraphPlan {
+    nodes: Vec<usize>,
+    generation: u64,
+    ctx: *mut ggml_context,
+    subgraphs: Vec<SubGraph>,
+}
+
+impl Drop for GraphPlan {
+    fn drop(&mut self) {
+        // SAFETY: the context was created by ggml_init for this plan and nothing else uses it.
+        unsafe { ggml_free(self.ctx) }
+    }
+}
+
+unsafe extern "C" fn graph_compute(backend: ggml_backend_t, cgraph: *mut ggml_cgraph) -> ggml_status {
+    let m = ctx(backend);
+    let Some(g) = Graph::from_ptr(cgraph) else {
+        return GGML_STATUS_FAILED;
+    };
+    let mut st = m.lock();
+    let nodes: Vec<usize> = g.nodes().map(|t| t.as_ptr() as usize).collect();
+    let fresh = st
+        .plan
+        .as_ref()
+        .is_some_and(|p| p.nodes == nodes && p.generation == buffer::generation());
+    if !fresh {
+        st.plan = None;
+        match build_plan(m, g, nodes) {
+            Ok(p) => st.plan = Some(p),
+            Err(e) => abort(file!(), line!(), &e),
+        }
+    }
+    let plan = st.plan.take().expect("built above");
+    let status = run_plan(m, &mut st, &plan);
+    st.plan = Some(plan);
+    status
+}
+
+fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan, String> {
+    let n = m.simple.len();
+    // The nodes that run on the devices, with their per-device tensors and whether each is
+    // a cut point (a reduction target).
+    let mut kept: Vec<(Tensor, Vec<Tensor>)> = Vec::with_capacity(g.n_nodes());
+    let mut reduce_at: Vec<bool> = Vec::new();
+    let all: Vec<Tensor> = g.nodes().collect();
+    let uses = use_counts(&all);
+    let mut i = 0;
+    while i < all.len() {
+        let t = all[i];
+        i += 1;
+        let Some(mb) = buffer::holding(t) else {
+            if t.is_view_op() || t.op() == op::NONE {
+                continue;
+            }
+            return Err(format!(
+                "meta backend: node '{}' ({}) is not in a meta buffer",
+                t.name_string(),
+                t.op_desc()
+            ));
+        };
+        let d = buffer::derived(t)?;
+        let simple = mb
+            .simple_tensors(t)
+            .ok_or_else(|| format!("meta backend: node '{}' was not allocated", t.name_string()))?;
+        kept.push((t, simple));
+        reduce_at.push(false);
+        if !d.reduce {
+            continue;
+        }
+        // Partial sums: reduce after the linear tail that MoE layers put behind the matmul
+        // (bias per expert, router weights, sum over the selected experts), so the AllReduce
+        // moves the smallest tensor.
+        let tail = moe_tail(&all, i - 1, &uses);
+        for &k in &tail {
+            let tk = all[k];
+            let mbk = buffer::holding(tk).ok_or("meta backend: MoE tail outside meta buffers")?;
+            buffer::derived(tk)?;
+            let sk = mbk
+                .simple_tensors(tk)
+                .ok_or_else(|| format!("meta backend: node '{}' was not allocated", tk.name_string()))?;
+            kept.push((tk, sk));
+            reduce_at.push(false);
+        }
+        i += tail.len();
+        *reduce_at.last_mut().expect("non-empty") = true;
+    }
+    // A partial bias (e.g. ffn_down_exps.bias) must be absorbed before the reduction: check
+    // that no node outside a tail consumes a partial source.
+    check_partial_consumers(&kept, &reduce_at)?;
+
+    // Cut into sub-graphs and build one ggml graph per device for each.
+    let mut bounds = Vec::new();
+    let mut start = 0;
+    for (k, &r) in reduce_at.iter().enumerate() {
+        if r || k + 1 == kept.len() {
+            bounds.push((start, k + 1, r));
+            start = k + 1;
+        }
+    }
+    let max_len = bounds.iter().map(|b| b.1 - b.0).max().unwrap_or(0);
+    // SAFETY: ggml_graph_overhead_custom / ggml_init only compute sizes and allocate metadata.
+    let ctx = unsafe {
+        let per = ggml_graph_overhead_custom(max_len.max(1), false);
+        ggml_init(ggml_init_params {
+            mem_size: per * bounds.len() * n + 4096,
+            mem_buffer: ptr::null_mut(),
+            no_alloc: true,
+        })
+    };
+    ggml_assert!(!ctx.is_null(), "meta backend: cannot allocate graph metadata");
+    let mut plan = GraphPlan {
+        nodes,
+        generation: buffer::generation(),
+        ctx,
+        subgraphs: Vec::with_capacity(bounds.len()),
+    };
+    for &(a, b, r) in &bounds {
+        let mut graphs = Vec::with_capacity(n);
+        for j in 0..n {
+            // SAFETY: room for (b - a) nodes was reserved above.
+            let gp = unsafe { ggml_new_graph_custom(ctx, (b - a).max(1), false) };
+            let graph = unsafe { Graph::from_ptr(gp) }.ok_or("meta backend: graph allocation failed")?;
+            for (k, (t, simple)) in kept[a..b].iter().enumerate() {
+                let _ = k;
+                graph.push_node(simple[j]);
+                graph.note_use_count(simple[j], uses_of(&uses, *t));
+            }
+            graphs.push(graph);
+        }
+        let reduce = r.then(|| kept[b - 1].1.clone());
+        plan.subgraphs.push(SubGraph { graphs, reduce });
+    }
+    Ok(plan)
+}
+
+/// How often each node is used as a source within the graph.
+fn use_counts(nodes: &[Tensor]) -> std::collections::HashMap<usize, i32> {
+    let mut uses = std::collections::HashMap::with_capacity(nodes.len() * 2);
+    for t in nodes {
+        for s in t.srcs() {
+            *uses.entry(s.as_ptr() as usize).or_insert(0) += 1;
+        }
+    }
+    uses
+}
+
+fn uses_of(uses: &std::collections::HashMap<usize, i32>, t: Tensor) -> i32 {
+    uses.get(&(t.as_ptr() as usize)).copied().unwrap_or(0)
+}
+
+/// Indices of the nodes after `i` (a reduced MoE matmul) that are linear in it and used only
+/// along the chain: ADD_ID with a partial bias, MUL by mirrored router weights, and the sum
+/// of the per-expert views.
+fn moe_tail(all: &[Tensor], i: usize, uses: &std::collections::HashMap<usize, i32>) -> Vec<usize> {
+    let mut tail = Vec::new();
+    let mut cur = all[i];
+    let mut k = i + 1;
+    let once = |t: Tensor| uses_of(uses, t) == 1;
+    let split_of = |t: Tensor| buffer::derived(t).ok().map(|d| d.split);
+    if all[i].op() != op::MUL_MAT_ID {
+        return tail;
+    }
+    if let Some(&t) = all.get(k) {
+        if t.op() == op::ADD_ID && t.src(0) == Some(cur) && once(cur) && split_of(t.src(1).unwrap_or(t)) == Some(Split::Partial) {
+            tail.push(k);
+            cur = t;
+            k += 1;
+        }
+    }
+    if let Some(&t) = all.get(k) {
+        if t.op() == op::MUL && t.src(0) == Some(cur) && once(cur) && t.src(1).and_then(split_of) == Some(Split::Mirrored) {
+            tail.push(k);
+            cur = t;
+            k += 1;
+        }
+    }
+    // n_used views of `cur`, one per selected expert, then n_used - 1 adds chaining them.
+    let n_used = cur.ne(1) as usize;
+    if n_used < 2 || uses_of(uses, cur) as usize != n_used || k + 2 * n_used - 1 > all.len() {
+        return tail;
+    }
+    let views = &all[k..k + n_used];
+    let views_ok = views.iter().enumerate().all(|(e, v)| {
+        v.op() == op::VIEW
+            && v.src(0) == Some(cur)
+            && v.view_offs() == e * cur.nb(1)
+            && v.ne(0) == cur.ne(0)
+            && once(*v)
+    });
+    if !views_ok {
+        return tail;
+    }
+    let adds = &all[k + n_used..k + 2 * n_used - 1];
+    let mut acc = views[0];
+    for (e, a) in adds.iter().enumerate() {
+        let ok = a.op() == op::ADD
+            && a.src(0) == Some(acc)
+            && a.src(1) == Some(views[e + 1])
+            && (e + 1 == adds.len() || once(*a));
+        if !ok {
+            return tail;
+        }
+        acc = *a;
+    }
+    tail.extend(k..k + 2 * n_used - 1);
+    tail
+}
+
+fn check_partial_consumers(kept: &[(Tensor, Vec<Tensor>)], reduce_at: &[bool]) -> Result<(), String> {
+    // Inside a pending tail (from a reduced matmul up to its reduction) partial operands are
+    // fine; elsewhere a partial operand would be added once per device.
+    let mut pending = false;
+    for (k, (t, _)) in kept.iter().enumerate() {
+        let d = buffer::derived(*t)?;
+        if d.reduce {
+            pending = true;
+        }
+        if !pending && d.split != Split::Partial {
+            for s in t.srcs() {
+                if buffer::holding(s).is_some() && buffer::derived(s)?.split == Split::Partial {
+                    return Err(format!(
+                        "meta backend: node '{}' ({}) combines the partial sum '{}' with full values",
+                        t.name_string(),
+                        t.op_desc(),
+                        s.name_string()
+                    ));
+                }
+            }
+        }
+        if reduce_at[k] {
+            pending = false;
+        }
+    }
+    Ok(())
+}
+
+// --- execution ----------------------------------------------------------------------------
+
+fn run_plan(m: &MetaBackend, st: &mut State, plan: &GraphPlan) -> ggml_status {
+    for sg in &plan.subgraphs {
+        let status = compute_all(m, &sg.graphs);
+        if status != GGML_STATUS_SUCCESS {
+            return status;
+        }
+        if let Some(targets) = &sg.reduce {
+            if m.simple.len() > 1 {
+                allreduce(m, st, targets);
+            }
+        }
+    }
+    GGML_STATUS_SUCCESS
+}
+
+fn compute_all(m: &MetaBackend, graphs: &[Graph]) -> ggml_status {
+    if !m.threaded {
+        for (b, g) in m.simple.iter().zip(graphs) {
+            let s = crate::backend::graph_compute_async(*b, *g);
+            if s != GGML_STATUS_SUCCESS {
+                return s;
+            }
+        }
+        return GGML_STATUS_SUCCESS;
+    }
+    // Synchronous backends (CPU): one thread per device after the first.
+    std::thread::scope(|scope| {
+        let others: Vec<_> = m.simple[1..]
+            .iter()
+            .zip(&graphs[1..])
+            .map(|(b, g)| {
+                let (b, g) = (*b, *g);
+                scope.spawn(move || crate::backend::graph_compute_async(b, g))
+            })
+            .collect();
+        let first = crate::backend::graph_compute_async(m.simple[0], graphs[0]);
+        let mut status = first;
+        for h in others {
+            let s = h.join().unwrap_or(GGML_STATUS_FAILED);
+            if status == GGML_STATUS_SUCCESS {
+                status = s;
+            }
+        }
+        status
+    })
+}
+
+/// Leaves the sum of the devices' `targets` on every device.
+fn allreduce(m: &MetaBackend, st: &mut State, targets: &[Tensor]) {
+    if targets[0].nbytes() == 0 {
+        return;
+    }
+    if let Some(f) = m.allreduce {
+        let mut backends: Vec<ggml_backend_t> = m.simple.iter().map(|b| b.as_ptr()).collect();
+        let mut tensors: Vec<*mut ggml_tensor> = targets.iter().map(|t| t.as_ptr()).collect();
+        // SAFETY: n live backends and their n live tensors of equal layout.
+        if unsafe { f(backends.as_mut_ptr(), tensors.as_mut_ptr(), targets.len()) } {
+            return;
+        }
+        if !st.warned_fallback {
+            st.warned_fallback = true;
+            log_info!("meta backend: the backend's AllReduce declined; using copies and adds");
+        }
+    }
+    fallback_allreduce(m, st, targets);
+}
+
+/// AllReduce from ggml-backend operations, correct for any backend and device count: device
+/// 0 adds the other devices' partial sums one after another (a fixed order, so the result is
+/// the same whatever `n`), then copies the sum to every other device.
+fn fallback_allreduce(m: &MetaBackend, st: &mut State, targets: &[Tensor]) {
+    let t0 = targets[0];
+    ggml_assert!(
+        targets.iter().all(|t| t.is_contiguous() && t.same_layout(t0)),
+        "meta backend: AllReduce of '{}' needs contiguous tensors of one layout",
+        t0.name_string()
+    );
+    let nbytes = t0.nbytes();
+    let b0 = m.simple[0];
+    // scratch on device 0
+    let need_new = st.scratch.as_ref().is_none_or(|(_, size)| *size < nbytes);
+    if need_new {
+        if let Some((b, _)) = st.scratch.take() {
+            b0.synchronize();
+            // SAFETY: our scratch buffer, no longer referenced.
+            unsafe { crate::buffer::free(b) };
+        }
+        let buft = crate::backend::default_buffer_type(b0, "meta AllReduce");
+        let raw = crate::buffer::alloc(buft, nbytes);
+        // SAFETY: returned by the buffer type.
+        let b = unsafe { Buffer::from_ptr(raw) }
+            .unwrap_or_else(|| abort(file!(), line!(), "meta AllReduce: cannot allocate scratch memory"));
+        st.scratch = Some((b, nbytes));
+    }
+    let (scratch, _) = st.scratch.expect("allocated above");
+    let mut tmp = t0.header();
+    tmp.op = op::NONE;
+    tmp.src = [ptr::null_mut(); GGML_MAX_SRC];
+    tmp.view_src = ptr::null_mut();
+    tmp.view_offs = 0;
+    tmp.flags = 0;
+    tmp.buffer = scratch.as_ptr();
+    tmp.data = crate::buffer::base(scratch);
+    let mut tmp = Box::new(tmp);
+    // SAFETY: boxed, non-null, alive until the end of this function.
+    let tmp_t = unsafe { Tensor::from_ptr(&mut *tmp) }.expect("non-null");
+
+    // node0 += tmp, in place: an ADD whose result is node0's memory.
+    let mut add = t0.header();
+    add.op = op::ADD;
+    add.op_params = [0; 16];
+    add.flags = 0;
+    add.src = [ptr::null_mut(); GGML_MAX_SRC];
+    add.src[0] = t0.as_ptr();
+    add.src[1] = tmp_t.as_ptr();
+    add.view_src = t0.view_src().map_or(t0.as_ptr(), |v| v.as_ptr());
+    add.view_offs = t0.view_src().map_or(0, |_| t0.view_offs());
+    let mut add = Box::new(add);
+    let add_t = unsafe { Tensor::from_ptr(&mut *add) }.expect("non-null");
+    let mut nodes = [add_t.as_ptr()];
+    let mut graph = ggml_cgraph::over_lists(nodes.as_mut_ptr(), 1, ptr::null_mut(), 0);
+    let graph_h = unsafe { Graph::from_ptr(&mut graph) }.expect("non-null");
+
+    for (j, &tj) in targets.iter().enumerate().skip(1) {
+        crate::tensor::copy_async(Some(m.simple[j]), b0, tj, tmp_t);
+        let s = crate::backend::graph_compute_async(b0, graph_h);
+        ggml_assert!(s == GGML_STATUS_SUCCESS, "meta AllReduce: add failed ({s})");
+    }
+    b0.synchronize();
+    for (j, &tj) in targets.iter().enumerate().skip(1) {
+        crate::tensor::copy_async(Some(b0), m.simple[j], t0, tj);
+    }
+    for b in &m.simple {
+        b.synchronize();
+    }
+}

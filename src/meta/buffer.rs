@@ -1,0 +1,902 @@
+//! Meta buffers: every tensor of a meta buffer is `n` per-device ("simple") tensors in the
+//! simple devices' buffers, each holding its slice as the tensor's split says.
+//!
+//! * Compute buffers (`alloc`): every simple buffer is as large as the meta buffer and a
+//!   tensor's slice sits at the tensor's own offset; ggml-alloc places tensors at a
+//!   placeholder base address ([`META_BASE`]) that is never dereferenced.
+//! * Static buffers (`alloc_ctx_tensors`: weights, KV caches): each device allocates only
+//!   its slices, packed.
+//!
+//! Per-device tensor headers are owned here (boxed, stable addresses) and reused when ggml
+//! initialises the same tensor again, so repeated graph allocation does not grow memory.
+//! Splits are cached per tensor together with a snapshot of the fields they depend on.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use super::device::MetaDevice;
+use super::rules::{self, DeviceLayout, Derived, Layout, Src};
+use super::split::{DimSplit, Split};
+use crate::abi::*;
+use crate::log::{abort, ggml_assert, log_error};
+
+/// Placeholder base address of every meta buffer. Non-canonical on x86-64 and outside the
+/// user address space elsewhere: a stray dereference faults at once instead of reading
+/// another object's memory.
+pub const META_BASE: usize = 0x1000_0000_0000_0000;
+
+/// Bumped whenever a per-device tensor is created or dropped or a tensor's split changes:
+/// graph plans built before are stale then.
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+pub fn generation() -> u64 {
+    GENERATION.load(Ordering::Acquire)
+}
+
+fn bump() {
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+}
+
+/// The fields of a tensor that its split and its per-device tensors depend on.
+#[derive(Clone, PartialEq)]
+struct Snapshot {
+    type_: ggml_type,
+    ne: [i64; 4],
+    nb: [usize; 4],
+    op: ggml_op,
+    op_params: [i32; 16],
+    src: [usize; GGML_MAX_SRC],
+    view_src: usize,
+    view_offs: usize,
+    name: [std::ffi::c_char; GGML_MAX_NAME],
+}
+
+impl Snapshot {
+    fn of(t: Tensor) -> Snapshot {
+        let h = t.header();
+        Snapshot {
+            type_: h.type_,
+            ne: h.ne,
+            nb: h.nb,
+            op: h.op,
+            op_params: h.op_params,
+            src: h.src.map(|p| p as usize),
+            view_src: h.view_src as usize,
+            view_offs: h.view_offs,
+            name: h.name,
+        }
+    }
+}
+
+struct Entry {
+    snapshot: Snapshot,
+    derived: Derived,
+    /// Per-device tensors; empty until the tensor is initialised in this buffer. Boxed: C
+    /// code holds their addresses, which must not move when the vector is rebuilt.
+    #[allow(clippy::vec_box)]
+    simple: Vec<Box<ggml_tensor>>,
+    /// `reset` count when last initialised (entries untouched for a whole reset cycle go).
+    epoch: u64,
+}
+
+struct Tensors {
+    map: HashMap<usize, Entry>,
+    epoch: u64,
+}
+
+pub struct MetaBuffer {
+    pub dev: &'static MetaDevice,
+    /// Per device: the simple buffer (None: nothing allocated there).
+    pub simple: Vec<Option<Buffer>>,
+    tensors: Mutex<Tensors>,
+}
+
+// SAFETY: the boxed tensors are only touched under the mutex or by ggml's single-threaded
+// graph contract; buffer handles are plain addresses.
+unsafe impl Send for MetaBuffer {}
+unsafe impl Sync for MetaBuffer {}
+
+impl MetaBuffer {
+    fn lock(&self) -> MutexGuard<'_, Tensors> {
+        self.tensors.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn n(&self) -> usize {
+        self.dev.n()
+    }
+
+    /// The per-device tensors of `t`, if `t` was initialised in this buffer.
+    pub fn simple_tensors(&self, t: Tensor) -> Option<Vec<Tensor>> {
+        let g = self.lock();
+        let e = g.map.get(&(t.as_ptr() as usize))?;
+        if e.simple.is_empty() {
+            return None;
+        }
+        Some(e.simple.iter().map(|b| tensor_of(b)).collect())
+    }
+}
+
+fn tensor_of(b: &ggml_tensor) -> Tensor {
+    // SAFETY: a boxed header owned by a live entry; non-null.
+    unsafe { Tensor::from_ptr(b as *const ggml_tensor as *mut ggml_tensor) }.expect("non-null box")
+}
+
+/// The meta buffer of a C buffer, if it is one.
+pub fn of(buffer: Buffer) -> Option<&'static MetaBuffer> {
+    if super::is_meta_buffer(buffer.as_ptr()) {
+        // SAFETY: a meta buffer's context is its MetaBuffer, alive while the buffer is.
+        Some(unsafe { &*(buffer.context() as *const MetaBuffer) })
+    } else {
+        None
+    }
+}
+
+/// The meta buffer that holds `t`'s data (its own buffer, or its view source's).
+pub fn holding(t: Tensor) -> Option<&'static MetaBuffer> {
+    t.own_buffer().or_else(|| t.data_buffer()).and_then(of)
+}
+
+fn new_buffer(dev: &'static MetaDevice, simple: Vec<Option<Buffer>>, size: usize) -> Buffer {
+    let ctx = Box::into_raw(Box::new(MetaBuffer {
+        dev,
+        simple,
+        tensors: Mutex::new(Tensors {
+            map: HashMap::new(),
+            epoch: 0,
+        }),
+    }));
+    let buffer = crate::buffer::init(dev.buft, BUFFER_IFACE, ctx as *mut c_void, size);
+    super::BUFFERS.insert(buffer.as_ptr() as usize);
+    buffer
+}
+
+/// A compute buffer: every device gets a simple buffer of the full size.
+pub fn alloc(dev: &'static MetaDevice, size: usize) -> ggml_backend_buffer_t {
+    let mut simple = Vec::with_capacity(dev.n());
+    for j in 0..dev.n() {
+        let buft = dev.simple_buft(j);
+        let b = crate::buffer::alloc(buft, size);
+        // SAFETY: a buffer returned by a buffer type is live until freed.
+        match unsafe { Buffer::from_ptr(b) } {
+            Some(b) => simple.push(Some(b)),
+            None => {
+                log_error!(
+                    "meta buffer: failed to allocate {size} bytes on {}",
+                    dev.simple[j].name_string()
+                );
+                for b in simple.into_iter().flatten() {
+                    // SAFETY: allocated above, not shared yet.
+                    unsafe { crate::buffer::free(b) };
+                }
+                return std::ptr::null_mut();
+            }
+        }
+    }
+    new_buffer(dev, simple, size).as_ptr()
+}
+
+// --- splits -------------------------------------------------------------------------------
+
+fn layout(t: Tensor) -> Layout {
+    Layout {
+        ne: t.ne_all(),
+        nb: t.nb_all(),
+        blck: t.blck_size(),
+    }
+}
+
+fn named(t: Tensor, e: String) -> String {
+    format!(
+        "meta backend: tensor '{}' ({}): {e}",
+        t.name_string(),
+        t.op_desc()
+    )
+}
+
+/// The split of `t` (in a meta buffer) as consumers see it; computed once per change of the
+/// tensor's header and cached in its buffer.
+pub fn derived(t: Tensor) -> Result<Derived, String> {
+    let Some(mb) = holding(t) else {
+        return Err(named(t, "not in a meta buffer".into()));
+    };
+    let snap = Snapshot::of(t);
+    if let Some(e) = mb.lock().map.get(&(t.as_ptr() as usize)) {
+        if e.snapshot == snap {
+            return Ok(e.derived.clone());
+        }
+    }
+    let d = compute(t, mb)?;
+    let mut g = mb.lock();
+    let epoch = g.epoch;
+    match g.map.get_mut(&(t.as_ptr() as usize)) {
+        Some(e) => {
+            if !e.derived.split.same_as(&d.split) || e.derived.reduce != d.reduce {
+                bump();
+            }
+            e.snapshot = snap;
+            e.derived = d.clone();
+        }
+        None => {
+            g.map.insert(
+                t.as_ptr() as usize,
+                Entry {
+                    snapshot: snap,
+                    derived: d.clone(),
+                    simple: Vec::new(),
+                    epoch,
+                },
+            );
+        }
+    }
+    Ok(d)
+}
+
+fn compute(t: Tensor, mb: &MetaBuffer) -> Result<Derived, String> {
+    let n = mb.n();
+    if t.nelements() == 0 {
+        return Ok(plain(Split::Mirrored));
+    }
+    if let Some(base) = t.view_src() {
+        let bs = derived(base)?;
+        let (mem, _) = rules::map_view(&layout(base), &bs.split, &layout(t), t.view_offs(), n)
+            .map_err(|e| named(t, e))?;
+        if t.is_view_op() {
+            return Ok(plain(mem));
+        }
+        let d = op_rule(t, n)?;
+        if !d.split.same_as(&mem) || d.reduce {
+            return Err(named(
+                t,
+                format!(
+                    "the op yields {} but writes into a view split as {}",
+                    d.split.describe(),
+                    mem.describe()
+                ),
+            ));
+        }
+        return Ok(d);
+    }
+    let compute_buffer = t
+        .own_buffer()
+        .is_some_and(|b| b.usage() == ggml_backend_buffer_usage::GGML_BACKEND_BUFFER_USAGE_COMPUTE);
+    if !compute_buffer {
+        return mb.dev.callback_split(t).map(plain).map_err(|e| named(t, e));
+    }
+    op_rule(t, n)
+}
+
+fn plain(split: Split) -> Derived {
+    Derived {
+        split,
+        reduce: false,
+    }
+}
+
+fn op_rule(t: Tensor, n: usize) -> Result<Derived, String> {
+    let mut srcs: Vec<Option<Src>> = vec![None; GGML_MAX_SRC];
+    for (i, s) in t.srcs_indexed() {
+        if s == t {
+            continue;
+        }
+        let split = if s.nelements() == 0 {
+            Split::Mirrored
+        } else {
+            derived(s)?.split
+        };
+        srcs[i] = Some(Src {
+            split,
+            ne: s.ne_all(),
+        });
+    }
+    rules::derive(t.op(), &t.op_params(), t.ne_all(), &srcs, n).map_err(|e| named(t, e))
+}
+
+// --- per-device tensors -------------------------------------------------------------------
+
+/// Creates or refreshes the per-device tensors of `t` (which lives in `mb`), placing
+/// non-views at `offset` in each simple buffer when `place` is set.
+fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), String> {
+    let n = mb.n();
+    let d = derived(t)?;
+    let header = t.header();
+    // Layouts, and each device's view source (for views).
+    let (layouts, bases): (Vec<DeviceLayout>, Option<Vec<Tensor>>) = match t.view_src() {
+        Some(base) => {
+            let bmb = holding(base).ok_or_else(|| named(t, "view source not in a meta buffer".into()))?;
+            let bases = bmb
+                .simple_tensors(base)
+                .ok_or_else(|| named(t, format!("view source '{}' is not initialised", base.name_string())))?;
+            let bs = derived(base)?;
+            let (_, l) = rules::map_view(&layout(base), &bs.split, &layout(t), t.view_offs(), n)
+                .map_err(|e| named(t, e))?;
+            (l, Some(bases))
+        }
+        None => {
+            let physical = if d.reduce { Split::Partial } else { d.split.clone() };
+            (
+                rules::own_layouts(&layout(t), &physical, n).map_err(|e| named(t, e))?,
+                None,
+            )
+        }
+    };
+    // Sources on each device.
+    let mut srcs: Vec<Option<Vec<Tensor>>> = vec![None; GGML_MAX_SRC];
+    for (i, s) in t.srcs_indexed() {
+        if s == t {
+            continue;
+        }
+        let smb = holding(s).ok_or_else(|| {
+            named(t, format!("source '{}' is not in a meta buffer", s.name_string()))
+        })?;
+        srcs[i] = Some(smb.simple_tensors(s).ok_or_else(|| {
+            named(t, format!("source '{}' is not initialised", s.name_string()))
+        })?);
+    }
+
+    let mut g = mb.lock();
+    let epoch = g.epoch;
+    let entry = g
+        .map
+        .get_mut(&(t.as_ptr() as usize))
+        .expect("derived() created the entry");
+    entry.epoch = epoch;
+    if entry.simple.len() != n {
+        entry.simple = (0..n).map(|_| Box::new(ggml_tensor::zeroed())).collect();
+        bump();
+    }
+    for j in 0..n {
+        let st = &mut *entry.simple[j];
+        let self_ptr = st as *mut ggml_tensor;
+        *st = ggml_tensor {
+            ne: layouts[j].ne,
+            nb: layouts[j].nb,
+            buffer: std::ptr::null_mut(),
+            data: std::ptr::null_mut(),
+            view_src: std::ptr::null_mut(),
+            view_offs: 0,
+            src: [std::ptr::null_mut(); GGML_MAX_SRC],
+            ..ggml_tensor { ..header_copy(&header) }
+        };
+        for (i, s) in t.srcs_indexed() {
+            st.src[i] = if s == t {
+                self_ptr
+            } else {
+                srcs[i].as_ref().expect("collected above")[j].as_ptr()
+            };
+        }
+        if let Some(bases) = &bases {
+            let b = bases[j];
+            st.view_src = b.as_ptr();
+            st.view_offs = layouts[j].offs;
+            st.buffer = b.buffer();
+            st.data = if b.data().is_null() {
+                std::ptr::null_mut()
+            } else {
+                (b.data() as *mut u8).wrapping_add(layouts[j].offs) as *mut c_void
+            };
+        } else if let (Some(offset), Some(buf)) = (place, mb.simple[j]) {
+            st.buffer = buf.as_ptr();
+            st.data = (crate::buffer::base(buf) as *mut u8).wrapping_add(offset) as *mut c_void;
+        }
+    }
+    let simple: Vec<Tensor> = entry.simple.iter().map(|b| tensor_of(b)).collect();
+    drop(g);
+    for st in simple {
+        if let Some(buf) = st.own_buffer() {
+            if !st.data().is_null() {
+                let status = buf.init_tensor(st);
+                if status != GGML_STATUS_SUCCESS {
+                    return Err(named(t, format!("the simple buffer failed to initialise it ({status})")));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn header_copy(h: &ggml_tensor) -> ggml_tensor {
+    ggml_tensor {
+        type_: h.type_,
+        buffer: h.buffer,
+        ne: h.ne,
+        nb: h.nb,
+        op: h.op,
+        op_params: h.op_params,
+        flags: h.flags,
+        src: h.src,
+        view_src: h.view_src,
+        view_offs: h.view_offs,
+        data: h.data,
+        name: h.name,
+        extra: h.extra,
+        padding: h.padding,
+    }
+}
+
+/// `ggml_backend_meta_alloc_ctx_tensors_from_buft`: allocates every tensor of `ctx` in a new
+/// meta buffer of `dev`, each device holding only its slices. NULL when `ctx` has no tensors
+/// needing memory.
+///
+/// # Safety
+/// `ctx` is a live ggml context.
+pub unsafe fn alloc_ctx_tensors(ctx: *mut ggml_context, dev: &'static MetaDevice) -> ggml_backend_buffer_t {
+    let mut tensors = Vec::new();
+    {
+        let mut p = ggml_get_first_tensor(ctx);
+        while let Some(t) = Tensor::from_ptr(p) {
+            tensors.push(t);
+            p = ggml_get_next_tensor(ctx, p);
+        }
+    }
+    let (own, views): (Vec<Tensor>, Vec<Tensor>) = tensors
+        .into_iter()
+        .filter(|t| t.data().is_null() && t.buffer().is_null())
+        .partition(|t| t.view_src().is_none());
+    if own.is_empty() {
+        return std::ptr::null_mut();
+    }
+    let n = dev.n();
+    let meta_buf = new_buffer(dev, vec![None; n], 0);
+    let Some(mb) = of(meta_buf) else {
+        unreachable!("registered in new_buffer")
+    };
+    for &t in &own {
+        t.attach(meta_buf, META_BASE as *mut c_void);
+        if let Err(e) = init_simple(mb, t, None) {
+            abort(file!(), line!(), &e);
+        }
+    }
+    // Pack each device's slices into its own buffer(s).
+    let mut simple = vec![None; n];
+    let mut max_total = 0usize;
+    for (j, slot) in simple.iter_mut().enumerate() {
+        let buft = dev.simple_buft(j);
+        let align = buft.alignment().max(1);
+        let max_size = buft.max_size();
+        let parts: Vec<Tensor> = own
+            .iter()
+            .map(|&t| mb.simple_tensors(t).expect("initialised above")[j])
+            .collect();
+        // chunks of (tensor, offset) below the buffer type's maximum size
+        let mut chunks: Vec<(Vec<(Tensor, usize)>, usize)> = vec![(Vec::new(), 0)];
+        for &p in &parts {
+            let size = buft.alloc_size(p);
+            if size == 0 {
+                continue;
+            }
+            let cur = chunks.last_mut().expect("non-empty");
+            let off = cur.1.next_multiple_of(align);
+            if off + size > max_size && !cur.0.is_empty() {
+                chunks.push((vec![(p, 0)], size));
+            } else {
+                cur.0.push((p, off));
+                cur.1 = off + size;
+            }
+        }
+        let total: usize = chunks.iter().map(|c| c.1).sum();
+        max_total = max_total.max(total);
+        if total == 0 {
+            continue;
+        }
+        let mut bufs = Vec::new();
+        for (members, size) in &chunks {
+            let b = crate::buffer::alloc(buft, *size);
+            // SAFETY: returned by the buffer type; live until freed.
+            let Some(b) = (unsafe { Buffer::from_ptr(b) }) else {
+                log_error!(
+                    "meta buffer: failed to allocate {size} bytes on {}",
+                    dev.simple[j].name_string()
+                );
+                // SAFETY: the meta buffer frees what it holds.
+                unsafe { crate::buffer::free(meta_buf) };
+                return std::ptr::null_mut();
+            };
+            let base = crate::buffer::base(b) as *mut u8;
+            for &(p, off) in members {
+                let status = crate::backend::tensor_alloc(b, p, base.wrapping_add(off) as *mut c_void);
+                ggml_assert!(status == GGML_STATUS_SUCCESS, "meta buffer: placing a slice failed ({status})");
+            }
+            bufs.push(b);
+        }
+        *slot = Some(if bufs.len() == 1 {
+            bufs[0]
+        } else {
+            crate::buffer::multi::alloc(bufs)
+        });
+    }
+    // SAFETY: the meta buffer is ours and not yet shared; record its parts and size.
+    unsafe {
+        let ctx = &mut *(meta_buf.context() as *mut MetaBuffer);
+        ctx.simple = simple;
+        (*meta_buf.as_ptr()).size = max_total;
+    }
+    for &v in &views {
+        let src = v.view_src().expect("partitioned on view_src");
+        let data = (src.data() as *mut u8).wrapping_add(v.view_offs()) as *mut c_void;
+        v.attach(meta_buf, data);
+        if let Err(e) = init_simple(mb, v, None) {
+            abort(file!(), line!(), &e);
+        }
+    }
+    meta_buf.as_ptr()
+}
+
+// --- data transfers -----------------------------------------------------------------------
+
+/// One strided copy between host memory and device `device`'s tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    pub device: usize,
+    /// Offset from the start of the caller's host range.
+    pub host_offset: usize,
+    pub strided: crate::tensor::Strided,
+}
+
+/// The pieces that move bytes `[offset, offset+size)` of a contiguous tensor split as `d`.
+pub fn pieces(t: &Layout, d: &DimSplit, offset: usize, size: usize) -> Result<Vec<Piece>, String> {
+    let bytes = |k: i64| -> Result<usize, String> {
+        if d.axis == 0 {
+            if k % t.blck != 0 {
+                return Err(format!("{k} elements are not whole blocks of {}", t.blck));
+            }
+            Ok((k / t.blck) as usize * t.nb[0])
+        } else {
+            Ok(k as usize * t.nb[d.axis])
+        }
+    };
+    let chunk = bytes(t.ne[d.axis])?;
+    let mut out = Vec::new();
+    if size == 0 || chunk == 0 {
+        return Ok(out);
+    }
+    let ivs = d.intervals();
+    let chunk_of: Vec<usize> = (0..d.n).map(|j| bytes(d.extent(j))).collect::<Result<_, _>>()?;
+    if offset % chunk == 0 && size % chunk == 0 {
+        let c0 = offset / chunk;
+        for iv in &ivs {
+            let (hb, len, db) = (bytes(iv.host_start)?, bytes(iv.len)?, bytes(iv.dev_start)?);
+            let cj = chunk_of[iv.device];
+            out.push(Piece {
+                device: iv.device,
+                host_offset: hb,
+                strided: crate::tensor::Strided {
+                    offset: c0 * cj + db,
+                    size: len,
+                    n_copies: size / chunk,
+                    stride_tensor: cj,
+                    stride_data: chunk,
+                },
+            });
+        }
+        return Ok(out);
+    }
+    let end = offset + size;
+    for c in offset / chunk..=(end - 1) / chunk {
+        for iv in &ivs {
+            let (hb, len, db) = (bytes(iv.host_start)?, bytes(iv.len)?, bytes(iv.dev_start)?);
+            let lo = (c * chunk + hb).max(offset);
+            let hi = (c * chunk + hb + len).min(end);
+            if lo >= hi {
+                continue;
+            }
+            out.push(Piece {
+                device: iv.device,
+                host_offset: lo - offset,
+                strided: crate::tensor::Strided {
+                    offset: c * chunk_of[iv.device] + db + (lo - c * chunk - hb),
+                    size: hi - lo,
+                    n_copies: 1,
+                    stride_tensor: 0,
+                    stride_data: 0,
+                },
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// How a transfer of `t` is carried out: per device, what to do.
+pub enum Plan {
+    /// The same bytes on every device (reads come from device 0).
+    Mirrored,
+    /// Device 0 holds the value, the others zero (writes); the sum over devices (reads).
+    Partial,
+    Pieces(Vec<Piece>),
+}
+
+/// The plan for moving bytes `[offset, offset+size)` of meta tensor `t`, with its per-device
+/// tensors.
+pub fn plan(t: Tensor, offset: usize, size: usize, what: &str) -> (Plan, Vec<Tensor>) {
+    let fail = |e: String| -> ! { abort(file!(), line!(), &format!("{what}: {}", named(t, e))) };
+    let Some(mb) = holding(t) else {
+        fail("not in a meta buffer".into())
+    };
+    let d = derived(t).unwrap_or_else(|e| fail(e));
+    let simple = mb
+        .simple_tensors(t)
+        .unwrap_or_else(|| fail("not initialised in its meta buffer".into()));
+    let plan = match &d.split {
+        Split::Mirrored if !d.reduce => Plan::Mirrored,
+        // a reduced matmul result reads as mirrored once the backend has reduced it
+        Split::Mirrored => Plan::Mirrored,
+        Split::Partial => Plan::Partial,
+        Split::Dim(ds) => {
+            if !t.is_contiguous() {
+                fail("transfers of a split tensor need a contiguous tensor".into());
+            }
+            Plan::Pieces(pieces(&layout(t), ds, offset, size).unwrap_or_else(|e| fail(e)))
+        }
+    };
+    (plan, simple)
+}
+
+// --- buffer vtable ------------------------------------------------------------------------
+
+const BUFFER_IFACE: ggml_backend_buffer_i = ggml_backend_buffer_i {
+    free_buffer: Some(free_buffer),
+    get_base: Some(get_base),
+    init_tensor: Some(init_tensor),
+    memset_tensor: Some(memset_tensor),
+    set_tensor: Some(set_tensor),
+    get_tensor: Some(get_tensor),
+    set_tensor_2d: None,
+    get_tensor_2d: None,
+    cpy_tensor: Some(cpy_tensor),
+    clear: Some(clear),
+    reset: Some(reset),
+};
+
+/// # Safety
+/// `buffer` is a live meta buffer (only meta buffers carry this vtable).
+unsafe fn ctx<'a>(buffer: ggml_backend_buffer_t) -> &'a MetaBuffer {
+    &*((*buffer).context as *const MetaBuffer)
+}
+
+unsafe extern "C" fn free_buffer(buffer: ggml_backend_buffer_t) {
+    super::BUFFERS.remove(buffer as usize);
+    let mb = Box::from_raw((*buffer).context as *mut MetaBuffer);
+    for b in mb.simple.iter().flatten() {
+        crate::buffer::free(*b);
+    }
+    bump();
+}
+
+unsafe extern "C" fn get_base(_buffer: ggml_backend_buffer_t) -> *mut c_void {
+    META_BASE as *mut c_void
+}
+
+unsafe extern "C" fn init_tensor(buffer: ggml_backend_buffer_t, tensor: *mut ggml_tensor) -> ggml_status {
+    let mb = ctx(buffer);
+    let Some(t) = Tensor::from_ptr(tensor) else {
+        return GGML_STATUS_FAILED;
+    };
+    let place = if t.view_src().is_none() {
+        Some((t.data() as usize).wrapping_sub(META_BASE))
+    } else {
+        None
+    };
+    if let Err(e) = init_simple(mb, t, place) {
+        abort(file!(), line!(), &e);
+    }
+    GGML_STATUS_SUCCESS
+}
+
+unsafe extern "C" fn set_tensor(
+    _buffer: ggml_backend_buffer_t,
+    tensor: *mut ggml_tensor,
+    data: *const c_void,
+    offset: usize,
+    size: usize,
+) {
+    let t = Tensor::from_ptr(tensor).expect("checked by ggml_backend_tensor_set");
+    let (plan, simple) = plan(t, offset, size, "ggml_backend_tensor_set");
+    match plan {
+        Plan::Mirrored => {
+            for s in simple {
+                crate::tensor::set(s, data, offset, size);
+            }
+        }
+        Plan::Partial => {
+            crate::tensor::set(simple[0], data, offset, size);
+            let zeros = vec![0u8; size];
+            for &s in &simple[1..] {
+                crate::tensor::set(s, zeros.as_ptr() as *const c_void, offset, size);
+            }
+        }
+        Plan::Pieces(pieces) => {
+            for p in pieces {
+                let src = (data as *const u8).add(p.host_offset) as *const c_void;
+                crate::tensor::set_2d(simple[p.device], src, p.strided);
+            }
+        }
+    }
+}
+
+unsafe extern "C" fn get_tensor(
+    _buffer: ggml_backend_buffer_t,
+    tensor: *const ggml_tensor,
+    data: *mut c_void,
+    offset: usize,
+    size: usize,
+) {
+    let t = Tensor::from_ptr(tensor as *mut ggml_tensor).expect("checked by ggml_backend_tensor_get");
+    let (plan, simple) = plan(t, offset, size, "ggml_backend_tensor_get");
+    match plan {
+        Plan::Mirrored => crate::tensor::get(simple[0], data, offset, size),
+        Plan::Partial => get_partial_sum(t, &simple, data, offset, size),
+        Plan::Pieces(pieces) => {
+            for p in pieces {
+                let dst = (data as *mut u8).add(p.host_offset) as *mut c_void;
+                crate::tensor::get_2d(simple[p.device], dst, p.strided);
+            }
+        }
+    }
+}
+
+/// Reads a partial-sum tensor as its value: the sum over devices, in device order (F32).
+///
+/// # Safety
+/// `data` is writable for `size` bytes.
+pub unsafe fn get_partial_sum(t: Tensor, simple: &[Tensor], data: *mut c_void, offset: usize, size: usize) {
+    const GGML_TYPE_F32: ggml_type = 0;
+    ggml_assert!(
+        t.type_() == GGML_TYPE_F32 && offset % 4 == 0 && size % 4 == 0,
+        "meta backend: reading partial sums of '{}' needs an F32 tensor and a range of whole floats",
+        t.name_string()
+    );
+    let n = size / 4;
+    let out = std::slice::from_raw_parts_mut(data as *mut f32, n);
+    crate::tensor::get(simple[0], data, offset, size);
+    let mut tmp = vec![0f32; n];
+    for &s in &simple[1..] {
+        crate::tensor::get(s, tmp.as_mut_ptr() as *mut c_void, offset, size);
+        for (o, x) in out.iter_mut().zip(&tmp) {
+            *o += *x;
+        }
+    }
+}
+
+unsafe extern "C" fn memset_tensor(
+    _buffer: ggml_backend_buffer_t,
+    tensor: *mut ggml_tensor,
+    value: u8,
+    offset: usize,
+    size: usize,
+) {
+    let t = Tensor::from_ptr(tensor).expect("checked by ggml_backend_tensor_memset");
+    let (plan, simple) = plan(t, offset, size, "ggml_backend_tensor_memset");
+    let fill = |s: Tensor, v: u8, off: usize, len: usize| {
+        let bytes = vec![v; len];
+        crate::tensor::set(s, bytes.as_ptr() as *const c_void, off, len);
+    };
+    match plan {
+        Plan::Mirrored => simple.iter().for_each(|&s| fill(s, value, offset, size)),
+        Plan::Partial => {
+            fill(simple[0], value, offset, size);
+            simple[1..].iter().for_each(|&s| fill(s, 0, offset, size));
+        }
+        Plan::Pieces(pieces) => {
+            for p in pieces {
+                let s = p.strided;
+                for i in 0..s.n_copies {
+                    fill(simple[p.device], value, s.offset + i * s.stride_tensor, s.size);
+                }
+            }
+        }
+    }
+}
+
+unsafe extern "C" fn cpy_tensor(
+    _buffer: ggml_backend_buffer_t,
+    src: *const ggml_tensor,
+    dst: *mut ggml_tensor,
+) -> bool {
+    // Meta to meta with the same split: device by device. Anything else goes through the
+    // host (the core's fallback uses get/set, which scatter and gather).
+    let (Some(s), Some(d)) = (Tensor::from_ptr(src as *mut ggml_tensor), Tensor::from_ptr(dst)) else {
+        return false;
+    };
+    if holding(s).is_none() {
+        return false;
+    }
+    let (Ok(ds), Ok(dd)) = (derived(s), derived(d)) else {
+        return false;
+    };
+    if !ds.split.same_as(&dd.split) || ds.reduce != dd.reduce {
+        return false;
+    }
+    let (Some(ss), Some(sd)) = (
+        holding(s).and_then(|m| m.simple_tensors(s)),
+        holding(d).and_then(|m| m.simple_tensors(d)),
+    ) else {
+        return false;
+    };
+    for (a, b) in ss.into_iter().zip(sd) {
+        crate::tensor::copy(a, b);
+    }
+    true
+}
+
+unsafe extern "C" fn clear(buffer: ggml_backend_buffer_t, value: u8) {
+    for b in ctx(buffer).simple.iter().flatten() {
+        crate::buffer::clear(*b, value);
+    }
+}
+
+unsafe extern "C" fn reset(buffer: ggml_backend_buffer_t) {
+    let mb = ctx(buffer);
+    for b in mb.simple.iter().flatten() {
+        b.reset();
+    }
+    // Drop the per-device tensors of tensors not initialised since the previous reset:
+    // ggml re-initialises every live tensor of a compute buffer after a reset.
+    let mut g = mb.lock();
+    let keep_from = g.epoch;
+    let before = g.map.len();
+    g.map.retain(|_, e| e.epoch >= keep_from);
+    g.epoch += 1;
+    if g.map.len() != before {
+        bump();
+    }
+}
+
+/// Forwards a usage change to the simple buffers.
+pub fn set_usage(buffer: Buffer, usage: ggml_backend_buffer_usage) {
+    if let Some(mb) = of(buffer) {
+        for b in mb.simple.iter().flatten() {
+            crate::buffer::set_usage(*b, usage);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f32_layout(ne: [i64; 4]) -> Layout {
+        let mut l = Layout::logical(ne);
+        for x in l.nb.iter_mut() {
+            *x *= 4;
+        }
+        l
+    }
+
+    #[test]
+    fn whole_tensor_pieces_are_strided() {
+        let t = f32_layout([6, 3, 1, 1]);
+        let p = pieces(&t, &DimSplit::single(0, vec![2, 4]), 0, 72).unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[1].host_offset, 8);
+        assert_eq!(p[1].strided.n_copies, 3);
+        assert_eq!(p[1].strided.stride_tensor, 16);
+        assert_eq!(p[1].strided.stride_data, 24);
+    }
+
+    #[test]
+    fn unaligned_ranges_are_cut_per_row() {
+        let t = f32_layout([6, 3, 1, 1]);
+        // bytes 12..40: row 0 elements 3..6, row 1 elements 0..4
+        let p = pieces(&t, &DimSplit::single(0, vec![2, 4]), 12, 28).unwrap();
+        let got: Vec<(usize, usize, usize, usize)> = p
+            .iter()
+            .map(|p| (p.device, p.host_offset, p.strided.offset, p.strided.size))
+            .collect();
+        assert_eq!(got, vec![(1, 0, 4, 12), (0, 12, 8, 8), (1, 20, 16, 8)]);
+    }
+
+    #[test]
+    fn quantized_rows_split_in_blocks() {
+        // q8_0-like: 32 elements per 34-byte block, 64 columns, 2 rows
+        let t = Layout {
+            ne: [64, 2, 1, 1],
+            nb: [34, 68, 136, 136],
+            blck: 32,
+        };
+        let p = pieces(&t, &DimSplit::single(0, vec![32, 32]), 0, 136).unwrap();
+        assert_eq!(p[1].host_offset, 34);
+        assert_eq!(p[1].strided.size, 34);
+        assert!(pieces(&t, &DimSplit::single(0, vec![16, 48]), 0, 136).is_err());
+    }
+}

@@ -1,0 +1,767 @@
+//! How split states propagate: the memory layout of each device's slice (per-device shapes,
+//! strides and view offsets) and the per-op rules that say which split an op's result has
+//! given its sources' splits — or that the combination cannot be computed device by device.
+//!
+//! Pure functions over plain data ([`Layout`], [`Split`]); `meta::buffer` feeds them from
+//! ggml tensors. Errors are messages; the caller names the tensor and aborts.
+
+use super::op;
+use super::split::{DimSplit, Split};
+
+/// Shape and byte strides of a tensor, with the block size of its type (elements per
+/// `nb[0]` bytes: 1 except for quantized types).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub ne: [i64; 4],
+    pub nb: [usize; 4],
+    pub blck: i64,
+}
+
+impl Layout {
+    /// Dense row-major layout with element size 1: the logical element order, used to map a
+    /// split through ops that copy elements in order (CONT, CPY, DUP).
+    pub fn logical(ne: [i64; 4]) -> Layout {
+        let mut nb = [1usize; 4];
+        for k in 1..4 {
+            nb[k] = nb[k - 1] * ne[k - 1].max(0) as usize;
+        }
+        Layout { ne, nb, blck: 1 }
+    }
+
+    pub fn n_elements(&self) -> i64 {
+        self.ne.iter().product()
+    }
+
+    fn is_contiguous(&self) -> bool {
+        let mut expect = self.nb[0];
+        if self.ne[0] % self.blck != 0 {
+            return false;
+        }
+        expect *= (self.ne[0] / self.blck) as usize;
+        for k in 1..4 {
+            if self.ne[k] != 1 && self.nb[k] != expect {
+                return false;
+            }
+            expect *= self.ne[k] as usize;
+        }
+        true
+    }
+
+    /// Bytes taken by `count` indices along `axis` (whole blocks along dimension 0).
+    fn bytes(&self, axis: usize, count: i64) -> Result<usize, String> {
+        if axis == 0 {
+            if count % self.blck != 0 {
+                return Err(format!(
+                    "{count} elements along dimension 0 are not whole blocks of {}",
+                    self.blck
+                ));
+            }
+            Ok((count / self.blck) as usize * self.nb[0])
+        } else {
+            Ok(count as usize * self.nb[axis])
+        }
+    }
+}
+
+/// How one device's tensor is laid out: shape, strides and (for views) the byte offset of
+/// its first element in the device's copy of the view source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceLayout {
+    pub ne: [i64; 4],
+    pub nb: [usize; 4],
+    pub offs: usize,
+}
+
+/// Per-device layouts of a tensor that owns its memory (not a view), split as `split`.
+pub fn own_layouts(t: &Layout, split: &Split, n: usize) -> Result<Vec<DeviceLayout>, String> {
+    let Split::Dim(d) = split else {
+        return Ok(vec![
+            DeviceLayout {
+                ne: t.ne,
+                nb: t.nb,
+                offs: 0
+            };
+            n
+        ]);
+    };
+    if !t.is_contiguous() {
+        return Err("a split tensor that owns its memory must be contiguous".into());
+    }
+    let chunk = t.bytes(d.axis, t.ne[d.axis])?;
+    (0..n)
+        .map(|j| {
+            let ext = d.extent(j);
+            let chunk_j = t.bytes(d.axis, ext)?;
+            let mut ne = t.ne;
+            ne[d.axis] = ext;
+            let mut nb = t.nb;
+            for (k, stride) in nb.iter_mut().enumerate().skip(d.axis + 1) {
+                *stride = scale(t.nb[k], chunk, chunk_j);
+            }
+            Ok(DeviceLayout { ne, nb, offs: 0 })
+        })
+        .collect()
+}
+
+/// `stride` counted in chunks of `chunk` bytes, re-expressed in chunks of `chunk_j` bytes.
+fn scale(stride: usize, chunk: usize, chunk_j: usize) -> usize {
+    stride.checked_div(chunk).map_or(0, |c| c * chunk_j)
+}
+
+/// The split and per-device layouts of a view `v` at byte offset `offs` into `base`, which
+/// is split as `split`. The view's split axis is the dimension that walks across the base's
+/// split dimension; each device's part of the view must be one run inside one of its slices.
+pub fn map_view(
+    base: &Layout,
+    split: &Split,
+    v: &Layout,
+    offs: usize,
+    n: usize,
+) -> Result<(Split, Vec<DeviceLayout>), String> {
+    let Split::Dim(d) = split else {
+        let same = DeviceLayout {
+            ne: v.ne,
+            nb: v.nb,
+            offs,
+        };
+        return Ok((split.clone(), vec![same; n]));
+    };
+    if !base.is_contiguous() {
+        return Err("the view source of a split view must be contiguous".into());
+    }
+    let chunk = base.bytes(d.axis, base.ne[d.axis])?;
+    let chunk_of = |j: usize| base.bytes(d.axis, d.extent(j));
+    let c0 = offs / chunk.max(1);
+    let w = offs % chunk.max(1);
+
+    // The view's dimension with the largest stride below one chunk walks the split dimension.
+    let e = (0..4)
+        .filter(|&k| v.ne[k] > 1 && v.nb[k] < chunk)
+        .max_by_key(|&k| (v.nb[k], std::cmp::Reverse(k)));
+    let (e, step, rows) = match e {
+        Some(e) => (e, v.nb[e], v.ne[e]),
+        // Nothing walks the split dimension: the view sits in one row of it.
+        None => (first_unit_dim(v), usize::MAX, 1),
+    };
+    for k in 0..4 {
+        if v.ne[k] > 1 && v.nb[k] >= chunk && v.nb[k] % chunk != 0 {
+            return Err(format!(
+                "view dimension {k} (stride {}) does not step whole slices of {chunk} bytes",
+                v.nb[k]
+            ));
+        }
+    }
+
+    let mut extents = vec![0i64; n];
+    let mut first_row = vec![None::<(i64, usize)>; n]; // (row, device byte offset in chunk)
+    for iv in d.intervals() {
+        let hb = base.bytes(d.axis, iv.host_start)?;
+        let he = base.bytes(d.axis, iv.host_start + iv.len)?;
+        let db = base.bytes(d.axis, iv.dev_start)?;
+        // rows i (0..rows) whose first byte w + i*step falls in [hb, he)
+        let row_of = |b: usize| -> i64 {
+            if b <= w {
+                0
+            } else if step == usize::MAX {
+                1
+            } else {
+                (b - w).div_ceil(step) as i64
+            }
+        };
+        let lo = row_of(hb).min(rows);
+        let hi = row_of(he).min(rows);
+        for b in [hb, he] {
+            if b > w && step != usize::MAX && (b - w) % step != 0 && row_of(b) < rows {
+                return Err(format!(
+                    "a device slice boundary (byte {b}) falls inside a row of the view"
+                ));
+            }
+        }
+        if lo >= hi {
+            continue;
+        }
+        let j = iv.device;
+        if let Some((r, _)) = first_row[j] {
+            if r + extents[j] != lo {
+                return Err("the view takes non-adjacent pieces of one device's slice".into());
+            }
+            return Err("the view spans two segments of one device's slice".into());
+        }
+        let pos = w + lo as usize * if step == usize::MAX { 0 } else { step };
+        first_row[j] = Some((lo, db + (pos - hb)));
+        extents[j] = hi - lo;
+    }
+    if extents.iter().sum::<i64>() != rows {
+        return Err("the view reaches outside its source's split dimension".into());
+    }
+
+    let mut layouts = Vec::with_capacity(n);
+    for j in 0..n {
+        let chunk_j = chunk_of(j)?;
+        let mut ne = v.ne;
+        ne[e] = extents[j];
+        let nb = v.nb.map(|s| if s >= chunk { scale(s, chunk, chunk_j) } else { s });
+        let in_chunk = first_row[j].map_or(0, |(_, o)| o);
+        layouts.push(DeviceLayout {
+            ne,
+            nb,
+            offs: c0 * chunk_j + in_chunk,
+        });
+    }
+    Ok((Split::dim(e, extents), layouts))
+}
+
+fn first_unit_dim(v: &Layout) -> usize {
+    (0..4).find(|&k| v.ne[k] == 1).unwrap_or(0)
+}
+
+/// The split of the result of an op that writes its source's elements in order into a
+/// tensor of shape `dst` (CONT, CPY, DUP, RESHAPE of a copy).
+pub fn map_reshape(src_ne: [i64; 4], split: &Split, dst_ne: [i64; 4], n: usize) -> Result<Split, String> {
+    map_view(
+        &Layout::logical(src_ne),
+        split,
+        &Layout::logical(dst_ne),
+        0,
+        n,
+    )
+    .map(|(s, _)| s)
+}
+
+/// What an op's rule needs to know about one source.
+#[derive(Clone, Debug)]
+pub struct Src {
+    /// The split consumers see (a reduced matmul result reads as mirrored).
+    pub split: Split,
+    pub ne: [i64; 4],
+}
+
+/// The result of an op's rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Derived {
+    pub split: Split,
+    /// The result holds per-device partial sums that the meta backend sums (AllReduce) right
+    /// after computing it; consumers see it mirrored.
+    pub reduce: bool,
+}
+
+impl Derived {
+    fn plain(split: Split) -> Result<Derived, String> {
+        Ok(Derived {
+            split,
+            reduce: false,
+        })
+    }
+}
+
+/// The split of `op`'s result with shape `ne` given its sources `srcs` (index = source slot).
+pub fn derive(
+    op: i32,
+    op_params: &[i32; 16],
+    ne: [i64; 4],
+    srcs: &[Option<Src>],
+    n: usize,
+) -> Result<Derived, String> {
+    let s = |i: usize| srcs.get(i).and_then(|s| s.as_ref());
+    let need = |i: usize| s(i).ok_or_else(|| format!("source {i} missing"));
+    match op {
+        op::NONE => Derived::plain(Split::Mirrored),
+
+        // Element-wise with broadcasting.
+        op::ADD | op::SUB | op::MUL | op::DIV => {
+            let (a, b) = (need(0)?, need(1)?);
+            binary(a, b, ne)
+        }
+        op::ADD_ID => {
+            // (rows, bias per expert, expert ids)
+            let (a, b, ids) = (need(0)?, need(1)?, need(2)?);
+            mirrored(ids, "expert ids")?;
+            match (&a.split, &b.split) {
+                (Split::Dim(x), Split::Dim(y)) if x.axis == 0 && y.axis == 0 && x.extents() == y.extents() => {
+                    Derived::plain(a.split.clone())
+                }
+                (Split::Mirrored, Split::Mirrored) => Derived::plain(Split::Mirrored),
+                // A partial bias added to a reduced matmul result: only valid before the
+                // reduction, which the meta backend checks when it places the AllReduce.
+                (Split::Mirrored, Split::Partial) => Derived::plain(Split::Mirrored),
+                _ => Err(unsupported(srcs)),
+            }
+        }
+
+        // Element-wise, any common split.
+        op::SQR | op::SQRT | op::LOG | op::SIN | op::COS | op::SCALE | op::CLAMP
+        | op::LEAKY_RELU | op::UNARY | op::GLU | op::FILL | op::SILU_BACK => same_split(srcs, ne, n, true),
+
+        // Reductions and normalisations along rows: the row must be whole on each device.
+        op::NORM | op::RMS_NORM | op::L2_NORM | op::GROUP_NORM | op::SUM_ROWS | op::MEAN
+        | op::ARGMAX | op::ARGSORT | op::TOP_K | op::CUMSUM => {
+            let a = need(0)?;
+            match &a.split {
+                Split::Dim(d) if d.axis == 0 => Err(format!(
+                    "{} needs whole rows, but its source is split along dimension 0",
+                    "the op"
+                )),
+                Split::Partial => Err("the op is not linear; its source is a partial sum".into()),
+                Split::Dim(d) => Derived::plain(Split::dim(d.axis, scale_extents(d, a.ne, ne)?)),
+                Split::Mirrored => Derived::plain(Split::Mirrored),
+            }
+        }
+
+        op::SOFT_MAX => {
+            let a = need(0)?;
+            if let Split::Dim(d) = &a.split {
+                if d.axis == 0 {
+                    return Err("soft_max needs whole rows, but its source is split along dimension 0".into());
+                }
+            }
+            if matches!(a.split, Split::Partial) {
+                return Err("soft_max of a partial sum".into());
+            }
+            for i in 1..3 {
+                if let Some(m) = s(i) {
+                    broadcast_ok(&a.split, m)?;
+                }
+            }
+            Derived::plain(a.split.clone())
+        }
+
+        op::MUL_MAT | op::MUL_MAT_ID => {
+            let (w, x) = (need(0)?, need(1)?);
+            if op == op::MUL_MAT_ID {
+                mirrored(need(2)?, "expert ids")?;
+            }
+            mul_mat(w, x, ne, op == op::MUL_MAT_ID)
+        }
+
+        op::ROPE => {
+            let a = need(0)?;
+            mirrored(need(1)?, "positions")?;
+            if let Some(f) = s(2) {
+                mirrored(f, "frequency factors")?;
+            }
+            match &a.split {
+                Split::Dim(d) if d.axis == 0 => Err("rope rotates within rows; its source is split along dimension 0".into()),
+                Split::Partial => Err("rope of a partial sum".into()),
+                other => Derived::plain(other.clone()),
+            }
+        }
+
+        op::GET_ROWS => {
+            let (table, ids) = (need(0)?, need(1)?);
+            mirrored(ids, "row ids")?;
+            match &table.split {
+                Split::Dim(d) if d.axis == 0 => Derived::plain(table.split.clone()),
+                Split::Mirrored => Derived::plain(Split::Mirrored),
+                _ => Err(unsupported(srcs)),
+            }
+        }
+
+        op::SET_ROWS => {
+            // (rows to write, row ids, destination); the result is the destination.
+            let (rows, ids, dst) = (need(0)?, need(1)?, need(2)?);
+            mirrored(ids, "row ids")?;
+            match (&rows.split, &dst.split) {
+                (Split::Dim(a), Split::Dim(b)) if a.axis == 0 && b.axis == 0 && a.extents() == b.extents() => {
+                    Derived::plain(dst.split.clone())
+                }
+                (Split::Mirrored, Split::Mirrored) => Derived::plain(Split::Mirrored),
+                _ => Err(unsupported(srcs)),
+            }
+        }
+
+        op::CPY | op::CONT | op::DUP => {
+            let a = need(0)?;
+            match &a.split {
+                Split::Dim(_) => Derived::plain(map_reshape(a.ne, &a.split, ne, n)?),
+                other => Derived::plain(other.clone()),
+            }
+        }
+
+        op::REPEAT => {
+            let a = need(0)?;
+            match &a.split {
+                Split::Mirrored => Derived::plain(Split::Mirrored),
+                Split::Dim(d) if a.ne[d.axis] == ne[d.axis] => Derived::plain(a.split.clone()),
+                _ => Err(unsupported(srcs)),
+            }
+        }
+
+        op::CONCAT => {
+            let dim = op_params[0] as usize;
+            let (a, b) = (need(0)?, need(1)?);
+            match (&a.split, &b.split) {
+                (Split::Mirrored, Split::Mirrored) => Derived::plain(Split::Mirrored),
+                (Split::Dim(x), Split::Dim(y)) if x.axis == y.axis && x.axis != dim && x.extents() == y.extents() => {
+                    Derived::plain(a.split.clone())
+                }
+                _ => Err(unsupported(srcs)),
+            }
+        }
+
+        op::PAD => {
+            let a = need(0)?;
+            if let Split::Dim(d) = &a.split {
+                if op_params[2 * d.axis] != 0 || op_params[2 * d.axis + 1] != 0 {
+                    return Err("padding along the split dimension".into());
+                }
+            }
+            Derived::plain(a.split.clone())
+        }
+
+        op::FLASH_ATTN_EXT => flash_attn(srcs, ne),
+
+        // View ops are mapped from their view source's memory, not by a rule.
+        op::VIEW | op::RESHAPE | op::PERMUTE | op::TRANSPOSE => {
+            Err("internal: view ops are mapped by memory layout".into())
+        }
+
+        // Everything else must see the same values on every device.
+        _ => {
+            let all_mirrored = srcs.iter().flatten().all(|x| x.split == Split::Mirrored);
+            if all_mirrored {
+                Derived::plain(Split::Mirrored)
+            } else {
+                Err(unsupported(srcs))
+            }
+        }
+    }
+}
+
+fn unsupported(srcs: &[Option<Src>]) -> String {
+    let states: Vec<String> = srcs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.as_ref().map(|s| format!("src{i} {}", s.split.describe())))
+        .collect();
+    format!(
+        "no rule computes this op device by device for sources [{}]",
+        states.join(", ")
+    )
+}
+
+fn mirrored(s: &Src, what: &str) -> Result<(), String> {
+    if s.split == Split::Mirrored {
+        Ok(())
+    } else {
+        Err(format!("the {what} must be mirrored, not {}", s.split.describe()))
+    }
+}
+
+/// Per-device extents of a result whose split axis has `ne_out[axis]` indices when the source
+/// had `ne_in[axis]` (e.g. GLU halves rows): proportional, and exact.
+fn scale_extents(d: &DimSplit, ne_in: [i64; 4], ne_out: [i64; 4]) -> Result<Vec<i64>, String> {
+    let (a, b) = (ne_in[d.axis], ne_out[d.axis]);
+    if a == b {
+        return Ok(d.extents());
+    }
+    d.extents()
+        .iter()
+        .map(|&e| {
+            if a == 0 || (e * b) % a != 0 {
+                Err(format!(
+                    "a slice of {e} of {a} indices does not map to a whole part of {b}"
+                ))
+            } else {
+                Ok(e * b / a)
+            }
+        })
+        .collect()
+}
+
+/// `b` may be combined with `a`'s split: same split, or mirrored and broadcast along a's axis.
+fn broadcast_ok(a: &Split, b: &Src) -> Result<(), String> {
+    match (a, &b.split) {
+        (_, Split::Mirrored) if matches!(a, Split::Mirrored) => Ok(()),
+        (Split::Dim(d), Split::Mirrored) if b.ne[d.axis] == 1 => Ok(()),
+        (x, y) if x.same_as(y) => Ok(()),
+        _ => Err(format!(
+            "cannot combine {} with {} (a mirrored operand must be broadcast along the split dimension)",
+            a.describe(),
+            b.split.describe()
+        )),
+    }
+}
+
+fn binary(a: &Src, b: &Src, ne: [i64; 4]) -> Result<Derived, String> {
+    match (&a.split, &b.split) {
+        (Split::Mirrored, Split::Mirrored) => Derived::plain(Split::Mirrored),
+        (Split::Partial, Split::Partial) => Derived::plain(Split::Partial),
+        (Split::Dim(d), _) => {
+            broadcast_ok(&a.split, b)?;
+            Derived::plain(Split::dim(d.axis, scale_extents(d, a.ne, ne)?))
+        }
+        _ => Err(format!(
+            "cannot combine {} with {}",
+            a.split.describe(),
+            b.split.describe()
+        )),
+    }
+}
+
+/// Element-wise ops whose present sources all share one split.
+fn same_split(srcs: &[Option<Src>], ne: [i64; 4], _n: usize, partial_ok: bool) -> Result<Derived, String> {
+    let mut it = srcs.iter().flatten();
+    let Some(first) = it.next() else {
+        return Derived::plain(Split::Mirrored);
+    };
+    for other in it {
+        if !first.split.same_as(&other.split) {
+            broadcast_ok(&first.split, other)?;
+        }
+    }
+    match &first.split {
+        Split::Partial if !partial_ok => Err("the op is not linear; a source is a partial sum".into()),
+        Split::Dim(d) => Derived::plain(Split::dim(d.axis, scale_extents(d, first.ne, ne)?)),
+        other => Derived::plain(other.clone()),
+    }
+}
+
+/// `w` (ne = [k, m, ...]) times `x` (ne = [k, t, ...]) gives [m, t, ...].
+fn mul_mat(w: &Src, x: &Src, ne: [i64; 4], is_id: bool) -> Result<Derived, String> {
+    use Split::*;
+    let d = |s: &Split| s.as_dim().map(|d| d.axis);
+    match (&w.split, &x.split) {
+        (Mirrored, Mirrored) => Derived::plain(Mirrored),
+        // output rows split with the weight's rows
+        (Dim(a), Mirrored) if a.axis == 1 => Derived::plain(Split::dim(0, a.extents())),
+        // tokens (columns) split
+        (Mirrored, Dim(b)) if b.axis == 1 && !is_id => Derived::plain(Split::dim(1, b.extents())),
+        // contraction split: every device holds a partial sum, reduced right after
+        (Dim(a), Dim(b)) if a.axis == 0 && b.axis == 0 => {
+            if a.extents() != b.extents() {
+                return Err(format!(
+                    "contraction slices differ: weight {} vs input {}",
+                    w.split.describe(),
+                    x.split.describe()
+                ));
+            }
+            Ok(Derived {
+                split: Mirrored,
+                reduce: true,
+            })
+        }
+        // batched (per head) products: both split along the same batch dimension
+        (Dim(a), Dim(b)) if a.axis >= 2 && a.axis == b.axis && !is_id => {
+            let (wa, xa) = (w.ne[a.axis], x.ne[a.axis]);
+            let ratio = if wa > 0 { xa / wa } else { 0 };
+            let ok = ratio > 0
+                && a.extents().iter().zip(b.extents()).all(|(&p, q)| p * ratio == q);
+            if !ok {
+                return Err("batched matmul operands are split into different heads".into());
+            }
+            Derived::plain(Split::dim(a.axis, scale_extents(b, x.ne, ne)?))
+        }
+        (Mirrored, Partial) | (Partial, Mirrored) => Derived::plain(Partial),
+        _ => Err(format!(
+            "no rule for a matmul of weight {} (dimension {:?}) with input {}",
+            w.split.describe(),
+            d(&w.split),
+            x.split.describe()
+        )),
+    }
+}
+
+/// q [d, t, h, s], k and v [d, kv, h_kv, s], mask, sinks [h] → result [d_v, h, t, s].
+fn flash_attn(srcs: &[Option<Src>], ne: [i64; 4]) -> Result<Derived, String> {
+    let get = |i: usize| srcs.get(i).and_then(|s| s.as_ref());
+    let (q, k, v) = match (get(0), get(1), get(2)) {
+        (Some(q), Some(k), Some(v)) => (q, k, v),
+        _ => return Err("flash_attn_ext needs q, k and v".into()),
+    };
+    if let Some(m) = get(3) {
+        mirrored(m, "attention mask")?;
+    }
+    match (&q.split, &k.split, &v.split) {
+        (Split::Mirrored, Split::Mirrored, Split::Mirrored) => {
+            if let Some(s) = get(4) {
+                mirrored(s, "attention sinks")?;
+            }
+            Derived::plain(Split::Mirrored)
+        }
+        (Split::Dim(a), Split::Dim(b), Split::Dim(c)) if a.axis == 2 && b.axis == 2 && c.axis == 2 => {
+            let group = if k.ne[2] > 0 { q.ne[2] / k.ne[2] } else { 0 };
+            let heads = a.extents();
+            let ok = b.extents() == c.extents()
+                && group > 0
+                && heads.iter().zip(b.extents()).all(|(&qh, kh)| qh == kh * group);
+            if !ok {
+                return Err("q, k and v are split into different heads".into());
+            }
+            if let Some(sinks) = get(4) {
+                match &sinks.split {
+                    Split::Dim(sd) if sd.axis == 0 && sd.extents() == heads => {}
+                    other => return Err(format!("attention sinks must follow q's heads, not {}", other.describe())),
+                }
+            }
+            let _ = ne;
+            Derived::plain(Split::dim(1, heads))
+        }
+        _ => Err(format!(
+            "flash_attn_ext needs q, k and v split by heads (dimension 2), got {}, {}, {}",
+            q.split.describe(),
+            k.split.describe(),
+            v.split.describe()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f32_layout(ne: [i64; 4]) -> Layout {
+        let mut l = Layout::logical(ne);
+        for x in l.nb.iter_mut() {
+            *x *= 4;
+        }
+        l
+    }
+
+    #[test]
+    fn own_layout_scales_outer_strides() {
+        let t = f32_layout([64, 5, 1, 1]);
+        let l = own_layouts(&t, &Split::dim(0, vec![16, 48]), 2).unwrap();
+        assert_eq!(l[0].ne, [16, 5, 1, 1]);
+        assert_eq!(l[0].nb, [4, 64, 320, 320]);
+        assert_eq!(l[1].nb[1], 192);
+    }
+
+    #[test]
+    fn reshape_of_rows_into_heads() {
+        // [64, 5] split {32, 32} on dim 0 → [16, 4, 5]: heads (dim 1) {2, 2}
+        let s = map_reshape([64, 5, 1, 1], &Split::dim(0, vec![32, 32]), [16, 4, 5, 1], 2).unwrap();
+        assert_eq!(s, Split::dim(1, vec![2, 2]));
+        // and back
+        let s = map_reshape([16, 4, 5, 1], &Split::dim(1, vec![1, 3]), [64, 5, 1, 1], 2).unwrap();
+        assert_eq!(s, Split::dim(0, vec![16, 48]));
+        // a split that cuts a head in two cannot become a head split
+        assert!(map_reshape([64, 5, 1, 1], &Split::dim(0, vec![8, 56]), [16, 4, 5, 1], 2).is_err());
+    }
+
+    #[test]
+    fn permuted_view_finds_the_head_dimension() {
+        // base [64, 5] (4 heads of 16, 5 tokens) split {32,32}; view [16, 5, 4] = permute(0,2,1)
+        let base = f32_layout([64, 5, 1, 1]);
+        let v = Layout {
+            ne: [16, 5, 4, 1],
+            nb: [4, 256, 64, 1280],
+            blck: 1,
+        };
+        let (s, l) = map_view(&base, &Split::dim(0, vec![32, 32]), &v, 0, 2).unwrap();
+        assert_eq!(s, Split::dim(2, vec![2, 2]));
+        assert_eq!(l[1].ne, [16, 5, 2, 1]);
+        assert_eq!(l[1].nb, [4, 128, 64, 640]);
+        assert_eq!(l[1].offs, 0);
+    }
+
+    #[test]
+    fn view_of_one_segment() {
+        // fused qkv [8 (q 4, k 2, v 2), 3 tokens], segments over 2 devices: q {2,2}, k {1,1}, v {1,1}
+        let base = f32_layout([8, 3, 1, 1]);
+        let split = Split::Dim(DimSplit {
+            axis: 0,
+            n: 2,
+            ne: vec![2, 2, 1, 1, 1, 1],
+        });
+        // the k part: [2, 3] at element 4 with row stride 8 elements
+        let v = Layout {
+            ne: [2, 3, 1, 1],
+            nb: [4, 32, 96, 96],
+            blck: 1,
+        };
+        let (s, l) = map_view(&base, &split, &v, 16, 2).unwrap();
+        assert_eq!(s, Split::dim(0, vec![1, 1]));
+        // device rows are [q q k v] = 4 elements; k sits at element 2 on both devices
+        assert_eq!(l[0].offs, 8);
+        assert_eq!(l[1].offs, 8);
+        assert_eq!(l[0].nb[1], 16);
+    }
+
+    #[test]
+    fn view_at_a_later_chunk_scales_the_offset() {
+        // cache [32, 10] split {16, 16}; a view of rows 4.. of the cache
+        let base = f32_layout([32, 10, 1, 1]);
+        let v = Layout {
+            ne: [32, 6, 1, 1],
+            nb: [4, 128, 768, 768],
+            blck: 1,
+        };
+        let (s, l) = map_view(&base, &Split::dim(0, vec![16, 16]), &v, 4 * 128, 2).unwrap();
+        assert_eq!(s, Split::dim(0, vec![16, 16]));
+        assert_eq!(l[1].offs, 4 * 64);
+        assert_eq!(l[1].nb[1], 64);
+    }
+
+    #[test]
+    fn zero_slices_map_to_zero_extents() {
+        let base = f32_layout([64, 5, 1, 1]);
+        let v = Layout {
+            ne: [16, 4, 5, 1],
+            nb: [4, 64, 256, 1280],
+            blck: 1,
+        };
+        let (s, _) = map_view(&base, &Split::dim(0, vec![0, 32, 32]), &v, 0, 3).unwrap();
+        assert_eq!(s, Split::dim(1, vec![0, 2, 2]));
+    }
+
+    fn src(split: Split, ne: [i64; 4]) -> Option<Src> {
+        Some(Src { split, ne })
+    }
+
+    #[test]
+    fn matmul_rules() {
+        let p = [0; 16];
+        let w1 = src(Split::dim(1, vec![40, 56]), [64, 96, 1, 1]);
+        let x = src(Split::Mirrored, [64, 5, 1, 1]);
+        let r = derive(op::MUL_MAT, &p, [96, 5, 1, 1], &[w1, x], 2).unwrap();
+        assert_eq!(r.split, Split::dim(0, vec![40, 56]));
+        let w0 = src(Split::dim(0, vec![40, 56]), [96, 64, 1, 1]);
+        let h = src(Split::dim(0, vec![40, 56]), [96, 5, 1, 1]);
+        let r = derive(op::MUL_MAT, &p, [64, 5, 1, 1], &[w0.clone(), h], 2).unwrap();
+        assert!(r.reduce);
+        let bad = src(Split::dim(0, vec![48, 48]), [96, 5, 1, 1]);
+        assert!(derive(op::MUL_MAT, &p, [64, 5, 1, 1], &[w0.clone(), bad], 2).is_err());
+        let xm = src(Split::Mirrored, [96, 5, 1, 1]);
+        assert!(derive(op::MUL_MAT, &p, [64, 5, 1, 1], &[w0, xm], 2).is_err());
+    }
+
+    #[test]
+    fn row_ops_refuse_split_rows() {
+        let p = [0; 16];
+        let a = src(Split::dim(0, vec![32, 32]), [64, 5, 1, 1]);
+        assert!(derive(op::RMS_NORM, &p, [64, 5, 1, 1], &[a.clone()], 2).is_err());
+        assert!(derive(op::SOFT_MAX, &p, [64, 5, 1, 1], &[a], 2).is_err());
+        let h = src(Split::dim(1, vec![1, 3]), [16, 4, 5, 1]);
+        assert_eq!(
+            derive(op::RMS_NORM, &p, [16, 4, 5, 1], &[h], 2).unwrap().split,
+            Split::dim(1, vec![1, 3])
+        );
+    }
+
+    #[test]
+    fn broadcast_rules() {
+        let p = [0; 16];
+        let a = src(Split::dim(1, vec![1, 3]), [16, 4, 5, 1]);
+        let bias = src(Split::Mirrored, [16, 1, 1, 1]);
+        assert!(derive(op::MUL, &p, [16, 4, 5, 1], &[a.clone(), bias], 2).is_ok());
+        let full = src(Split::Mirrored, [16, 4, 5, 1]);
+        assert!(derive(op::ADD, &p, [16, 4, 5, 1], &[a.clone(), full.clone()], 2).is_err());
+        assert!(derive(op::ADD, &p, [16, 4, 5, 1], &[full.clone(), a], 2).is_err());
+        assert_eq!(
+            derive(op::ADD, &p, [16, 4, 5, 1], &[full.clone(), full], 2).unwrap().split,
+            Split::Mirrored
+        );
+    }
+
+    #[test]
+    fn flash_attention_by_heads() {
+        let p = [0; 16];
+        let q = src(Split::dim(2, vec![2, 2]), [16, 5, 4, 1]);
+        let k = src(Split::dim(2, vec![1, 1]), [16, 8, 2, 1]);
+        let m = src(Split::Mirrored, [8, 5, 1, 1]);
+        let r = derive(op::FLASH_ATTN_EXT, &p, [16, 4, 5, 1], &[q.clone(), k.clone(), k.clone(), m], 2).unwrap();
+        assert_eq!(r.split, Split::dim(1, vec![2, 2]));
+        let k_bad = src(Split::dim(2, vec![2, 0]), [16, 8, 2, 1]);
+        assert!(derive(op::FLASH_ATTN_EXT, &p, [16, 4, 5, 1], &[q, k_bad.clone(), k_bad], 2).is_err());
+    }
+}
