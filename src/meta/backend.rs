@@ -73,7 +73,7 @@ pub unsafe fn init(dev: &'static MetaDevice, params: *const c_char) -> ggml_back
         // SAFETY: the registry documents this entry with the AllReduceFn signature.
         (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, AllReduceFn>(p) })
     });
-    let threaded = dev.n() > 1
+    let threaded = std::env::var_os("GGML_META_SERIAL").is_none() && dev.n() > 1
         && dev
             .simple
             .iter()
@@ -363,6 +363,19 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         i += tail.len();
         *reduce_at.last_mut().expect("non-empty") = true;
     }
+    if debug_enabled() {
+        for (k, (t, _)) in kept.iter().enumerate() {
+            let d = buffer::derived(*t)?;
+            log_info!(
+                "meta plan: {:4} {:24} {:16} {}{}",
+                k,
+                t.name_string(),
+                t.op_desc(),
+                d.split.describe(),
+                if reduce_at[k] { "  -> AllReduce" } else if d.reduce { "  (partial sums)" } else { "" }
+            );
+        }
+    }
     // A partial bias (e.g. ffn_down_exps.bias) must be absorbed before the reduction: check
     // that no node outside a tail consumes a partial source.
     check_partial_consumers(&kept, &reduce_at)?;
@@ -410,6 +423,12 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         plan.subgraphs.push(SubGraph { graphs, reduce });
     }
     Ok(plan)
+}
+
+/// `GGML_META_DEBUG=1` logs every graph plan: nodes, their splits and the AllReduce points.
+fn debug_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GGML_META_DEBUG").is_ok_and(|v| v != "0"))
 }
 
 /// How often each node is used as a source within the graph.
@@ -626,7 +645,8 @@ fn fallback_allreduce(m: &MetaBackend, st: &mut State, targets: &[Tensor]) {
     let mut add = t0.header();
     add.op = op::ADD;
     add.op_params = [0; 16];
-    add.flags = 0;
+    // backends skip nodes that graph building did not mark as needing computation
+    add.flags = GGML_TENSOR_FLAG_COMPUTE;
     add.src = [ptr::null_mut(); GGML_MAX_SRC];
     add.src[0] = t0.as_ptr();
     add.src[1] = tmp_t.as_ptr();

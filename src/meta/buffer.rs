@@ -242,7 +242,8 @@ fn compute(t: Tensor, mb: &MetaBuffer) -> Result<Derived, String> {
         let bs = derived(base)?;
         let (mem, _) = rules::map_view(&layout(base), &bs.split, &layout(t), t.view_offs(), n)
             .map_err(|e| named(t, e))?;
-        if t.is_view_op() {
+        // view ops, and views made by ggml_view_tensor (op NONE), are their memory
+        if t.is_view_op() || t.op() == super::op::NONE {
             return Ok(plain(mem));
         }
         let d = op_rule(t, n)?;

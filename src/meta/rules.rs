@@ -302,7 +302,7 @@ pub fn derive(
                     "the op"
                 )),
                 Split::Partial => Err("the op is not linear; its source is a partial sum".into()),
-                Split::Dim(d) => Derived::plain(Split::dim(d.axis, scale_extents(d, a.ne, ne)?)),
+                Split::Dim(d) => Derived::plain(carry(d, d.axis, a.ne, ne)?),
                 Split::Mirrored => Derived::plain(Split::Mirrored),
             }
         }
@@ -468,6 +468,22 @@ fn scale_extents(d: &DimSplit, ne_in: [i64; 4], ne_out: [i64; 4]) -> Result<Vec<
         .collect()
 }
 
+/// `d` carried to a result whose split axis is `axis` with `ne_out` indices: the same segments
+/// when the size is unchanged (a fused QKV result keeps its Q/K/V segments for the views that
+/// cut it apart), else one segment with proportional extents.
+fn carry(d: &DimSplit, axis: usize, ne_in: [i64; 4], ne_out: [i64; 4]) -> Result<Split, String> {
+    if ne_in[d.axis] == ne_out[axis] {
+        return Ok(Split::Dim(DimSplit {
+            axis,
+            n: d.n,
+            ne: d.ne.clone(),
+        }));
+    }
+    let mut resized = ne_in;
+    resized[d.axis] = ne_out[axis];
+    Ok(Split::dim(axis, scale_extents(d, ne_in, resized)?))
+}
+
 /// `b` may be combined with `a`'s split: same split, or mirrored and broadcast along a's axis.
 fn broadcast_ok(a: &Split, b: &Src) -> Result<(), String> {
     match (a, &b.split) {
@@ -488,7 +504,7 @@ fn binary(a: &Src, b: &Src, ne: [i64; 4]) -> Result<Derived, String> {
         (Split::Partial, Split::Partial) => Derived::plain(Split::Partial),
         (Split::Dim(d), _) => {
             broadcast_ok(&a.split, b)?;
-            Derived::plain(Split::dim(d.axis, scale_extents(d, a.ne, ne)?))
+            Derived::plain(carry(d, d.axis, a.ne, ne)?)
         }
         _ => Err(format!(
             "cannot combine {} with {}",
@@ -511,7 +527,7 @@ fn same_split(srcs: &[Option<Src>], ne: [i64; 4], _n: usize, partial_ok: bool) -
     }
     match &first.split {
         Split::Partial if !partial_ok => Err("the op is not linear; a source is a partial sum".into()),
-        Split::Dim(d) => Derived::plain(Split::dim(d.axis, scale_extents(d, first.ne, ne)?)),
+        Split::Dim(d) => Derived::plain(carry(d, d.axis, first.ne, ne)?),
         other => Derived::plain(other.clone()),
     }
 }
@@ -523,9 +539,9 @@ fn mul_mat(w: &Src, x: &Src, ne: [i64; 4], is_id: bool) -> Result<Derived, Strin
     match (&w.split, &x.split) {
         (Mirrored, Mirrored) => Derived::plain(Mirrored),
         // output rows split with the weight's rows
-        (Dim(a), Mirrored) if a.axis == 1 => Derived::plain(Split::dim(0, a.extents())),
+        (Dim(a), Mirrored) if a.axis == 1 => Derived::plain(carry(a, 0, w.ne, ne)?),
         // tokens (columns) split
-        (Mirrored, Dim(b)) if b.axis == 1 && !is_id => Derived::plain(Split::dim(1, b.extents())),
+        (Mirrored, Dim(b)) if b.axis == 1 && !is_id => Derived::plain(carry(b, 1, x.ne, ne)?),
         // contraction split: every device holds a partial sum, reduced right after
         (Dim(a), Dim(b)) if a.axis == 0 && b.axis == 0 => {
             if a.extents() != b.extents() {
@@ -585,7 +601,12 @@ fn flash_attn(srcs: &[Option<Src>], ne: [i64; 4]) -> Result<Derived, String> {
                 && group > 0
                 && heads.iter().zip(b.extents()).all(|(&qh, kh)| qh == kh * group);
             if !ok {
-                return Err("q, k and v are split into different heads".into());
+                return Err(format!(
+                    "q, k and v are split into different heads ({}, {}, {})",
+                    q.split.describe(),
+                    k.split.describe(),
+                    v.split.describe()
+                ));
             }
             if let Some(sinks) = get(4) {
                 match &sinks.split {
