@@ -5,7 +5,8 @@
 // a plain CPU run. It has events (no-ops: every operation completes synchronously), so
 // pipeline parallelism (n_copies > 1) takes the event paths.
 //
-// They refuse GGML_OP_SOFT_MAX and GGML_OP_GET_ROWS, so graphs that use them are split
+// They refuse GGML_OP_SOFT_MAX and GGML_OP_GET_ROWS (the latter unless the environment sets
+// GGML_BACKEND_RS_TESTGPU_GET_ROWS=1), so graphs that use them are split
 // between a TESTGPU and the CPU. Two devices with async + events make libllama enable pipeline
 // parallelism (scheduler n_copies > 1) for a layer split over both.
 
@@ -207,8 +208,17 @@ static ggml_backend_t td_init(ggml_backend_dev_t d, const char * params) {
 static ggml_backend_buffer_type_t td_buft(ggml_backend_dev_t d) { return &testgpu_bufts[dev_index(d)]; }
 static bool td_supports_op(ggml_backend_dev_t d, const struct ggml_tensor * op) {
     (void) d;
-    if (op->op == GGML_OP_SOFT_MAX || op->op == GGML_OP_GET_ROWS) {
+    if (op->op == GGML_OP_SOFT_MAX) {
         return false;
+    }
+    if (op->op == GGML_OP_GET_ROWS) {
+        // GGML_BACKEND_RS_TESTGPU_GET_ROWS=1 accepts GET_ROWS: upstream's meta backend cannot
+        // hand the partial sums or non-contiguous views that the CPU's get_rows would read to
+        // the CPU, so differential tensor-parallel runs against upstream keep it on the device.
+        const char * e = getenv("GGML_BACKEND_RS_TESTGPU_GET_ROWS");
+        if (!e || strcmp(e, "1") != 0) {
+            return false;
+        }
     }
     ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
     return ggml_backend_dev_supports_op(cpu, op);

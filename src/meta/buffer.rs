@@ -189,7 +189,7 @@ fn layout(t: Tensor) -> Layout {
 
 fn named(t: Tensor, e: String) -> String {
     format!(
-        "meta backend: tensor '{}' ({}): {e}",
+        "meta backend: cannot split tensor '{}' ({}) across devices: {e}",
         t.name_string(),
         t.op_desc()
     )
