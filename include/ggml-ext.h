@@ -49,14 +49,42 @@ struct ggml_backend_meta_split_state {
 
 #endif // GGML_BACKEND_RS_PROTOTYPES_ONLY
 
+#ifdef __cplusplus
+extern "C" {
+#endif // __cplusplus
+
+GGML_API bool ggml_backend_dev_is_meta(ggml_backend_dev_t dev);
+
+GGML_API size_t ggml_backend_meta_dev_n_devs(ggml_backend_dev_t dev);
+
+GGML_API ggml_backend_dev_t ggml_backend_meta_dev_simple_dev(ggml_backend_dev_t dev, size_t index);
+
+GGML_API size_t ggml_backend_meta_buft_n_bufts(ggml_backend_buffer_type_t buft);
+
+GGML_API ggml_backend_buffer_type_t ggml_backend_meta_buft_simple_buft(ggml_backend_buffer_type_t buft, size_t index);
+
+GGML_API size_t ggml_backend_meta_buffer_n_bufs(ggml_backend_buffer_t buf);
+
+GGML_API ggml_backend_buffer_t ggml_backend_meta_buffer_simple_buffer(ggml_backend_buffer_t buf, size_t index);
+
+GGML_API struct ggml_tensor *ggml_backend_meta_buffer_simple_tensor(const struct ggml_tensor *tensor, size_t index);
+
+GGML_API struct ggml_backend_meta_split_state ggml_backend_meta_get_split_state(const struct ggml_tensor *tensor, bool assume_sync);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif  // __cplusplus
+
 // ---------------------------------------------------------------------------------------
-// Meta backend: PENDING. Not implemented by ggml-backend-rs yet; these functions are still
-// provided by upstream's ggml-backend-meta.cpp, linked into ggml-base. Declared here by hand
-// (not generated). As upstream, they have C++ linkage when included from C++ (no extern "C").
+// Declared with C++ linkage when included from C++, as upstream's ggml-ext.h does (no
+// extern "C"): libllama links these by their mangled names, which ggml-backend-rs exports.
+// Hand-written, because cbindgen only writes C-linkage prototypes.
 // ---------------------------------------------------------------------------------------
 
+// The name of a split axis: "0".."3", "MIRRORED", "PARTIAL", "NONE", "UNKNOWN".
 GGML_API const char *ggml_backend_meta_split_axis_name(enum ggml_backend_meta_split_axis split_axis);
 
-// Creates a meta device over the "simple" devices devs[0..n_devs); get_split_state assigns the
-// split of each statically allocated tensor.
+// The meta device over the "simple" devices devs[0..n_devs) (1..GGML_BACKEND_META_MAX_DEVICES;
+// a device may repeat). get_split_state assigns the split of each statically allocated tensor
+// (weights, caches). The same arguments return the same device.
 GGML_API ggml_backend_dev_t ggml_backend_meta_device(ggml_backend_dev_t *devs, size_t n_devs, ggml_backend_meta_get_split_state_t get_split_state, void *get_split_state_ud);

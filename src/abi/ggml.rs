@@ -179,7 +179,10 @@ extern "C" {
     pub fn ggml_blck_size(type_: ggml_type) -> i64;
     pub fn ggml_is_contiguous(tensor: *const ggml_tensor) -> bool;
     pub fn ggml_get_first_tensor(ctx: *const ggml_context) -> *mut ggml_tensor;
-    pub fn ggml_get_next_tensor(ctx: *const ggml_context, tensor: *mut ggml_tensor) -> *mut ggml_tensor;
+    pub fn ggml_get_next_tensor(
+        ctx: *const ggml_context,
+        tensor: *mut ggml_tensor,
+    ) -> *mut ggml_tensor;
     pub fn ggml_abort(file: *const c_char, line: c_int, fmt: *const c_char, ...) -> !;
     pub fn ggml_log_internal(level: ggml_log_level, format: *const c_char, ...);
 

@@ -73,12 +73,13 @@ pub extern "C" fn ggml_backend_dev_is_meta(dev: ggml_backend_dev_t) -> bool {
     meta::is_meta_device(dev)
 }
 
-fn meta_backend(b: ggml_backend_t, func: &str) -> &'static backend::MetaBackend {
+fn meta_backend_arg(b: ggml_backend_t, func: &str) -> &'static backend::MetaBackend {
     let h = match optional_arg!(b, Backend) {
         Some(h) => h,
         None => null_argument(func, "meta_backend"),
     };
-    backend::of(h).unwrap_or_else(|| abort(file!(), line!(), &format!("{func}: not a meta backend")))
+    backend::of(h)
+        .unwrap_or_else(|| abort(file!(), line!(), &format!("{func}: not a meta backend")))
 }
 
 fn meta_device(d: ggml_backend_dev_t, func: &str) -> &'static device::MetaDevice {
@@ -86,7 +87,8 @@ fn meta_device(d: ggml_backend_dev_t, func: &str) -> &'static device::MetaDevice
         Some(h) => h,
         None => null_argument(func, "dev"),
     };
-    device::of_device(h).unwrap_or_else(|| abort(file!(), line!(), &format!("{func}: not a meta device")))
+    device::of_device(h)
+        .unwrap_or_else(|| abort(file!(), line!(), &format!("{func}: not a meta device")))
 }
 
 fn meta_buft(b: ggml_backend_buffer_type_t, func: &str) -> &'static device::MetaDevice {
@@ -94,7 +96,8 @@ fn meta_buft(b: ggml_backend_buffer_type_t, func: &str) -> &'static device::Meta
         Some(h) => h,
         None => null_argument(func, "buft"),
     };
-    device::of_buft(h).unwrap_or_else(|| abort(file!(), line!(), &format!("{func}: not a meta buffer type")))
+    device::of_buft(h)
+        .unwrap_or_else(|| abort(file!(), line!(), &format!("{func}: not a meta buffer type")))
 }
 
 fn meta_buffer(b: ggml_backend_buffer_t, func: &str) -> &'static buffer::MetaBuffer {
@@ -110,14 +113,19 @@ fn check_index(i: usize, n: usize, func: &str) {
 }
 
 #[no_mangle]
-pub extern "C" fn ggml_backend_meta_n_backends(meta_backend_: ggml_backend_t) -> usize {
-    meta_backend(meta_backend_, "ggml_backend_meta_n_backends").simple.len()
+pub extern "C" fn ggml_backend_meta_n_backends(meta_backend: ggml_backend_t) -> usize {
+    meta_backend_arg(meta_backend, "ggml_backend_meta_n_backends")
+        .simple
+        .len()
 }
 
 #[no_mangle]
-pub extern "C" fn ggml_backend_meta_simple_backend(meta_backend_: ggml_backend_t, index: usize) -> ggml_backend_t {
+pub extern "C" fn ggml_backend_meta_simple_backend(
+    meta_backend: ggml_backend_t,
+    index: usize,
+) -> ggml_backend_t {
     const F: &str = "ggml_backend_meta_simple_backend";
-    let m = meta_backend(meta_backend_, F);
+    let m = meta_backend_arg(meta_backend, F);
     check_index(index, m.simple.len(), F);
     m.simple[index].as_ptr()
 }
@@ -128,7 +136,10 @@ pub extern "C" fn ggml_backend_meta_dev_n_devs(dev: ggml_backend_dev_t) -> usize
 }
 
 #[no_mangle]
-pub extern "C" fn ggml_backend_meta_dev_simple_dev(dev: ggml_backend_dev_t, index: usize) -> ggml_backend_dev_t {
+pub extern "C" fn ggml_backend_meta_dev_simple_dev(
+    dev: ggml_backend_dev_t,
+    index: usize,
+) -> ggml_backend_dev_t {
     const F: &str = "ggml_backend_meta_dev_simple_dev";
     let m = meta_device(dev, F);
     check_index(index, m.n(), F);
@@ -175,8 +186,13 @@ pub extern "C" fn ggml_backend_meta_buffer_simple_tensor(
 ) -> *mut ggml_tensor {
     const F: &str = "ggml_backend_meta_buffer_simple_tensor";
     let t = handle_arg!(tensor, Tensor, "ggml_backend_meta_buffer_simple_tensor");
-    let mb = buffer::holding(t)
-        .unwrap_or_else(|| abort(file!(), line!(), &format!("{F}: tensor is not in a meta buffer")));
+    let mb = buffer::holding(t).unwrap_or_else(|| {
+        abort(
+            file!(),
+            line!(),
+            &format!("{F}: tensor is not in a meta buffer"),
+        )
+    });
     check_index(index, mb.n(), F);
     mb.simple_tensors(t)
         .map_or(std::ptr::null_mut(), |s| s[index].as_ptr())

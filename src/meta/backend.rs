@@ -61,7 +61,10 @@ pub unsafe fn init(dev: &'static MetaDevice, params: *const c_char) -> ggml_back
         match unsafe { Backend::from_ptr(d.init_backend(params)) } {
             Some(b) => simple.push(b),
             None => {
-                log_error!("meta backend: failed to initialise a backend on {}", d.name_string());
+                log_error!(
+                    "meta backend: failed to initialise a backend on {}",
+                    d.name_string()
+                );
                 simple.into_iter().for_each(Backend::free);
                 return ptr::null_mut();
             }
@@ -73,7 +76,8 @@ pub unsafe fn init(dev: &'static MetaDevice, params: *const c_char) -> ggml_back
         // SAFETY: the registry documents this entry with the AllReduceFn signature.
         (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, AllReduceFn>(p) })
     });
-    let threaded = std::env::var_os("GGML_META_SERIAL").is_none() && dev.n() > 1
+    let threaded = std::env::var_os("GGML_META_SERIAL").is_none()
+        && dev.n() > 1
         && dev
             .simple
             .iter()
@@ -205,7 +209,8 @@ unsafe extern "C" fn get_tensor_async(
     size: usize,
 ) {
     let m = ctx(backend);
-    let t = Tensor::from_ptr(tensor as *mut ggml_tensor).expect("checked by ggml_backend_tensor_get_async");
+    let t = Tensor::from_ptr(tensor as *mut ggml_tensor)
+        .expect("checked by ggml_backend_tensor_get_async");
     let (plan, simple) = buffer::plan(t, offset, size, "ggml_backend_tensor_get_async");
     match plan {
         Plan::Mirrored => crate::tensor::get_async(m.simple[0], simple[0], data, offset, size),
@@ -228,7 +233,9 @@ unsafe extern "C" fn get_tensor_async(
 /// `ggml_backend_set_n_threads` of the meta registry: CPU simple backends share the threads
 /// (they run concurrently), other backends get the count as is.
 pub unsafe extern "C" fn set_n_threads(backend: ggml_backend_t, n_threads: i32) {
-    let Some(b) = Backend::from_ptr(backend) else { return };
+    let Some(b) = Backend::from_ptr(backend) else {
+        return;
+    };
     let Some(m) = of(b) else { return };
     let per = if m.threaded {
         (n_threads / m.simple.len() as i32).max(1)
@@ -248,13 +255,20 @@ pub unsafe extern "C" fn set_n_threads(backend: ggml_backend_t, n_threads: i32) 
 /// `backend` is NULL or a live backend; `cb` is NULL or a `ggml_abort_callback`.
 ///
 /// `ggml_backend_set_abort_callback` of the meta registry: forwarded to every simple backend.
-pub unsafe extern "C" fn set_abort_callback(backend: ggml_backend_t, cb: *mut c_void, data: *mut c_void) {
-    let Some(b) = Backend::from_ptr(backend) else { return };
+pub unsafe extern "C" fn set_abort_callback(
+    backend: ggml_backend_t,
+    cb: *mut c_void,
+    data: *mut c_void,
+) {
+    let Some(b) = Backend::from_ptr(backend) else {
+        return;
+    };
     let Some(m) = of(b) else { return };
     for s in &m.simple {
         if let Some(f) = simple_proc(*s, c"ggml_backend_set_abort_callback") {
             // SAFETY: `void (*)(ggml_backend_t, ggml_abort_callback, void *)`.
-            let f: unsafe extern "C" fn(ggml_backend_t, *mut c_void, *mut c_void) = std::mem::transmute(f);
+            let f: unsafe extern "C" fn(ggml_backend_t, *mut c_void, *mut c_void) =
+                std::mem::transmute(f);
             f(s.as_ptr(), cb, data);
         }
     }
@@ -291,7 +305,10 @@ impl Drop for GraphPlan {
     }
 }
 
-unsafe extern "C" fn graph_compute(backend: ggml_backend_t, cgraph: *mut ggml_cgraph) -> ggml_status {
+unsafe extern "C" fn graph_compute(
+    backend: ggml_backend_t,
+    cgraph: *mut ggml_cgraph,
+) -> ggml_status {
     let m = ctx(backend);
     let Some(g) = Graph::from_ptr(cgraph) else {
         return GGML_STATUS_FAILED;
@@ -354,9 +371,12 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
             let tk = all[k];
             let mbk = buffer::holding(tk).ok_or("meta backend: MoE tail outside meta buffers")?;
             buffer::derived(tk)?;
-            let sk = mbk
-                .simple_tensors(tk)
-                .ok_or_else(|| format!("meta backend: node '{}' was not allocated", tk.name_string()))?;
+            let sk = mbk.simple_tensors(tk).ok_or_else(|| {
+                format!(
+                    "meta backend: node '{}' was not allocated",
+                    tk.name_string()
+                )
+            })?;
             kept.push((tk, sk));
             reduce_at.push(false);
         }
@@ -372,7 +392,13 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
                 t.name_string(),
                 t.op_desc(),
                 d.split.describe(),
-                if reduce_at[k] { "  -> AllReduce" } else if d.reduce { "  (partial sums)" } else { "" }
+                if reduce_at[k] {
+                    "  -> AllReduce"
+                } else if d.reduce {
+                    "  (partial sums)"
+                } else {
+                    ""
+                }
             );
         }
     }
@@ -399,7 +425,10 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
             no_alloc: true,
         })
     };
-    ggml_assert!(!ctx.is_null(), "meta backend: cannot allocate graph metadata");
+    ggml_assert!(
+        !ctx.is_null(),
+        "meta backend: cannot allocate graph metadata"
+    );
     let mut plan = GraphPlan {
         nodes,
         generation: buffer::generation(),
@@ -411,7 +440,8 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         for j in 0..n {
             // SAFETY: room for (b - a) nodes was reserved above.
             let gp = unsafe { ggml_new_graph_custom(ctx, (b - a).max(1), false) };
-            let graph = unsafe { Graph::from_ptr(gp) }.ok_or("meta backend: graph allocation failed")?;
+            let graph =
+                unsafe { Graph::from_ptr(gp) }.ok_or("meta backend: graph allocation failed")?;
             for (k, (t, simple)) in kept[a..b].iter().enumerate() {
                 let _ = k;
                 graph.push_node(simple[j]);
@@ -459,14 +489,22 @@ fn moe_tail(all: &[Tensor], i: usize, uses: &std::collections::HashMap<usize, i3
         return tail;
     }
     if let Some(&t) = all.get(k) {
-        if t.op() == op::ADD_ID && t.src(0) == Some(cur) && once(cur) && split_of(t.src(1).unwrap_or(t)) == Some(Split::Partial) {
+        if t.op() == op::ADD_ID
+            && t.src(0) == Some(cur)
+            && once(cur)
+            && split_of(t.src(1).unwrap_or(t)) == Some(Split::Partial)
+        {
             tail.push(k);
             cur = t;
             k += 1;
         }
     }
     if let Some(&t) = all.get(k) {
-        if t.op() == op::MUL && t.src(0) == Some(cur) && once(cur) && t.src(1).and_then(split_of) == Some(Split::Mirrored) {
+        if t.op() == op::MUL
+            && t.src(0) == Some(cur)
+            && once(cur)
+            && t.src(1).and_then(split_of) == Some(Split::Mirrored)
+        {
             tail.push(k);
             cur = t;
             k += 1;
@@ -504,7 +542,10 @@ fn moe_tail(all: &[Tensor], i: usize, uses: &std::collections::HashMap<usize, i3
     tail
 }
 
-fn check_partial_consumers(kept: &[(Tensor, Vec<Tensor>)], reduce_at: &[bool]) -> Result<(), String> {
+fn check_partial_consumers(
+    kept: &[(Tensor, Vec<Tensor>)],
+    reduce_at: &[bool],
+) -> Result<(), String> {
     // Inside a pending tail (from a reduced matmul up to its reduction) partial operands are
     // fine; elsewhere a partial operand would be added once per device.
     let mut pending = false;
@@ -607,7 +648,9 @@ fn allreduce(m: &MetaBackend, st: &mut State, targets: &[Tensor]) {
 fn fallback_allreduce(m: &MetaBackend, st: &mut State, targets: &[Tensor]) {
     let t0 = targets[0];
     ggml_assert!(
-        targets.iter().all(|t| t.is_contiguous() && t.same_layout(t0)),
+        targets
+            .iter()
+            .all(|t| t.is_contiguous() && t.same_layout(t0)),
         "meta backend: AllReduce of '{}' needs contiguous tensors of one layout",
         t0.name_string()
     );
@@ -624,8 +667,13 @@ fn fallback_allreduce(m: &MetaBackend, st: &mut State, targets: &[Tensor]) {
         let buft = crate::backend::default_buffer_type(b0, "meta AllReduce");
         let raw = crate::buffer::alloc(buft, nbytes);
         // SAFETY: returned by the buffer type.
-        let b = unsafe { Buffer::from_ptr(raw) }
-            .unwrap_or_else(|| abort(file!(), line!(), "meta AllReduce: cannot allocate scratch memory"));
+        let b = unsafe { Buffer::from_ptr(raw) }.unwrap_or_else(|| {
+            abort(
+                file!(),
+                line!(),
+                "meta AllReduce: cannot allocate scratch memory",
+            )
+        });
         st.scratch = Some((b, nbytes));
     }
     let (scratch, _) = st.scratch.expect("allocated above");

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use super::device::MetaDevice;
-use super::rules::{self, DeviceLayout, Derived, Layout, Src};
+use super::rules::{self, Derived, DeviceLayout, Layout, Src};
 use super::split::{DimSplit, Split};
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log_error};
@@ -25,7 +25,7 @@ use crate::log::{abort, ggml_assert, log_error};
 /// Placeholder base address of every meta buffer. Non-canonical on x86-64 and outside the
 /// user address space elsewhere: a stray dereference faults at once instead of reading
 /// another object's memory.
-pub const META_BASE: usize = 0x1000_0000_0000_0000;
+pub(crate) const META_BASE: usize = 0x1000_0000_0000_0000;
 
 /// Bumped whenever a per-device tensor is created or dropped or a tensor's split changes:
 /// graph plans built before are stale then.
@@ -305,17 +305,25 @@ fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), S
     // Layouts, and each device's view source (for views).
     let (layouts, bases): (Vec<DeviceLayout>, Option<Vec<Tensor>>) = match t.view_src() {
         Some(base) => {
-            let bmb = holding(base).ok_or_else(|| named(t, "view source not in a meta buffer".into()))?;
-            let bases = bmb
-                .simple_tensors(base)
-                .ok_or_else(|| named(t, format!("view source '{}' is not initialised", base.name_string())))?;
+            let bmb =
+                holding(base).ok_or_else(|| named(t, "view source not in a meta buffer".into()))?;
+            let bases = bmb.simple_tensors(base).ok_or_else(|| {
+                named(
+                    t,
+                    format!("view source '{}' is not initialised", base.name_string()),
+                )
+            })?;
             let bs = derived(base)?;
             let (_, l) = rules::map_view(&layout(base), &bs.split, &layout(t), t.view_offs(), n)
                 .map_err(|e| named(t, e))?;
             (l, Some(bases))
         }
         None => {
-            let physical = if d.reduce { Split::Partial } else { d.split.clone() };
+            let physical = if d.reduce {
+                Split::Partial
+            } else {
+                d.split.clone()
+            };
             (
                 rules::own_layouts(&layout(t), &physical, n).map_err(|e| named(t, e))?,
                 None,
@@ -329,10 +337,16 @@ fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), S
             continue;
         }
         let smb = holding(s).ok_or_else(|| {
-            named(t, format!("source '{}' is not in a meta buffer", s.name_string()))
+            named(
+                t,
+                format!("source '{}' is not in a meta buffer", s.name_string()),
+            )
         })?;
         srcs[i] = Some(smb.simple_tensors(s).ok_or_else(|| {
-            named(t, format!("source '{}' is not initialised", s.name_string()))
+            named(
+                t,
+                format!("source '{}' is not initialised", s.name_string()),
+            )
         })?);
     }
 
@@ -358,7 +372,9 @@ fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), S
             view_src: std::ptr::null_mut(),
             view_offs: 0,
             src: [std::ptr::null_mut(); GGML_MAX_SRC],
-            ..ggml_tensor { ..header_copy(&header) }
+            ..ggml_tensor {
+                ..header_copy(&header)
+            }
         };
         for (i, s) in t.srcs_indexed() {
             st.src[i] = if s == t {
@@ -389,7 +405,10 @@ fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), S
             if !st.data().is_null() {
                 let status = buf.init_tensor(st);
                 if status != GGML_STATUS_SUCCESS {
-                    return Err(named(t, format!("the simple buffer failed to initialise it ({status})")));
+                    return Err(named(
+                        t,
+                        format!("the simple buffer failed to initialise it ({status})"),
+                    ));
                 }
             }
         }
@@ -422,7 +441,10 @@ fn header_copy(h: &ggml_tensor) -> ggml_tensor {
 ///
 /// # Safety
 /// `ctx` is a live ggml context.
-pub unsafe fn alloc_ctx_tensors(ctx: *mut ggml_context, dev: &'static MetaDevice) -> ggml_backend_buffer_t {
+pub unsafe fn alloc_ctx_tensors(
+    ctx: *mut ggml_context,
+    dev: &'static MetaDevice,
+) -> ggml_backend_buffer_t {
     let mut tensors = Vec::new();
     {
         let mut p = ggml_get_first_tensor(ctx);
@@ -496,8 +518,12 @@ pub unsafe fn alloc_ctx_tensors(ctx: *mut ggml_context, dev: &'static MetaDevice
             };
             let base = crate::buffer::base(b) as *mut u8;
             for &(p, off) in members {
-                let status = crate::backend::tensor_alloc(b, p, base.wrapping_add(off) as *mut c_void);
-                ggml_assert!(status == GGML_STATUS_SUCCESS, "meta buffer: placing a slice failed ({status})");
+                let status =
+                    crate::backend::tensor_alloc(b, p, base.wrapping_add(off) as *mut c_void);
+                ggml_assert!(
+                    status == GGML_STATUS_SUCCESS,
+                    "meta buffer: placing a slice failed ({status})"
+                );
             }
             bufs.push(b);
         }
@@ -553,7 +579,9 @@ pub fn pieces(t: &Layout, d: &DimSplit, offset: usize, size: usize) -> Result<Ve
         return Ok(out);
     }
     let ivs = d.intervals();
-    let chunk_of: Vec<usize> = (0..d.n).map(|j| bytes(d.extent(j))).collect::<Result<_, _>>()?;
+    let chunk_of: Vec<usize> = (0..d.n)
+        .map(|j| bytes(d.extent(j)))
+        .collect::<Result<_, _>>()?;
     if offset % chunk == 0 && size % chunk == 0 {
         let c0 = offset / chunk;
         for iv in &ivs {
@@ -668,7 +696,10 @@ unsafe extern "C" fn get_base(_buffer: ggml_backend_buffer_t) -> *mut c_void {
     META_BASE as *mut c_void
 }
 
-unsafe extern "C" fn init_tensor(buffer: ggml_backend_buffer_t, tensor: *mut ggml_tensor) -> ggml_status {
+unsafe extern "C" fn init_tensor(
+    buffer: ggml_backend_buffer_t,
+    tensor: *mut ggml_tensor,
+) -> ggml_status {
     let mb = ctx(buffer);
     let Some(t) = Tensor::from_ptr(tensor) else {
         return GGML_STATUS_FAILED;
@@ -722,7 +753,8 @@ unsafe extern "C" fn get_tensor(
     offset: usize,
     size: usize,
 ) {
-    let t = Tensor::from_ptr(tensor as *mut ggml_tensor).expect("checked by ggml_backend_tensor_get");
+    let t =
+        Tensor::from_ptr(tensor as *mut ggml_tensor).expect("checked by ggml_backend_tensor_get");
     let (plan, simple) = plan(t, offset, size, "ggml_backend_tensor_get");
     match plan {
         Plan::Mirrored => crate::tensor::get(simple[0], data, offset, size),
@@ -740,7 +772,13 @@ unsafe extern "C" fn get_tensor(
 ///
 /// # Safety
 /// `data` is writable for `size` bytes.
-pub unsafe fn get_partial_sum(t: Tensor, simple: &[Tensor], data: *mut c_void, offset: usize, size: usize) {
+pub unsafe fn get_partial_sum(
+    t: Tensor,
+    simple: &[Tensor],
+    data: *mut c_void,
+    offset: usize,
+    size: usize,
+) {
     const GGML_TYPE_F32: ggml_type = 0;
     ggml_assert!(
         t.type_() == GGML_TYPE_F32 && offset % 4 == 0 && size % 4 == 0,
@@ -782,7 +820,12 @@ unsafe extern "C" fn memset_tensor(
             for p in pieces {
                 let s = p.strided;
                 for i in 0..s.n_copies {
-                    fill(simple[p.device], value, s.offset + i * s.stride_tensor, s.size);
+                    fill(
+                        simple[p.device],
+                        value,
+                        s.offset + i * s.stride_tensor,
+                        s.size,
+                    );
                 }
             }
         }
@@ -796,7 +839,10 @@ unsafe extern "C" fn cpy_tensor(
 ) -> bool {
     // Meta to meta with the same split: device by device. Anything else goes through the
     // host (the core's fallback uses get/set, which scatter and gather).
-    let (Some(s), Some(d)) = (Tensor::from_ptr(src as *mut ggml_tensor), Tensor::from_ptr(dst)) else {
+    let (Some(s), Some(d)) = (
+        Tensor::from_ptr(src as *mut ggml_tensor),
+        Tensor::from_ptr(dst),
+    ) else {
         return false;
     };
     if holding(s).is_none() {

@@ -57,10 +57,7 @@ pub fn get_or_create(
         return *dev as ggml_backend_dev_t;
     }
     let names: Vec<String> = simple.iter().map(|d| d.name_string()).collect();
-    let descs: Vec<String> = simple
-        .iter()
-        .map(|d| d.description_string())
-        .collect();
+    let descs: Vec<String> = simple.iter().map(|d| d.description_string()).collect();
     let meta: &'static mut MetaDevice = Box::leak(Box::new(MetaDevice {
         simple,
         callback,
@@ -121,13 +118,19 @@ impl MetaDevice {
         self.simple.iter().map(|d| {
             // SAFETY: buffer types returned by a device live as long as the device.
             unsafe { Buft::from_ptr(d.buffer_type()) }.unwrap_or_else(|| {
-                abort(file!(), line!(), &format!("device {} has no buffer type", d.name_string()))
+                abort(
+                    file!(),
+                    line!(),
+                    &format!("device {} has no buffer type", d.name_string()),
+                )
             })
         })
     }
 
     pub fn simple_buft(&self, j: usize) -> Buft {
-        self.simple_bufts().nth(j).expect("index checked by the caller")
+        self.simple_bufts()
+            .nth(j)
+            .expect("index checked by the caller")
     }
 }
 
@@ -234,7 +237,10 @@ unsafe extern "C" fn dev_get_props(dev: ggml_backend_dev_t, props: *mut ggml_bac
     p.caps.events = false;
 }
 
-unsafe extern "C" fn dev_init_backend(dev: ggml_backend_dev_t, params: *const c_char) -> ggml_backend_t {
+unsafe extern "C" fn dev_init_backend(
+    dev: ggml_backend_dev_t,
+    params: *const c_char,
+) -> ggml_backend_t {
     // SAFETY: `params` is the caller's C string or NULL.
     super::backend::init(meta(dev), params)
 }
@@ -243,7 +249,9 @@ unsafe extern "C" fn dev_get_buffer_type(dev: ggml_backend_dev_t) -> ggml_backen
     meta(dev).buft
 }
 
-unsafe extern "C" fn dev_get_host_buffer_type(dev: ggml_backend_dev_t) -> ggml_backend_buffer_type_t {
+unsafe extern "C" fn dev_get_host_buffer_type(
+    dev: ggml_backend_dev_t,
+) -> ggml_backend_buffer_type_t {
     // A host buffer type common to every simple device, if there is one.
     let m = meta(dev);
     let first = m.simple[0].host_buffer_type();
@@ -261,7 +269,10 @@ unsafe extern "C" fn dev_supports_op(dev: ggml_backend_dev_t, op: *const ggml_te
     meta(dev).simple.iter().all(|d| d.supports_op(t))
 }
 
-unsafe extern "C" fn dev_supports_buft(dev: ggml_backend_dev_t, buft: ggml_backend_buffer_type_t) -> bool {
+unsafe extern "C" fn dev_supports_buft(
+    dev: ggml_backend_dev_t,
+    buft: ggml_backend_buffer_type_t,
+) -> bool {
     // Only meta buffer types over the same simple devices, in the same order.
     let Some(b) = Buft::from_ptr(buft) else {
         return false;
@@ -287,7 +298,10 @@ unsafe extern "C" fn buft_get_name(buft: ggml_backend_buffer_type_t) -> *const c
     from_ctx((*buft).context).name.as_ptr()
 }
 
-unsafe extern "C" fn buft_alloc_buffer(buft: ggml_backend_buffer_type_t, size: usize) -> ggml_backend_buffer_t {
+unsafe extern "C" fn buft_alloc_buffer(
+    buft: ggml_backend_buffer_type_t,
+    size: usize,
+) -> ggml_backend_buffer_t {
     super::buffer::alloc(from_ctx((*buft).context), size)
 }
 
@@ -307,10 +321,16 @@ unsafe extern "C" fn buft_get_alignment(buft: ggml_backend_buffer_type_t) -> usi
 
 unsafe extern "C" fn buft_get_max_size(buft: ggml_backend_buffer_type_t) -> usize {
     let m = from_ctx((*buft).context);
-    m.simple_bufts().map(|b| b.max_size()).min().unwrap_or(usize::MAX)
+    m.simple_bufts()
+        .map(|b| b.max_size())
+        .min()
+        .unwrap_or(usize::MAX)
 }
 
-unsafe extern "C" fn buft_get_alloc_size(buft: ggml_backend_buffer_type_t, t: *const ggml_tensor) -> usize {
+unsafe extern "C" fn buft_get_alloc_size(
+    buft: ggml_backend_buffer_type_t,
+    t: *const ggml_tensor,
+) -> usize {
     // The whole tensor's size: a meta buffer is laid out like an unsplit one, and every
     // device's slice fits at the same offset.
     let m = from_ctx((*buft).context);
@@ -363,7 +383,10 @@ unsafe extern "C" fn reg_get_device(_reg: ggml_backend_reg_t, index: usize) -> g
     )
 }
 
-unsafe extern "C" fn reg_get_proc_address(_reg: ggml_backend_reg_t, name: *const c_char) -> *mut c_void {
+unsafe extern "C" fn reg_get_proc_address(
+    _reg: ggml_backend_reg_t,
+    name: *const c_char,
+) -> *mut c_void {
     if name.is_null() {
         return ptr::null_mut();
     }

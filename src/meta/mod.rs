@@ -43,14 +43,21 @@ impl Table {
     fn push(&self, addr: usize) {
         let _guard = self.push_lock.lock().unwrap_or_else(|e| e.into_inner());
         let n = self.len.load(Ordering::Acquire);
-        crate::log::ggml_assert!(n < self.slots.len(), "too many meta devices (at most {})", self.slots.len());
+        crate::log::ggml_assert!(
+            n < self.slots.len(),
+            "too many meta devices (at most {})",
+            self.slots.len()
+        );
         self.slots[n].store(addr, Ordering::Release);
         self.len.store(n + 1, Ordering::Release);
     }
 
     fn contains(&self, addr: usize) -> bool {
         let n = self.len.load(Ordering::Acquire);
-        addr != 0 && self.slots[..n].iter().any(|s| s.load(Ordering::Relaxed) == addr)
+        addr != 0
+            && self.slots[..n]
+                .iter()
+                .any(|s| s.load(Ordering::Relaxed) == addr)
     }
 }
 

@@ -200,7 +200,13 @@ pub fn map_view(
         let chunk_j = chunk_of(j)?;
         let mut ne = v.ne;
         ne[e] = extents[j];
-        let nb = v.nb.map(|s| if s >= chunk { scale(s, chunk, chunk_j) } else { s });
+        let nb = v.nb.map(|s| {
+            if s >= chunk {
+                scale(s, chunk, chunk_j)
+            } else {
+                s
+            }
+        });
         let in_chunk = first_row[j].map_or(0, |(_, o)| o);
         layouts.push(DeviceLayout {
             ne,
@@ -217,7 +223,12 @@ fn first_unit_dim(v: &Layout) -> usize {
 
 /// The split of the result of an op that writes its source's elements in order into a
 /// tensor of shape `dst` (CONT, CPY, DUP, RESHAPE of a copy).
-pub fn map_reshape(src_ne: [i64; 4], split: &Split, dst_ne: [i64; 4], n: usize) -> Result<Split, String> {
+pub fn map_reshape(
+    src_ne: [i64; 4],
+    split: &Split,
+    dst_ne: [i64; 4],
+    n: usize,
+) -> Result<Split, String> {
     map_view(
         &Layout::logical(src_ne),
         split,
@@ -277,7 +288,9 @@ pub fn derive(
             let (a, b, ids) = (need(0)?, need(1)?, need(2)?);
             mirrored(ids, "expert ids")?;
             match (&a.split, &b.split) {
-                (Split::Dim(x), Split::Dim(y)) if x.axis == 0 && y.axis == 0 && x.extents() == y.extents() => {
+                (Split::Dim(x), Split::Dim(y))
+                    if x.axis == 0 && y.axis == 0 && x.extents() == y.extents() =>
+                {
                     Derived::plain(a.split.clone())
                 }
                 (Split::Mirrored, Split::Mirrored) => Derived::plain(Split::Mirrored),
@@ -289,12 +302,30 @@ pub fn derive(
         }
 
         // Element-wise, any common split.
-        op::SQR | op::SQRT | op::LOG | op::SIN | op::COS | op::SCALE | op::CLAMP
-        | op::LEAKY_RELU | op::UNARY | op::GLU | op::FILL | op::SILU_BACK => same_split(srcs, ne, n, true),
+        op::SQR
+        | op::SQRT
+        | op::LOG
+        | op::SIN
+        | op::COS
+        | op::SCALE
+        | op::CLAMP
+        | op::LEAKY_RELU
+        | op::UNARY
+        | op::GLU
+        | op::FILL
+        | op::SILU_BACK => same_split(srcs, ne, n, true),
 
         // Reductions and normalisations along rows: the row must be whole on each device.
-        op::NORM | op::RMS_NORM | op::L2_NORM | op::GROUP_NORM | op::SUM_ROWS | op::MEAN
-        | op::ARGMAX | op::ARGSORT | op::TOP_K | op::CUMSUM => {
+        op::NORM
+        | op::RMS_NORM
+        | op::L2_NORM
+        | op::GROUP_NORM
+        | op::SUM_ROWS
+        | op::MEAN
+        | op::ARGMAX
+        | op::ARGSORT
+        | op::TOP_K
+        | op::CUMSUM => {
             let a = need(0)?;
             match &a.split {
                 Split::Dim(d) if d.axis == 0 => Err(format!(
@@ -311,7 +342,10 @@ pub fn derive(
             let a = need(0)?;
             if let Split::Dim(d) = &a.split {
                 if d.axis == 0 {
-                    return Err("soft_max needs whole rows, but its source is split along dimension 0".into());
+                    return Err(
+                        "soft_max needs whole rows, but its source is split along dimension 0"
+                            .into(),
+                    );
                 }
             }
             if matches!(a.split, Split::Partial) {
@@ -340,7 +374,9 @@ pub fn derive(
                 mirrored(f, "frequency factors")?;
             }
             match &a.split {
-                Split::Dim(d) if d.axis == 0 => Err("rope rotates within rows; its source is split along dimension 0".into()),
+                Split::Dim(d) if d.axis == 0 => {
+                    Err("rope rotates within rows; its source is split along dimension 0".into())
+                }
                 Split::Partial => Err("rope of a partial sum".into()),
                 other => Derived::plain(other.clone()),
             }
@@ -361,7 +397,9 @@ pub fn derive(
             let (rows, ids, dst) = (need(0)?, need(1)?, need(2)?);
             mirrored(ids, "row ids")?;
             match (&rows.split, &dst.split) {
-                (Split::Dim(a), Split::Dim(b)) if a.axis == 0 && b.axis == 0 && a.extents() == b.extents() => {
+                (Split::Dim(a), Split::Dim(b))
+                    if a.axis == 0 && b.axis == 0 && a.extents() == b.extents() =>
+                {
                     Derived::plain(dst.split.clone())
                 }
                 (Split::Mirrored, Split::Mirrored) => Derived::plain(Split::Mirrored),
@@ -391,7 +429,9 @@ pub fn derive(
             let (a, b) = (need(0)?, need(1)?);
             match (&a.split, &b.split) {
                 (Split::Mirrored, Split::Mirrored) => Derived::plain(Split::Mirrored),
-                (Split::Dim(x), Split::Dim(y)) if x.axis == y.axis && x.axis != dim && x.extents() == y.extents() => {
+                (Split::Dim(x), Split::Dim(y))
+                    if x.axis == y.axis && x.axis != dim && x.extents() == y.extents() =>
+                {
                     Derived::plain(a.split.clone())
                 }
                 _ => Err(unsupported(srcs)),
@@ -443,7 +483,10 @@ fn mirrored(s: &Src, what: &str) -> Result<(), String> {
     if s.split == Split::Mirrored {
         Ok(())
     } else {
-        Err(format!("the {what} must be mirrored, not {}", s.split.describe()))
+        Err(format!(
+            "the {what} must be mirrored, not {}",
+            s.split.describe()
+        ))
     }
 }
 
@@ -515,7 +558,12 @@ fn binary(a: &Src, b: &Src, ne: [i64; 4]) -> Result<Derived, String> {
 }
 
 /// Element-wise ops whose present sources all share one split.
-fn same_split(srcs: &[Option<Src>], ne: [i64; 4], _n: usize, partial_ok: bool) -> Result<Derived, String> {
+fn same_split(
+    srcs: &[Option<Src>],
+    ne: [i64; 4],
+    _n: usize,
+    partial_ok: bool,
+) -> Result<Derived, String> {
     let mut it = srcs.iter().flatten();
     let Some(first) = it.next() else {
         return Derived::plain(Split::Mirrored);
@@ -526,7 +574,9 @@ fn same_split(srcs: &[Option<Src>], ne: [i64; 4], _n: usize, partial_ok: bool) -
         }
     }
     match &first.split {
-        Split::Partial if !partial_ok => Err("the op is not linear; a source is a partial sum".into()),
+        Split::Partial if !partial_ok => {
+            Err("the op is not linear; a source is a partial sum".into())
+        }
         Split::Dim(d) => Derived::plain(carry(d, d.axis, first.ne, ne)?),
         other => Derived::plain(other.clone()),
     }
@@ -561,7 +611,10 @@ fn mul_mat(w: &Src, x: &Src, ne: [i64; 4], is_id: bool) -> Result<Derived, Strin
             let (wa, xa) = (w.ne[a.axis], x.ne[a.axis]);
             let ratio = if wa > 0 { xa / wa } else { 0 };
             let ok = ratio > 0
-                && a.extents().iter().zip(b.extents()).all(|(&p, q)| p * ratio == q);
+                && a.extents()
+                    .iter()
+                    .zip(b.extents())
+                    .all(|(&p, q)| p * ratio == q);
             if !ok {
                 return Err("batched matmul operands are split into different heads".into());
             }
@@ -594,12 +647,17 @@ fn flash_attn(srcs: &[Option<Src>], ne: [i64; 4]) -> Result<Derived, String> {
             }
             Derived::plain(Split::Mirrored)
         }
-        (Split::Dim(a), Split::Dim(b), Split::Dim(c)) if a.axis == 2 && b.axis == 2 && c.axis == 2 => {
+        (Split::Dim(a), Split::Dim(b), Split::Dim(c))
+            if a.axis == 2 && b.axis == 2 && c.axis == 2 =>
+        {
             let group = if k.ne[2] > 0 { q.ne[2] / k.ne[2] } else { 0 };
             let heads = a.extents();
             let ok = b.extents() == c.extents()
                 && group > 0
-                && heads.iter().zip(b.extents()).all(|(&qh, kh)| qh == kh * group);
+                && heads
+                    .iter()
+                    .zip(b.extents())
+                    .all(|(&qh, kh)| qh == kh * group);
             if !ok {
                 return Err(format!(
                     "q, k and v are split into different heads ({}, {}, {})",
@@ -611,7 +669,12 @@ fn flash_attn(srcs: &[Option<Src>], ne: [i64; 4]) -> Result<Derived, String> {
             if let Some(sinks) = get(4) {
                 match &sinks.split {
                     Split::Dim(sd) if sd.axis == 0 && sd.extents() == heads => {}
-                    other => return Err(format!("attention sinks must follow q's heads, not {}", other.describe())),
+                    other => {
+                        return Err(format!(
+                            "attention sinks must follow q's heads, not {}",
+                            other.describe()
+                        ))
+                    }
                 }
             }
             let _ = ne;
@@ -650,7 +713,13 @@ mod tests {
     #[test]
     fn reshape_of_rows_into_heads() {
         // [64, 5] split {32, 32} on dim 0 → [16, 4, 5]: heads (dim 1) {2, 2}
-        let s = map_reshape([64, 5, 1, 1], &Split::dim(0, vec![32, 32]), [16, 4, 5, 1], 2).unwrap();
+        let s = map_reshape(
+            [64, 5, 1, 1],
+            &Split::dim(0, vec![32, 32]),
+            [16, 4, 5, 1],
+            2,
+        )
+        .unwrap();
         assert_eq!(s, Split::dim(1, vec![2, 2]));
         // and back
         let s = map_reshape([16, 4, 5, 1], &Split::dim(1, vec![1, 3]), [64, 5, 1, 1], 2).unwrap();
@@ -754,7 +823,9 @@ mod tests {
         assert!(derive(op::SOFT_MAX, &p, [64, 5, 1, 1], &[a], 2).is_err());
         let h = src(Split::dim(1, vec![1, 3]), [16, 4, 5, 1]);
         assert_eq!(
-            derive(op::RMS_NORM, &p, [16, 4, 5, 1], &[h], 2).unwrap().split,
+            derive(op::RMS_NORM, &p, [16, 4, 5, 1], &[h], 2)
+                .unwrap()
+                .split,
             Split::dim(1, vec![1, 3])
         );
     }
@@ -769,7 +840,9 @@ mod tests {
         assert!(derive(op::ADD, &p, [16, 4, 5, 1], &[a.clone(), full.clone()], 2).is_err());
         assert!(derive(op::ADD, &p, [16, 4, 5, 1], &[full.clone(), a], 2).is_err());
         assert_eq!(
-            derive(op::ADD, &p, [16, 4, 5, 1], &[full.clone(), full], 2).unwrap().split,
+            derive(op::ADD, &p, [16, 4, 5, 1], &[full.clone(), full], 2)
+                .unwrap()
+                .split,
             Split::Mirrored
         );
     }
@@ -780,9 +853,23 @@ mod tests {
         let q = src(Split::dim(2, vec![2, 2]), [16, 5, 4, 1]);
         let k = src(Split::dim(2, vec![1, 1]), [16, 8, 2, 1]);
         let m = src(Split::Mirrored, [8, 5, 1, 1]);
-        let r = derive(op::FLASH_ATTN_EXT, &p, [16, 4, 5, 1], &[q.clone(), k.clone(), k.clone(), m], 2).unwrap();
+        let r = derive(
+            op::FLASH_ATTN_EXT,
+            &p,
+            [16, 4, 5, 1],
+            &[q.clone(), k.clone(), k.clone(), m],
+            2,
+        )
+        .unwrap();
         assert_eq!(r.split, Split::dim(1, vec![2, 2]));
         let k_bad = src(Split::dim(2, vec![2, 0]), [16, 8, 2, 1]);
-        assert!(derive(op::FLASH_ATTN_EXT, &p, [16, 4, 5, 1], &[q, k_bad.clone(), k_bad], 2).is_err());
+        assert!(derive(
+            op::FLASH_ATTN_EXT,
+            &p,
+            [16, 4, 5, 1],
+            &[q, k_bad.clone(), k_bad],
+            2
+        )
+        .is_err());
     }
 }

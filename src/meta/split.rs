@@ -3,11 +3,11 @@
 //! Pure data and arithmetic, no ggml calls: the C struct `ggml_backend_meta_split_state` is
 //! converted into [`Split`] at the edge ([`Split::from_c`]) and back ([`Split::to_c`]).
 
-use crate::abi::{ggml_backend_meta_split_axis as Axis, ggml_backend_meta_split_state};
 use crate::abi::GGML_BACKEND_META_MAX_DEVICES;
+use crate::abi::{ggml_backend_meta_split_axis as Axis, ggml_backend_meta_split_state};
 
 /// Most segments one split may have (`ne` of the C struct holds 16 × 16 extents).
-pub const MAX_SEGMENTS: usize = 16;
+pub(crate) const MAX_SEGMENTS: usize = 16;
 
 /// Where the values of a tensor live.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,7 +57,9 @@ impl DimSplit {
 
     /// Indices of the split dimension that device `j` holds, over all segments.
     pub fn extent(&self, j: usize) -> i64 {
-        (0..self.n_segments()).map(|s| self.ne[s * self.n + j]).sum()
+        (0..self.n_segments())
+            .map(|s| self.ne[s * self.n + j])
+            .sum()
     }
 
     pub fn extents(&self) -> Vec<i64> {
@@ -211,8 +213,9 @@ pub struct RawSplitState {
 }
 
 const _: () = assert!(256 == MAX_SEGMENTS * GGML_BACKEND_META_MAX_DEVICES);
-const _: () =
-    assert!(std::mem::size_of::<RawSplitState>() == std::mem::size_of::<ggml_backend_meta_split_state>());
+const _: () = assert!(
+    std::mem::size_of::<RawSplitState>() == std::mem::size_of::<ggml_backend_meta_split_state>()
+);
 
 /// The name of a split axis (`ggml_backend_meta_split_axis_name`).
 pub fn axis_name(axis: i32) -> Option<&'static std::ffi::CStr> {
@@ -318,7 +321,10 @@ mod tests {
         assert!(Split::from_c(&raw(0, &[32, 32], 1), ne, 2, |_| 32).is_ok());
         assert!(Split::from_c(&raw(7, &[], 1), ne, 2, |_| 1).is_err());
         assert!(Split::from_c(&raw(1, &[-1, 9], 1), ne, 2, |_| 1).is_err());
-        assert_eq!(Split::from_c(&raw(11, &[], 1), ne, 2, |_| 1).unwrap(), Split::Partial);
+        assert_eq!(
+            Split::from_c(&raw(11, &[], 1), ne, 2, |_| 1).unwrap(),
+            Split::Partial
+        );
     }
 
     #[test]

@@ -12,8 +12,10 @@
 //! redeclares every typedef and function against upstream's types: C++ accepts only identical
 //! redeclarations, so the ctest `abi_prototypes` turns any mismatch into a compile error.
 //!
-//! One thing cbindgen cannot see is handled here, visibly: the meta functions are still
-//! upstream's C++ (hand-written prototypes in `fragments/meta-pending-*.h`).
+//! One thing cbindgen cannot express is handled here, visibly: upstream's ggml-ext.h declares
+//! `ggml_backend_meta_device` and `ggml_backend_meta_split_axis_name` without `extern "C"`, so
+//! C++ code links them by their mangled names, which the crate exports. Their prototypes are
+//! hand-written in `fragments/meta-cxx-linkage.h`, outside any `extern "C"` block.
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -47,6 +49,33 @@ const IMPL_FUNCTIONS: &[&str] = &[
     "ggml_backend_multi_buffer_alloc_buffer",
     "ggml_backend_buffer_is_multi_buffer",
     "ggml_backend_multi_buffer_set_usage",
+    "ggml_backend_is_meta",
+    "ggml_backend_buffer_is_meta",
+    "ggml_backend_buft_is_meta",
+    "ggml_backend_meta_n_backends",
+    "ggml_backend_meta_simple_backend",
+    "ggml_backend_meta_alloc_ctx_tensors_from_buft",
+];
+
+/// Functions of ggml-ext.h with C linkage: accessors of meta objects (the seed's API, kept as
+/// an extension; upstream has them as file-local functions).
+const EXT_FUNCTIONS: &[&str] = &[
+    "ggml_backend_dev_is_meta",
+    "ggml_backend_meta_dev_n_devs",
+    "ggml_backend_meta_dev_simple_dev",
+    "ggml_backend_meta_buft_n_bufts",
+    "ggml_backend_meta_buft_simple_buft",
+    "ggml_backend_meta_buffer_n_bufs",
+    "ggml_backend_meta_buffer_simple_buffer",
+    "ggml_backend_meta_buffer_simple_tensor",
+    "ggml_backend_meta_get_split_state",
+];
+
+/// Exported under C++-mangled names (what cbindgen reports as their names); declared by
+/// `fragments/meta-cxx-linkage.h`.
+const CXX_LINKAGE_FUNCTIONS: &[&str] = &[
+    "_Z24ggml_backend_meta_devicePP19ggml_backend_devicemPF29ggml_backend_meta_split_statePK11ggml_tensorPvES6_",
+    "_Z33ggml_backend_meta_split_axis_name28ggml_backend_meta_split_axis",
 ];
 
 /// Types of ggml-backend-impl.h: the vtables, the handle structs, the loader entry points.
@@ -115,6 +144,8 @@ fn target_of_type(name: &str) -> Target {
 fn target_of_function(name: &str) -> Target {
     if IMPL_FUNCTIONS.contains(&name) {
         Target::Impl
+    } else if EXT_FUNCTIONS.contains(&name) {
+        Target::Ext
     } else {
         Target::Public
     }
@@ -143,14 +174,14 @@ const SPECS: &[Spec] = &[
         path: "include/ggml-backend-impl.h",
         includes: &["ggml-backend.h"],
         macros: &[include_str!("../fragments/backend-dl.h")],
-        trailer: &[include_str!("../fragments/meta-pending-impl.h")],
+        trailer: &[],
     },
     Spec {
         target: Target::Ext,
         path: "include/ggml-ext.h",
         includes: &["ggml.h", "ggml-backend.h"],
         macros: &[],
-        trailer: &[include_str!("../fragments/meta-pending-ext.h")],
+        trailer: &[include_str!("../fragments/meta-cxx-linkage.h")],
     },
 ];
 
@@ -231,7 +262,8 @@ pub fn generate(crate_dir: &Path) -> Result<Vec<Header>, String> {
         let fns: Vec<_> = functions
             .iter()
             .filter(|f| {
-                spec.target != Target::Ext && target_of_function(f.path.name()) == spec.target
+                !CXX_LINKAGE_FUNCTIONS.contains(&f.path.name())
+                    && target_of_function(f.path.name()) == spec.target
             })
             .cloned()
             .collect();
