@@ -7,8 +7,10 @@
 #                           every call re-sends the working tree and replaces the carried .gpu/,
 #                           so a build left running across calls loses its sources mid-way.
 #   bench/gpu.sh multi      the same with NCCL on a 2-GPU host: one GPU, layer split and tensor
-#                           split (upstream's meta backend, still linked) over CUDA0,CUDA1,
-#                           ours against upstream
+#                           split over CUDA0,CUDA1, ours (Rust meta backend) against upstream
+#                           (C++ meta backend); ours again with the AllReduce fallback forced
+#                           (GGML_META_NO_BACKEND_ALLREDUCE=1, no NCCL); decode timing of tensor
+#                           mode, alternating runs
 #
 # Expects, carried next to the tree (no Rust toolchain or network on the GPU host):
 #   .gpu/llama.cpp               the pin's llama.cpp source (llama-cpp-sys-2 =0.1.146)
@@ -83,6 +85,20 @@ multi() {
         done
         step "compare $1: ours vs upstream"; "$bin/compare_logits" "$out/ours-$1.bin" "$out/ref-$1.bin" | tail -3
         step "compare $1: ours vs ours single GPU"; "$bin/compare_logits" "$out/ours-$1.bin" "$out/ours-none.bin" --tol 0.05 | tail -3
+    done
+    step "ours: tensor split, AllReduce fallback (no NCCL)"
+    GGML_META_NO_BACKEND_ALLREDUCE=1 "$bin/llama_driver" --model "$m" --split-mode tensor --devices CUDA0,CUDA1 \
+        --n-predict 64 --threads 4 --logits-out "$out/ours-fallback.bin" >"$out/ours-fallback.txt" 2>&1
+    echo "rc=$?"; grep -E '^(tokens|digest|timing)' "$out/ours-fallback.txt" || tail -5 "$out/ours-fallback.txt"
+    step "compare fallback vs NCCL (ours)"; "$bin/compare_logits" "$out/ours-fallback.bin" "$out/ours-tensor.bin" --tol 0.05 | tail -3
+    step "compare fallback vs single GPU"; "$bin/compare_logits" "$out/ours-fallback.bin" "$out/ours-none.bin" --tol 0.05 | tail -3
+    step "timing, tensor split: 5 alternating runs each"
+    for i in 1 2 3 4 5; do
+        for side in ref ours; do
+            local driver=llama_driver; [[ $side == ref ]] && driver=llama_driver_ref
+            "$bin/$driver" --model "$m" --split-mode tensor --devices CUDA0,CUDA1 --n-predict 128 --threads 4 \
+                | sed -n "s/^timing:/$side:/p"
+        done
     done
 }
 

@@ -689,6 +689,33 @@ impl Graph {
             *(*raw).use_counts.add(i) = count;
         }
     }
+    /// The use count ggml recorded for `t` when it built the graph (graph views share the
+    /// whole graph's counts); `None` when the graph has no visited set or `t` is not in it.
+    pub fn recorded_use_count(&self, t: Tensor) -> Option<i32> {
+        let raw = self.as_ptr();
+        // SAFETY: as in note_use_count; read-only probing.
+        unsafe {
+            let hs = &(*raw).visited_hash_set;
+            if hs.size == 0 || hs.used.is_null() || (*raw).use_counts.is_null() {
+                return None;
+            }
+            let key = t.as_ptr();
+            let start = (key as usize >> 4) % hs.size;
+            let mut i = start;
+            loop {
+                if *hs.used.add(i >> 5) & (1u32 << (i & 31)) == 0 {
+                    return None;
+                }
+                if *hs.keys.add(i) == key {
+                    return Some(*(*raw).use_counts.add(i));
+                }
+                i = (i + 1) % hs.size;
+                if i == start {
+                    return None;
+                }
+            }
+        }
+    }
     /// Appends a node to a graph with spare capacity (used to build graph copies).
     pub fn push_node(&self, t: Tensor) {
         let raw = self.as_ptr();

@@ -71,13 +71,17 @@ pub unsafe fn init(dev: &'static MetaDevice, params: *const c_char) -> ggml_back
         }
     }
     let names: Vec<String> = dev.simple.iter().map(|d| d.name_string()).collect();
-    let allreduce = unsafe { Reg::from_ptr(dev.simple[0].reg()) }.and_then(|r| {
+    // GGML_META_NO_BACKEND_ALLREDUCE=1 forces the fallback (to test it on GPUs with NCCL).
+    let use_backend_allreduce =
+        std::env::var("GGML_META_NO_BACKEND_ALLREDUCE").map_or(true, |v| v == "0");
+    // SAFETY: a device's registry lives as long as the device.
+    let reg = unsafe { Reg::from_ptr(dev.simple[0].reg()) }.filter(|_| use_backend_allreduce);
+    let allreduce = reg.and_then(|r| {
         let p = r.proc_address(c"ggml_backend_allreduce_tensor");
         // SAFETY: the registry documents this entry with the AllReduceFn signature.
         (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, AllReduceFn>(p) })
     });
-    let threaded = std::env::var_os("GGML_META_SERIAL").is_none()
-        && dev.n() > 1
+    let threaded = dev.n() > 1
         && dev
             .simple
             .iter()
@@ -339,7 +343,7 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
     let mut kept: Vec<(Tensor, Vec<Tensor>)> = Vec::with_capacity(g.n_nodes());
     let mut reduce_at: Vec<bool> = Vec::new();
     let all: Vec<Tensor> = g.nodes().collect();
-    let uses = use_counts(&all);
+    let uses = use_counts(g, &all);
     let mut i = 0;
     while i < all.len() {
         let t = all[i];
@@ -461,12 +465,19 @@ fn debug_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("GGML_META_DEBUG").is_ok_and(|v| v != "0"))
 }
 
-/// How often each node is used as a source within the graph.
-fn use_counts(nodes: &[Tensor]) -> std::collections::HashMap<usize, i32> {
+/// How often each node is used as a source: as ggml recorded it for the whole graph (the
+/// scheduler hands over views of it, and consumers in other backends' splits count too), else
+/// counted within this graph.
+fn use_counts(g: Graph, nodes: &[Tensor]) -> std::collections::HashMap<usize, i32> {
     let mut uses = std::collections::HashMap::with_capacity(nodes.len() * 2);
     for t in nodes {
         for s in t.srcs() {
             *uses.entry(s.as_ptr() as usize).or_insert(0) += 1;
+        }
+    }
+    for t in nodes {
+        if let Some(c) = g.recorded_use_count(*t) {
+            uses.insert(t.as_ptr() as usize, c);
         }
     }
     uses
