@@ -1,5 +1,5 @@
 //! Values of `enum ggml_op` at the pin (ggml.h of ggml 0.9.11) that the split rules name.
-//! The ctest `abi_layout` checks each against the C header.
+//! The unit test below checks each against the linked ggml's `ggml_op_name`.
 
 pub(crate) const NONE: i32 = 0;
 pub(crate) const DUP: i32 = 1;
@@ -46,3 +46,69 @@ pub(crate) const FILL: i32 = 72;
 pub(crate) const FLASH_ATTN_EXT: i32 = 73;
 pub(crate) const UNARY: i32 = 86;
 pub(crate) const GLU: i32 = 95;
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::CStr;
+
+    extern "C" {
+        fn ggml_op_name(op: i32) -> *const std::ffi::c_char;
+    }
+
+    /// Every value above names the op it says, per the linked ggml's own op names.
+    #[test]
+    fn values_match_ggml() {
+        let ops = [
+            (super::NONE, "NONE"),
+            (super::DUP, "DUP"),
+            (super::ADD, "ADD"),
+            (super::ADD_ID, "ADD_ID"),
+            (super::SUB, "SUB"),
+            (super::MUL, "MUL"),
+            (super::DIV, "DIV"),
+            (super::SQR, "SQR"),
+            (super::SQRT, "SQRT"),
+            (super::LOG, "LOG"),
+            (super::SIN, "SIN"),
+            (super::COS, "COS"),
+            (super::SUM_ROWS, "SUM_ROWS"),
+            (super::CUMSUM, "CUMSUM"),
+            (super::MEAN, "MEAN"),
+            (super::ARGMAX, "ARGMAX"),
+            (super::REPEAT, "REPEAT"),
+            (super::CONCAT, "CONCAT"),
+            (super::SILU_BACK, "SILU_BACK"),
+            (super::NORM, "NORM"),
+            (super::RMS_NORM, "RMS_NORM"),
+            (super::GROUP_NORM, "GROUP_NORM"),
+            (super::L2_NORM, "L2_NORM"),
+            (super::MUL_MAT, "MUL_MAT"),
+            (super::MUL_MAT_ID, "MUL_MAT_ID"),
+            (super::SCALE, "SCALE"),
+            (super::CPY, "CPY"),
+            (super::CONT, "CONT"),
+            (super::RESHAPE, "RESHAPE"),
+            (super::VIEW, "VIEW"),
+            (super::PERMUTE, "PERMUTE"),
+            (super::TRANSPOSE, "TRANSPOSE"),
+            (super::GET_ROWS, "GET_ROWS"),
+            (super::SET_ROWS, "SET_ROWS"),
+            (super::SOFT_MAX, "SOFT_MAX"),
+            (super::ROPE, "ROPE"),
+            (super::CLAMP, "CLAMP"),
+            (super::PAD, "PAD"),
+            (super::ARGSORT, "ARGSORT"),
+            (super::TOP_K, "TOP_K"),
+            (super::LEAKY_RELU, "LEAKY_RELU"),
+            (super::FILL, "FILL"),
+            (super::FLASH_ATTN_EXT, "FLASH_ATTN_EXT"),
+            (super::UNARY, "UNARY"),
+            (super::GLU, "GLU"),
+        ];
+        for (value, name) in ops {
+            // SAFETY: ggml_op_name returns a static string for every op value.
+            let got = unsafe { CStr::from_ptr(ggml_op_name(value)) };
+            assert_eq!(got.to_str().unwrap(), name, "op value {value}");
+        }
+    }
+}

@@ -28,10 +28,6 @@ impl Layout {
         Layout { ne, nb, blck: 1 }
     }
 
-    pub fn n_elements(&self) -> i64 {
-        self.ne.iter().product()
-    }
-
     fn is_contiguous(&self) -> bool {
         let mut expect = self.nb[0];
         if self.ne[0] % self.blck != 0 {
@@ -328,10 +324,9 @@ pub fn derive(
         | op::CUMSUM => {
             let a = need(0)?;
             match &a.split {
-                Split::Dim(d) if d.axis == 0 => Err(format!(
-                    "{} needs whole rows, but its source is split along dimension 0",
-                    "the op"
-                )),
+                Split::Dim(d) if d.axis == 0 => {
+                    Err("the op needs whole rows, but its source is split along dimension 0".into())
+                }
                 Split::Partial => Err("the op is not linear; its source is a partial sum".into()),
                 Split::Dim(d) => Derived::plain(carry(d, d.axis, a.ne, ne)?),
                 Split::Mirrored => Derived::plain(Split::Mirrored),

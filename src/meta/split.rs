@@ -92,11 +92,6 @@ impl DimSplit {
         }
         out
     }
-
-    /// The same per-device extents as one segment (how derived tensors are split).
-    pub fn collapsed(&self) -> DimSplit {
-        DimSplit::single(self.axis, self.extents())
-    }
 }
 
 impl Split {
@@ -232,31 +227,6 @@ pub fn axis_name(axis: i32) -> Option<&'static std::ffi::CStr> {
     })
 }
 
-/// Device `j`'s boundaries when `total` indices are divided in proportion to `weights`
-/// (equal when all weights are equal), in whole multiples of `granule`; the last device takes
-/// the remainder. Used by tests and by devices created without a callback.
-pub fn proportional(total: i64, weights: &[f32], granule: i64) -> Vec<i64> {
-    let n = weights.len();
-    let sum: f64 = weights.iter().map(|&w| w.max(0.0) as f64).sum();
-    let mut out = Vec::with_capacity(n);
-    let mut prev = 0;
-    let mut acc = 0.0;
-    for (j, &w) in weights.iter().enumerate() {
-        acc += w.max(0.0) as f64;
-        let high = if j + 1 == n {
-            total
-        } else if sum > 0.0 {
-            ((total as f64 * acc / sum) as i64 / granule) * granule
-        } else {
-            0
-        };
-        let high = high.clamp(prev, total);
-        out.push(high - prev);
-        prev = high;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -351,13 +321,5 @@ mod tests {
         assert_eq!(c.n_segments, 2);
         let r = raw(2, &c.ne[..6], 2);
         assert_eq!(Split::from_c(&r, [1, 1, 21, 1], 3, |_| 1).unwrap(), a);
-    }
-
-    #[test]
-    fn proportional_division() {
-        assert_eq!(proportional(64, &[1.0, 1.0], 32), vec![32, 32]);
-        assert_eq!(proportional(64, &[1.0, 1.0, 1.0], 32), vec![0, 32, 32]);
-        assert_eq!(proportional(10, &[3.0, 1.0], 1), vec![7, 3]);
-        assert_eq!(proportional(5, &[0.0, 0.0], 1), vec![0, 5]);
     }
 }
