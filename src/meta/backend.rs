@@ -41,6 +41,8 @@ struct State {
     /// Per device: scratch memory for the fallback AllReduce (device 0 only is used).
     scratch: Option<(Buffer, usize)>,
     warned_fallback: bool,
+    /// Threads for synchronous simple backends (see `threaded`), started on first use.
+    workers: Option<super::workers::Workers>,
 }
 
 static GUID: ggml_guid = [
@@ -154,6 +156,7 @@ unsafe extern "C" fn free(backend: ggml_backend_t) {
     let mb = Box::from_raw((*backend).context as *mut MetaBackend);
     let mut st = mb.lock();
     st.plan = None;
+    st.workers = None;
     if let Some((b, _)) = st.scratch.take() {
         crate::buffer::free(b);
     }
@@ -588,7 +591,7 @@ fn check_partial_consumers(
 
 fn run_plan(m: &MetaBackend, st: &mut State, plan: &GraphPlan) -> ggml_status {
     for sg in &plan.subgraphs {
-        let status = compute_all(m, &sg.graphs);
+        let status = compute_all(m, st, &sg.graphs);
         if status != GGML_STATUS_SUCCESS {
             return status;
         }
@@ -601,36 +604,20 @@ fn run_plan(m: &MetaBackend, st: &mut State, plan: &GraphPlan) -> ggml_status {
     GGML_STATUS_SUCCESS
 }
 
-fn compute_all(m: &MetaBackend, graphs: &[Graph]) -> ggml_status {
-    if !m.threaded {
-        for (b, g) in m.simple.iter().zip(graphs) {
-            let s = crate::backend::graph_compute_async(*b, *g);
-            if s != GGML_STATUS_SUCCESS {
-                return s;
-            }
-        }
-        return GGML_STATUS_SUCCESS;
+fn compute_all(m: &MetaBackend, st: &mut State, graphs: &[Graph]) -> ggml_status {
+    if m.threaded {
+        let workers = st
+            .workers
+            .get_or_insert_with(|| super::workers::Workers::new(m.simple.len() - 1));
+        return workers.run(&m.simple, graphs);
     }
-    // Synchronous backends (CPU): one thread per device after the first.
-    std::thread::scope(|scope| {
-        let others: Vec<_> = m.simple[1..]
-            .iter()
-            .zip(&graphs[1..])
-            .map(|(b, g)| {
-                let (b, g) = (*b, *g);
-                scope.spawn(move || crate::backend::graph_compute_async(b, g))
-            })
-            .collect();
-        let first = crate::backend::graph_compute_async(m.simple[0], graphs[0]);
-        let mut status = first;
-        for h in others {
-            let s = h.join().unwrap_or(GGML_STATUS_FAILED);
-            if status == GGML_STATUS_SUCCESS {
-                status = s;
-            }
+    for (b, g) in m.simple.iter().zip(graphs) {
+        let s = crate::backend::graph_compute_async(*b, *g);
+        if s != GGML_STATUS_SUCCESS {
+            return s;
         }
-        status
-    })
+    }
+    GGML_STATUS_SUCCESS
 }
 
 /// Leaves the sum of the devices' `targets` on every device.

@@ -6,7 +6,8 @@
 //! * [`split`]: split states; [`rules`]: how splits propagate through ops and views;
 //! * [`device`]: device, buffer type and a small private registry (thread counts);
 //! * [`buffer`]: meta buffers, per-device tensors, data transfers;
-//! * [`backend`]: the meta backend, graph plans and AllReduce.
+//! * [`backend`]: the meta backend, graph plans and AllReduce; `workers`: threads that let
+//!   CPU devices inside a meta device compute at the same time.
 //!
 //! Meta objects are recognised by address: devices and buffer types are never freed and sit
 //! in an append-only table; buffers and backends are tracked in sets while alive.
@@ -17,6 +18,7 @@ pub mod device;
 pub mod op;
 pub mod rules;
 pub mod split;
+mod workers;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
