@@ -7,9 +7,10 @@
 #
 #   ./scripts/demo.sh        (uses build/shared; builds it when needed)
 #
-# The tensor-parallel runs report a failure instead of ending the demo: while upstream's meta
-# backend is linked, meta over CPU devices crashes in its first decode (SIGSEGV), and meta over the
-# test devices needs them to accept GET_ROWS (GGML_BACKEND_RS_TESTGPU_GET_ROWS=1, set below).
+# The tensor-parallel runs report a failure instead of ending the demo. Upstream's C++ meta
+# backend over CPU devices crashes in its first decode (SIGSEGV; docs/meta-upstream.md section 5),
+# shown below; ours runs. Upstream over the test devices needs them to accept GET_ROWS
+# (GGML_BACKEND_RS_TESTGPU_GET_ROWS=1, set below): it cannot hand partial sums to the CPU.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build/shared"
@@ -60,6 +61,8 @@ echo; echo "== ours, tensor parallel over TESTGPU0,TESTGPU1"
 tp_run ours-tp-tgpu2 llama_driver --test-device --devices TESTGPU0,TESTGPU1
 echo; echo "== upstream, tensor parallel over TESTGPU0,TESTGPU1"
 tp_run ref-tp-tgpu2  llama_driver_ref --test-device --devices TESTGPU0,TESTGPU1
+echo; echo "== upstream, tensor parallel over CPU,CPU (expected to crash)"
+tp_run ref-tp-cpu2   llama_driver_ref --devices CPU,CPU 2>/dev/null
 echo
 # Partial sums added across devices round differently from one device, and this f16 model
 # converts activations to f16: relative L2 of a few 1e-4 is expected, the tokens must not change.
