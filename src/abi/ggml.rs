@@ -39,8 +39,9 @@ pub type ggml_op = c_int;
 pub type ggml_guid = [u8; 16];
 pub type ggml_guid_t = *mut ggml_guid;
 
-/// `struct ggml_tensor` (ggml.h).
+/// `struct ggml_tensor` (ggml.h). `Copy`: a header is plain data (its pointers are not owned).
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct ggml_tensor {
     pub type_: ggml_type,
     pub buffer: *mut super::backend::ggml_backend_buffer,

@@ -508,23 +508,7 @@ impl Tensor {
     }
     /// A copy of the whole header (every field), for building per-device tensors from it.
     pub fn header(&self) -> ggml_tensor {
-        let r = self.raw();
-        ggml_tensor {
-            type_: r.type_,
-            buffer: r.buffer,
-            ne: r.ne,
-            nb: r.nb,
-            op: r.op,
-            op_params: r.op_params,
-            flags: r.flags,
-            src: r.src,
-            view_src: r.view_src,
-            view_offs: r.view_offs,
-            data: r.data,
-            name: r.name,
-            extra: r.extra,
-            padding: r.padding,
-        }
+        *self.raw()
     }
     pub fn data(&self) -> *mut c_void {
         self.raw().data

@@ -449,8 +449,7 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
             let gp = unsafe { ggml_new_graph_custom(ctx, (b - a).max(1), false) };
             let graph =
                 unsafe { Graph::from_ptr(gp) }.ok_or("meta backend: graph allocation failed")?;
-            for (k, (t, simple)) in kept[a..b].iter().enumerate() {
-                let _ = k;
+            for (t, simple) in &kept[a..b] {
                 graph.push_node(simple[j]);
                 graph.note_use_count(simple[j], uses_of(&uses, *t));
             }

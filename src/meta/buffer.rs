@@ -212,7 +212,15 @@ pub fn derived(t: Tensor) -> Result<Derived, String> {
     let epoch = g.epoch;
     match g.map.get_mut(&(t.as_ptr() as usize)) {
         Some(e) => {
-            if !e.derived.split.same_as(&d.split) || e.derived.reduce != d.reduce {
+            // Plans depend on splits and on the graph's structure (ops and edges: use counts,
+            // the MoE tail); shapes and offsets are read from the tensors when they run.
+            let structure_changed = e.snapshot.op != snap.op
+                || e.snapshot.src != snap.src
+                || e.snapshot.view_src != snap.view_src;
+            if structure_changed
+                || !e.derived.split.same_as(&d.split)
+                || e.derived.reduce != d.reduce
+            {
                 bump();
             }
             e.snapshot = snap;
@@ -372,9 +380,7 @@ fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), S
             view_src: std::ptr::null_mut(),
             view_offs: 0,
             src: [std::ptr::null_mut(); GGML_MAX_SRC],
-            ..ggml_tensor {
-                ..header_copy(&header)
-            }
+            ..header
         };
         for (i, s) in t.srcs_indexed() {
             st.src[i] = if s == t {
@@ -414,25 +420,6 @@ fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), S
         }
     }
     Ok(())
-}
-
-fn header_copy(h: &ggml_tensor) -> ggml_tensor {
-    ggml_tensor {
-        type_: h.type_,
-        buffer: h.buffer,
-        ne: h.ne,
-        nb: h.nb,
-        op: h.op,
-        op_params: h.op_params,
-        flags: h.flags,
-        src: h.src,
-        view_src: h.view_src,
-        view_offs: h.view_offs,
-        data: h.data,
-        name: h.name,
-        extra: h.extra,
-        padding: h.padding,
-    }
 }
 
 /// `ggml_backend_meta_alloc_ctx_tensors_from_buft`: allocates every tensor of `ctx` in a new

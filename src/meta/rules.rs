@@ -443,7 +443,7 @@ pub fn derive(
             Derived::plain(a.split.clone())
         }
 
-        op::FLASH_ATTN_EXT => flash_attn(srcs, ne),
+        op::FLASH_ATTN_EXT => flash_attn(srcs),
 
         // View ops are mapped from their view source's memory, not by a rule.
         op::VIEW | op::RESHAPE | op::PERMUTE | op::TRANSPOSE => {
@@ -626,7 +626,7 @@ fn mul_mat(w: &Src, x: &Src, ne: [i64; 4], is_id: bool) -> Result<Derived, Strin
 }
 
 /// q [d, t, h, s], k and v [d, kv, h_kv, s], mask, sinks [h] → result [d_v, h, t, s].
-fn flash_attn(srcs: &[Option<Src>], ne: [i64; 4]) -> Result<Derived, String> {
+fn flash_attn(srcs: &[Option<Src>]) -> Result<Derived, String> {
     let get = |i: usize| srcs.get(i).and_then(|s| s.as_ref());
     let (q, k, v) = match (get(0), get(1), get(2)) {
         (Some(q), Some(k), Some(v)) => (q, k, v),
@@ -672,7 +672,6 @@ fn flash_attn(srcs: &[Option<Src>], ne: [i64; 4]) -> Result<Derived, String> {
                     }
                 }
             }
-            let _ = ne;
             Derived::plain(Split::dim(1, heads))
         }
         _ => Err(format!(
