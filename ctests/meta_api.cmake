@@ -1,0 +1,32 @@
+# The meta device's API, buffers and data transfers, case by case (meta_api.cpp): device and
+# buffer type identity and properties, the meta backend, set/get/memset/copy of split, mirrored
+# and partial tensors (whole tensors and byte ranges, per-device contents checked), asynchronous
+# transfers, split states of compute tensors, and bad input that must stop in ggml_abort.
+# Over the CPU device repeated N times (TESTGPU0 where two distinct devices are needed).
+# Included from ctests/CMakeLists.txt.
+
+add_executable(meta_api meta_api.cpp test_device.c)
+target_include_directories(meta_api PRIVATE ${GGML_BACKEND_RS_API_INCLUDES} "${CMAKE_CURRENT_SOURCE_DIR}")
+target_link_libraries(meta_api PRIVATE ggml ggml-cpu)
+
+foreach(case device backend set_get partial memset copies copies_zero_slice async compute_split)
+    add_test(NAME meta/api/${case} COMMAND meta_api ${case})
+endforeach()
+
+# Bad input: each case must stop through ggml_abort with a message matching its regex.
+set(meta_api_aborts
+    "abort_simple_backend_index=out of range"
+    "abort_not_meta_backend=not a meta backend"
+    "abort_extents=extents add up"
+    "abort_axis=invalid split axis"
+    "abort_n_devs_0=n_devs must be"
+    "abort_n_devs_17=n_devs must be")
+foreach(entry IN LISTS meta_api_aborts)
+    string(FIND "${entry}" "=" eq)
+    string(SUBSTRING "${entry}" 0 ${eq} case)
+    math(EXPR eq "${eq} + 1")
+    string(SUBSTRING "${entry}" ${eq} -1 expect)
+    add_test(NAME meta/api/${case}
+        COMMAND "${CMAKE_COMMAND}" -D "EXE=$<TARGET_FILE:meta_api>" -D "ARGS=${case}" -D "EXPECT=${expect}"
+            -P "${CMAKE_CURRENT_SOURCE_DIR}/expect_abort.cmake")
+endforeach()
