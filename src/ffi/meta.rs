@@ -73,39 +73,53 @@ pub extern "C" fn ggml_backend_dev_is_meta(dev: ggml_backend_dev_t) -> bool {
     meta::is_meta_device(dev)
 }
 
-fn meta_backend_arg(b: ggml_backend_t, func: &str) -> &'static backend::MetaBackend {
-    let h = match optional_arg!(b, Backend) {
-        Some(h) => h,
-        None => null_argument(func, "meta_backend"),
+/// The meta object behind a handle argument: aborts when the handle is NULL (naming `arg`)
+/// or not a meta object of that kind (naming `what`).
+fn meta_arg<H, T>(
+    handle: Option<H>,
+    lookup: impl Fn(H) -> Option<T>,
+    func: &str,
+    arg: &str,
+    what: &str,
+) -> T {
+    let Some(h) = handle else {
+        null_argument(func, arg)
     };
-    backend::of(h)
-        .unwrap_or_else(|| abort(file!(), line!(), &format!("{func}: not a meta backend")))
+    lookup(h).unwrap_or_else(|| abort(file!(), line!(), &format!("{func}: not a meta {what}")))
+}
+
+fn meta_backend_arg(b: ggml_backend_t, func: &str) -> &'static backend::MetaBackend {
+    meta_arg(
+        optional_arg!(b, Backend),
+        backend::of,
+        func,
+        "meta_backend",
+        "backend",
+    )
 }
 
 fn meta_device(d: ggml_backend_dev_t, func: &str) -> &'static device::MetaDevice {
-    let h = match optional_arg!(d, Device) {
-        Some(h) => h,
-        None => null_argument(func, "dev"),
-    };
-    device::of_device(h)
-        .unwrap_or_else(|| abort(file!(), line!(), &format!("{func}: not a meta device")))
+    meta_arg(
+        optional_arg!(d, Device),
+        device::of_device,
+        func,
+        "dev",
+        "device",
+    )
 }
 
 fn meta_buft(b: ggml_backend_buffer_type_t, func: &str) -> &'static device::MetaDevice {
-    let h = match optional_arg!(b, Buft) {
-        Some(h) => h,
-        None => null_argument(func, "buft"),
-    };
-    device::of_buft(h)
-        .unwrap_or_else(|| abort(file!(), line!(), &format!("{func}: not a meta buffer type")))
+    meta_arg(
+        optional_arg!(b, Buft),
+        device::of_buft,
+        func,
+        "buft",
+        "buffer type",
+    )
 }
 
 fn meta_buffer(b: ggml_backend_buffer_t, func: &str) -> &'static buffer::MetaBuffer {
-    let h = match optional_arg!(b, Buffer) {
-        Some(h) => h,
-        None => null_argument(func, "buf"),
-    };
-    buffer::of(h).unwrap_or_else(|| abort(file!(), line!(), &format!("{func}: not a meta buffer")))
+    meta_arg(optional_arg!(b, Buffer), buffer::of, func, "buf", "buffer")
 }
 
 fn check_index(i: usize, n: usize, func: &str) {

@@ -191,13 +191,9 @@ unsafe extern "C" fn set_tensor_async(
             }
         }
         Plan::Partial => {
-            // Device 0 takes the value, the others zero: the sum is exact for any type.
-            m.simple[0].synchronize();
-            crate::tensor::set(simple[0], data, offset, size);
-            let zeros = vec![0u8; size];
-            for &s in &simple[1..] {
-                crate::tensor::set(s, zeros.as_ptr() as *const c_void, offset, size);
-            }
+            // rare (partial biases): synchronous, after the queued work
+            synchronize(backend);
+            buffer::set_partial(&simple, data, offset, size);
         }
         Plan::Pieces(pieces) => {
             for p in pieces {

@@ -717,13 +717,7 @@ unsafe extern "C" fn set_tensor(
                 crate::tensor::set(s, data, offset, size);
             }
         }
-        Plan::Partial => {
-            crate::tensor::set(simple[0], data, offset, size);
-            let zeros = vec![0u8; size];
-            for &s in &simple[1..] {
-                crate::tensor::set(s, zeros.as_ptr() as *const c_void, offset, size);
-            }
-        }
+        Plan::Partial => set_partial(&simple, data, offset, size),
         Plan::Pieces(pieces) => {
             for p in pieces {
                 let src = (data as *const u8).add(p.host_offset) as *const c_void;
@@ -752,6 +746,19 @@ unsafe extern "C" fn get_tensor(
                 crate::tensor::get_2d(simple[p.device], dst, p.strided);
             }
         }
+    }
+}
+
+/// Writes a partial-sum tensor's value: device 0 takes the bytes, the others zeros, so the sum
+/// over devices is the value exactly, whatever the type.
+///
+/// # Safety
+/// `data` is readable for `size` bytes.
+pub unsafe fn set_partial(simple: &[Tensor], data: *const c_void, offset: usize, size: usize) {
+    crate::tensor::set(simple[0], data, offset, size);
+    let zeros = vec![0u8; size];
+    for &s in &simple[1..] {
+        crate::tensor::set(s, zeros.as_ptr() as *const c_void, offset, size);
     }
 }
 
@@ -888,14 +895,7 @@ pub fn set_usage(buffer: Buffer, usage: ggml_backend_buffer_usage) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn f32_layout(ne: [i64; 4]) -> Layout {
-        let mut l = Layout::logical(ne);
-        for x in l.nb.iter_mut() {
-            *x *= 4;
-        }
-        l
-    }
+    use crate::meta::rules::tests::f32_layout;
 
     #[test]
     fn whole_tensor_pieces_are_strided() {

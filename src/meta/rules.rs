@@ -684,10 +684,11 @@ fn flash_attn(srcs: &[Option<Src>]) -> Result<Derived, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn f32_layout(ne: [i64; 4]) -> Layout {
+    /// A dense F32 tensor's layout.
+    pub(crate) fn f32_layout(ne: [i64; 4]) -> Layout {
         let mut l = Layout::logical(ne);
         for x in l.nb.iter_mut() {
             *x *= 4;
