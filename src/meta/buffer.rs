@@ -473,10 +473,13 @@ pub unsafe fn alloc_ctx_tensors(
         let mut chunks: Vec<(Vec<(Tensor, usize)>, usize)> = vec![(Vec::new(), 0)];
         for &p in &parts {
             let size = buft.alloc_size(p);
+            let cur = chunks.last_mut().expect("non-empty");
             if size == 0 {
+                // an empty slice still gets a buffer and an address: backends look at the
+                // buffer of every source, empty or not
+                cur.0.push((p, 0));
                 continue;
             }
-            let cur = chunks.last_mut().expect("non-empty");
             let off = cur.1.next_multiple_of(align);
             if off + size > max_size && !cur.0.is_empty() {
                 chunks.push((vec![(p, 0)], size));
@@ -487,12 +490,9 @@ pub unsafe fn alloc_ctx_tensors(
         }
         let total: usize = chunks.iter().map(|c| c.1).sum();
         max_total = max_total.max(total);
-        if total == 0 {
-            continue;
-        }
         let mut bufs = Vec::new();
         for (members, size) in &chunks {
-            let b = crate::buffer::alloc(buft, *size);
+            let b = crate::buffer::alloc(buft, if *size == 0 { align } else { *size });
             // SAFETY: returned by the buffer type; live until freed.
             let Some(b) = (unsafe { Buffer::from_ptr(b) }) else {
                 log_error!(
@@ -854,7 +854,8 @@ unsafe extern "C" fn cpy_tensor(
     ) else {
         return false;
     };
-    for (a, b) in ss.into_iter().zip(sd) {
+    // devices holding an empty slice have nothing (and no memory) to copy
+    for (a, b) in ss.into_iter().zip(sd).filter(|(a, _)| a.nbytes() > 0) {
         crate::tensor::copy(a, b);
     }
     true
