@@ -9,8 +9,8 @@
 #   bench/gpu.sh multi      the same with NCCL on a 2-GPU host: one GPU, layer split and tensor
 #                           split over CUDA0,CUDA1, ours (Rust meta backend) against upstream
 #                           (C++ meta backend); ours again with the AllReduce fallback forced
-#                           (GGML_META_NO_BACKEND_ALLREDUCE=1, no NCCL); decode timing of tensor
-#                           mode, alternating runs
+#                           (GGML_META_NO_BACKEND_ALLREDUCE=1, no NCCL); --tensor-split 3,1 and
+#                           1,0 (empty slices on CUDA1); decode timing of tensor mode, alternating
 #
 # Expects, carried next to the tree (no Rust toolchain or network on the GPU host):
 #   .gpu/llama.cpp               the pin's llama.cpp source (llama-cpp-sys-2 =0.1.146)
@@ -92,6 +92,15 @@ multi() {
     echo "rc=$?"; grep -E '^(tokens|digest|timing)' "$out/ours-fallback.txt" || tail -5 "$out/ours-fallback.txt"
     step "compare fallback vs NCCL (ours)"; "$bin/compare_logits" "$out/ours-fallback.bin" "$out/ours-tensor.bin" --tol 0.05 | tail -3
     step "compare fallback vs single GPU"; "$bin/compare_logits" "$out/ours-fallback.bin" "$out/ours-none.bin" --tol 0.05 | tail -3
+    # Uneven and empty slices on CUDA: 3:1, and everything on CUDA0 (CUDA1 holds zero-size
+    # slices of every split tensor and contributes zero partial sums).
+    for ts in 3,1 1,0; do
+        step "ours: tensor split $ts"
+        "$bin/llama_driver" --model "$m" --split-mode tensor --devices CUDA0,CUDA1 --tensor-split "$ts" \
+            --n-predict 64 --threads 4 --logits-out "$out/ours-ts-$ts.bin" >"$out/ours-ts-$ts.txt" 2>&1
+        echo "rc=$?"; grep -E '^(tokens|digest)' "$out/ours-ts-$ts.txt" || tail -5 "$out/ours-ts-$ts.txt"
+        "$bin/compare_logits" "$out/ours-ts-$ts.bin" "$out/ours-none.bin" --tol 0.05 | tail -2
+    done
     step "timing, tensor split: 5 alternating runs each"
     for i in 1 2 3 4 5; do
         for side in ref ours; do
