@@ -98,7 +98,7 @@ multi() {
         step "ours: tensor split $ts"
         "$bin/llama_driver" --model "$m" --split-mode tensor --devices CUDA0,CUDA1 --tensor-split "$ts" \
             --n-predict 64 --threads 4 --logits-out "$out/ours-ts-$ts.bin" >"$out/ours-ts-$ts.txt" 2>&1
-        echo "rc=$?"; grep -E '^(tokens|digest)' "$out/ours-ts-$ts.txt" || tail -5 "$out/ours-ts-$ts.txt"
+        echo "rc=$?"; grep -E '^(tokens|digest)' "$out/ours-ts-$ts.txt" || grep -v -E '^(/|\[)' "$out/ours-ts-$ts.txt" | tail -8
         "$bin/compare_logits" "$out/ours-ts-$ts.bin" "$out/ours-none.bin" --tol 0.05 | tail -2
     done
     step "timing, tensor split: 5 alternating runs each"

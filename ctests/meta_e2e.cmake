@@ -9,6 +9,7 @@
 #   meta/e2e/<model>/cpu3_vs_cpu          CPU x3: zero-size slices (e.g. attention heads {0,32,32})
 #   meta/e2e/tiny-gqa-f32/cpu4_vs_cpu     CPU x4
 #   meta/e2e/<model>/cpu2_split31_vs_cpu  --tensor-split 3,1 (uneven slices)
+#   meta/e2e/<model>/cpu2_split10_vs_cpu  --tensor-split 1,0 (the second device holds empty slices)
 #   meta/e2e/<model>/cpu2_nommap_vs_cpu   --no-mmap (the loader writes weights through the meta buffer)
 #   meta/e2e/<model>/cpu2_ubatch_vs_cpu   --n-ubatch 16 < prompt (63 tokens: 4 graphs), all logits
 #   meta/e2e/<model>/tgpu2_vs_cpu         meta over the non-host test devices TESTGPU0,TESTGPU1,
@@ -93,6 +94,7 @@ set(meta_configs
     "cpu2|--devices CPU,CPU|"
     "cpu3|--devices CPU,CPU,CPU|"
     "cpu2_split31|--devices CPU,CPU --tensor-split 3,1|"
+    "cpu2_split10|--devices CPU,CPU --tensor-split 1,0|"
     "cpu2_nommap|--devices CPU,CPU --no-mmap|"
     "cpu2_ubatch|--devices CPU,CPU|--n-ubatch 16 --all-logits"
     "tgpu2|--test-device --devices TESTGPU0,TESTGPU1|"

@@ -289,6 +289,8 @@ fn simple_proc(b: Backend, name: &CStr) -> Option<*mut c_void> {
 
 /// One device's part of a sub-graph: a ggml graph over the device's tensors.
 struct SubGraph {
+    /// Per device, tensors to zero before the sub-graph runs (see `empty_contraction`).
+    zero: Vec<(usize, Tensor)>,
     graphs: Vec<Graph>,
     /// Per device, the tensor to AllReduce after this sub-graph.
     reduce: Option<Vec<Tensor>>,
@@ -386,11 +388,24 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         i += tail.len();
         *reduce_at.last_mut().expect("non-empty") = true;
     }
+    // A partial bias (e.g. ffn_down_exps.bias) must be absorbed before the reduction: check
+    // that no node outside a tail consumes a partial source.
+    check_partial_consumers(&kept, &reduce_at)?;
+
+    // Cut into sub-graphs and build one ggml graph per device for each.
+    // A matmul whose contraction slice is empty on a device (that device holds none of the
+    // weight's columns) has a zero partial sum there. It is not run (backends need not accept
+    // empty operands); its output is zeroed instead, at its place in the graph: it starts a
+    // sub-graph of its own, so the zeroing comes after whatever earlier nodes wrote there.
+    let zeroed: Vec<Vec<usize>> = kept
+        .iter()
+        .map(|(_, simple)| (0..n).filter(|&j| empty_contraction(simple[j])).collect())
+        .collect();
     if debug_enabled() {
         for (k, (t, _)) in kept.iter().enumerate() {
             let d = buffer::derived(*t)?;
             log_info!(
-                "meta plan: {:4} {:24} {:16} {}{}",
+                "meta plan: {:4} {:24} {:16} {}{}{}",
                 k,
                 t.name_string(),
                 t.op_desc(),
@@ -401,18 +416,22 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
                     "  (partial sums)"
                 } else {
                     ""
+                },
+                if zeroed[k].is_empty() {
+                    String::new()
+                } else {
+                    format!("  (zero on devices {:?})", zeroed[k])
                 }
             );
         }
     }
-    // A partial bias (e.g. ffn_down_exps.bias) must be absorbed before the reduction: check
-    // that no node outside a tail consumes a partial source.
-    check_partial_consumers(&kept, &reduce_at)?;
-
-    // Cut into sub-graphs and build one ggml graph per device for each.
     let mut bounds = Vec::new();
     let mut start = 0;
     for (k, &r) in reduce_at.iter().enumerate() {
+        if !zeroed[k].is_empty() && k > start {
+            bounds.push((start, k, false));
+            start = k;
+        }
         if r || k + 1 == kept.len() {
             bounds.push((start, k + 1, r));
             start = k + 1;
@@ -445,16 +464,30 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
             let gp = unsafe { ggml_new_graph_custom(ctx, (b - a).max(1), false) };
             let graph =
                 unsafe { Graph::from_ptr(gp) }.ok_or("meta backend: graph allocation failed")?;
-            for (t, simple) in &kept[a..b] {
-                graph.push_node(simple[j]);
-                graph.note_use_count(simple[j], uses_of(&uses, *t));
+            for (k, (t, simple)) in kept.iter().enumerate().take(b).skip(a) {
+                if !zeroed[k].contains(&j) {
+                    graph.push_node(simple[j]);
+                    graph.note_use_count(simple[j], uses_of(&uses, *t));
+                }
             }
             graphs.push(graph);
         }
+        let zero = zeroed[a].iter().map(|&j| (j, kept[a].1[j])).collect();
         let reduce = r.then(|| kept[b - 1].1.clone());
-        plan.subgraphs.push(SubGraph { graphs, reduce });
+        plan.subgraphs.push(SubGraph {
+            graphs,
+            zero,
+            reduce,
+        });
     }
     Ok(plan)
+}
+
+/// A matmul with a non-empty result whose weight slice on this device is empty.
+fn empty_contraction(t: Tensor) -> bool {
+    matches!(t.op(), op::MUL_MAT | op::MUL_MAT_ID)
+        && t.nelements() > 0
+        && t.src(0).is_some_and(|w| w.nelements() == 0)
 }
 
 /// `GGML_META_DEBUG=1` logs every graph plan: nodes, their splits and the AllReduce points.
@@ -586,6 +619,10 @@ fn check_partial_consumers(
 
 fn run_plan(m: &MetaBackend, st: &mut State, plan: &GraphPlan) -> ggml_status {
     for sg in &plan.subgraphs {
+        for &(j, t) in &sg.zero {
+            m.simple[j].synchronize();
+            crate::tensor::memset(t, 0, 0, t.nbytes());
+        }
         let status = compute_all(m, st, &sg.graphs);
         if status != GGML_STATUS_SUCCESS {
             return status;
