@@ -634,8 +634,7 @@ pub fn plan(t: Tensor, offset: usize, size: usize, what: &str) -> (Plan, Vec<Ten
         .simple_tensors(t)
         .unwrap_or_else(|| fail("not initialised in its meta buffer".into()));
     let plan = match &d.split {
-        Split::Mirrored if !d.reduce => Plan::Mirrored,
-        // a reduced matmul result reads as mirrored once the backend has reduced it
+        // (a reduced matmul result reads as mirrored: the backend reduced it after computing it)
         Split::Mirrored => Plan::Mirrored,
         Split::Partial => Plan::Partial,
         Split::Dim(ds) => {
