@@ -597,6 +597,14 @@ impl Tensor {
             .collect();
         String::from_utf8_lossy(&bytes).into_owned()
     }
+    /// Clears `buffer` and `data`: undoes a placement that failed half-way.
+    pub fn detach(&self) {
+        // SAFETY: as in `attach`.
+        unsafe {
+            (*self.as_ptr()).buffer = std::ptr::null_mut();
+            (*self.as_ptr()).data = std::ptr::null_mut();
+        }
+    }
     /// Writes `buffer` and `data` of an unallocated tensor.
     pub fn attach(&self, buffer: Buffer, data: *mut c_void) {
         // SAFETY: the tensor is live and the caller owns its allocation fields (ggml contract:

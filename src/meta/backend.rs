@@ -38,7 +38,7 @@ unsafe impl Sync for MetaBackend {}
 #[derive(Default)]
 struct State {
     plan: Option<GraphPlan>,
-    /// Per device: scratch memory for the fallback AllReduce (device 0 only is used).
+    /// Scratch memory on device 0 for the fallback AllReduce, and its size.
     scratch: Option<(Buffer, usize)>,
     warned_fallback: bool,
     /// Threads for synchronous simple backends (see `threaded`), started on first use.
@@ -287,7 +287,7 @@ fn simple_proc(b: Backend, name: &CStr) -> Option<*mut c_void> {
 
 // --- graph plans --------------------------------------------------------------------------
 
-/// One device's part of a sub-graph: a ggml graph over the device's tensors.
+/// A run of nodes between two cuts: one ggml graph per device over its tensors.
 struct SubGraph {
     /// Per device, tensors to zero before the sub-graph runs (see `empty_contraction`).
     zero: Vec<(usize, Tensor)>,
@@ -299,14 +299,49 @@ struct SubGraph {
 struct GraphPlan {
     nodes: Vec<usize>,
     generation: u64,
-    ctx: *mut ggml_context,
+    /// Holds the sub-graphs' ggml graphs; dropped with the plan (after them).
     subgraphs: Vec<SubGraph>,
+    _arena: GraphArena,
 }
 
-impl Drop for GraphPlan {
+/// A ggml context holding only graph metadata (no tensor data), freed when dropped.
+struct GraphArena(*mut ggml_context);
+
+impl GraphArena {
+    /// Room for `count` graphs of up to `size` nodes each.
+    fn new(count: usize, size: usize) -> GraphArena {
+        // SAFETY: ggml_graph_overhead_custom computes a size; ggml_init with no_alloc allocates
+        // a metadata pool of that size (or returns NULL).
+        let ctx = unsafe {
+            let per = ggml_graph_overhead_custom(size.max(1), false);
+            ggml_init(ggml_init_params {
+                mem_size: per * count.max(1) + 4096,
+                mem_buffer: ptr::null_mut(),
+                no_alloc: true,
+            })
+        };
+        ggml_assert!(
+            !ctx.is_null(),
+            "meta backend: cannot allocate graph metadata"
+        );
+        GraphArena(ctx)
+    }
+
+    /// An empty graph of up to `size` nodes, with ggml's visited set and use counts.
+    fn graph(&self, size: usize) -> Graph {
+        // SAFETY: the arena was sized by its creator for the graphs asked of it; ggml aborts
+        // when the pool is exhausted.
+        let gp = unsafe { ggml_new_graph_custom(self.0, size.max(1), false) };
+        // SAFETY: a live graph in this arena, which outlives its users (the plan or the call).
+        unsafe { Graph::from_ptr(gp) }
+            .unwrap_or_else(|| abort(file!(), line!(), "meta backend: graph allocation failed"))
+    }
+}
+
+impl Drop for GraphArena {
     fn drop(&mut self) {
-        // SAFETY: the context was created by ggml_init for this plan and nothing else uses it.
-        unsafe { ggml_free(self.ctx) }
+        // SAFETY: created by ggml_init in `new`; its graphs are not used after this.
+        unsafe { ggml_free(self.0) }
     }
 }
 
@@ -338,6 +373,8 @@ unsafe extern "C" fn graph_compute(
 }
 
 fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan, String> {
+    // Read first: a change made while planning must make the plan stale, not current.
+    let generation = buffer::generation();
     let n = m.simple.len();
     // The nodes that run on the devices, with their per-device tensors and whether each is
     // a cut point (a reduction target).
@@ -438,32 +475,12 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         }
     }
     let max_len = bounds.iter().map(|b| b.1 - b.0).max().unwrap_or(0);
-    // SAFETY: ggml_graph_overhead_custom / ggml_init only compute sizes and allocate metadata.
-    let ctx = unsafe {
-        let per = ggml_graph_overhead_custom(max_len.max(1), false);
-        ggml_init(ggml_init_params {
-            mem_size: per * bounds.len() * n + 4096,
-            mem_buffer: ptr::null_mut(),
-            no_alloc: true,
-        })
-    };
-    ggml_assert!(
-        !ctx.is_null(),
-        "meta backend: cannot allocate graph metadata"
-    );
-    let mut plan = GraphPlan {
-        nodes,
-        generation: buffer::generation(),
-        ctx,
-        subgraphs: Vec::with_capacity(bounds.len()),
-    };
+    let arena = GraphArena::new(bounds.len() * n, max_len);
+    let mut subgraphs = Vec::with_capacity(bounds.len());
     for &(a, b, r) in &bounds {
         let mut graphs = Vec::with_capacity(n);
         for j in 0..n {
-            // SAFETY: room for (b - a) nodes was reserved above.
-            let gp = unsafe { ggml_new_graph_custom(ctx, (b - a).max(1), false) };
-            let graph =
-                unsafe { Graph::from_ptr(gp) }.ok_or("meta backend: graph allocation failed")?;
+            let graph = arena.graph(b - a);
             for (k, (t, simple)) in kept.iter().enumerate().take(b).skip(a) {
                 if !zeroed[k].contains(&j) {
                     graph.push_node(simple[j]);
@@ -474,13 +491,18 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         }
         let zero = zeroed[a].iter().map(|&j| (j, kept[a].1[j])).collect();
         let reduce = r.then(|| kept[b - 1].1.clone());
-        plan.subgraphs.push(SubGraph {
+        subgraphs.push(SubGraph {
             graphs,
             zero,
             reduce,
         });
     }
-    Ok(plan)
+    Ok(GraphPlan {
+        nodes,
+        generation,
+        subgraphs,
+        _arena: arena,
+    })
 }
 
 /// A matmul with a non-empty result whose weight slice on this device is empty.
@@ -534,7 +556,7 @@ fn moe_tail(all: &[Tensor], i: usize, uses: &std::collections::HashMap<usize, i3
         if t.op() == op::ADD_ID
             && t.src(0) == Some(cur)
             && once(cur)
-            && split_of(t.src(1).unwrap_or(t)) == Some(Split::Partial)
+            && t.src(1).and_then(split_of) == Some(Split::Partial)
         {
             tail.push(k);
             cur = t;
@@ -672,9 +694,10 @@ fn allreduce(m: &MetaBackend, st: &mut State, targets: &[Tensor]) {
     fallback_allreduce(m, st, targets);
 }
 
-/// AllReduce from ggml-backend operations, correct for any backend and device count: device
-/// 0 adds the other devices' partial sums one after another (a fixed order, so the result is
-/// the same whatever `n`), then copies the sum to every other device.
+/// AllReduce from ggml-backend operations, for any backend and device count: device 0 adds
+/// the other devices' partial sums one after another, in device order, then copies the sum to
+/// every other device, so all devices hold the same bits. Each copy into the scratch tensor
+/// waits for the add that read the previous one (backends may copy on the source's stream).
 fn fallback_allreduce(m: &MetaBackend, st: &mut State, targets: &[Tensor]) {
     let t0 = targets[0];
     ggml_assert!(
@@ -731,12 +754,17 @@ fn fallback_allreduce(m: &MetaBackend, st: &mut State, targets: &[Tensor]) {
     add.view_src = t0.view_src().map_or(t0.as_ptr(), |v| v.as_ptr());
     add.view_offs = t0.view_src().map_or(0, |_| t0.view_offs());
     let mut add = Box::new(add);
+    // SAFETY: boxed, non-null, alive until the end of this function.
     let add_t = unsafe { Tensor::from_ptr(&mut *add) }.expect("non-null");
-    let mut nodes = [add_t.as_ptr()];
-    let mut graph = ggml_cgraph::over_lists(nodes.as_mut_ptr(), 1, ptr::null_mut(), 0);
-    let graph_h = unsafe { Graph::from_ptr(&mut graph) }.expect("non-null");
+    let arena = GraphArena::new(1, 1);
+    let graph_h = arena.graph(1);
+    graph_h.push_node(add_t);
+    graph_h.note_use_count(add_t, 0);
 
     for (j, &tj) in targets.iter().enumerate().skip(1) {
+        if j > 1 {
+            b0.synchronize();
+        }
         crate::tensor::copy_async(Some(m.simple[j]), b0, tj, tmp_t);
         let s = crate::backend::graph_compute_async(b0, graph_h);
         ggml_assert!(s == GGML_STATUS_SUCCESS, "meta AllReduce: add failed ({s})");

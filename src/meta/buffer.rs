@@ -195,16 +195,24 @@ fn named(t: Tensor, e: String) -> String {
     )
 }
 
-/// The split of `t` (in a meta buffer) as consumers see it; computed once per change of the
-/// tensor's header and cached in its buffer.
+/// The split of `t` (in a meta buffer) as consumers see it, cached in its buffer while the
+/// tensor's header is unchanged. The cache cannot see a *source* change its split under an
+/// unchanged header; `init_simple` therefore recomputes (`fresh`) every tensor ggml allocates,
+/// in graph order, so what compute and transfers read afterwards is current.
 pub fn derived(t: Tensor) -> Result<Derived, String> {
+    derive_cached(t, false)
+}
+
+fn derive_cached(t: Tensor, fresh: bool) -> Result<Derived, String> {
     let Some(mb) = holding(t) else {
         return Err(named(t, "not in a meta buffer".into()));
     };
     let snap = Snapshot::of(t);
-    if let Some(e) = mb.lock().map.get(&(t.as_ptr() as usize)) {
-        if e.snapshot == snap {
-            return Ok(e.derived.clone());
+    if !fresh {
+        if let Some(e) = mb.lock().map.get(&(t.as_ptr() as usize)) {
+            if e.snapshot == snap {
+                return Ok(e.derived.clone());
+            }
         }
     }
     let d = compute(t, mb)?;
@@ -308,7 +316,7 @@ fn op_rule(t: Tensor, n: usize) -> Result<Derived, String> {
 /// non-views at `offset` in each simple buffer when `place` is set.
 fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), String> {
     let n = mb.n();
-    let d = derived(t)?;
+    let d = derive_cached(t, true)?;
     let header = t.header();
     // Layouts, and each device's view source (for views).
     let (layouts, bases): (Vec<DeviceLayout>, Option<Vec<Tensor>>) = match t.view_src() {
@@ -461,7 +469,7 @@ pub unsafe fn alloc_ctx_tensors(
     // Pack each device's slices into its own buffer(s).
     let mut simple = vec![None; n];
     let mut max_total = 0usize;
-    for (j, slot) in simple.iter_mut().enumerate() {
+    for j in 0..n {
         let buft = dev.simple_buft(j);
         let align = buft.alignment().max(1);
         let max_size = buft.max_size();
@@ -499,8 +507,17 @@ pub unsafe fn alloc_ctx_tensors(
                     "meta buffer: failed to allocate {size} bytes on {}",
                     dev.simple[j].name_string()
                 );
-                // SAFETY: the meta buffer frees what it holds.
-                unsafe { crate::buffer::free(meta_buf) };
+                // Undo: the buffers allocated so far, the tensors' placement, the meta buffer.
+                for &t in own.iter().chain(views.iter()) {
+                    t.detach();
+                }
+                // SAFETY: these buffers were created above and are referenced nowhere else.
+                unsafe {
+                    for b in simple.iter().flatten().chain(bufs.iter()) {
+                        crate::buffer::free(*b);
+                    }
+                    crate::buffer::free(meta_buf);
+                }
                 return std::ptr::null_mut();
             };
             let base = crate::buffer::base(b) as *mut u8;
@@ -514,7 +531,7 @@ pub unsafe fn alloc_ctx_tensors(
             }
             bufs.push(b);
         }
-        *slot = Some(if bufs.len() == 1 {
+        simple[j] = Some(if bufs.len() == 1 {
             bufs[0]
         } else {
             crate::buffer::multi::alloc(bufs)
@@ -764,7 +781,7 @@ pub unsafe fn set_partial(simple: &[Tensor], data: *const c_void, offset: usize,
 /// Reads a partial-sum tensor as its value: the sum over devices, in device order (F32).
 ///
 /// # Safety
-/// `data` is writable for `size` bytes.
+/// `data` is writable for `size` bytes (any alignment).
 pub unsafe fn get_partial_sum(
     t: Tensor,
     simple: &[Tensor],
@@ -779,15 +796,15 @@ pub unsafe fn get_partial_sum(
         t.name_string()
     );
     let n = size / 4;
-    let out = std::slice::from_raw_parts_mut(data as *mut f32, n);
-    crate::tensor::get(simple[0], data, offset, size);
-    let mut tmp = vec![0f32; n];
-    for &s in &simple[1..] {
-        crate::tensor::get(s, tmp.as_mut_ptr() as *mut c_void, offset, size);
-        for (o, x) in out.iter_mut().zip(&tmp) {
+    let mut sum = vec![0f32; n];
+    let mut part = vec![0f32; n];
+    for &s in simple {
+        crate::tensor::get(s, part.as_mut_ptr() as *mut c_void, offset, size);
+        for (o, x) in sum.iter_mut().zip(&part) {
             *o += *x;
         }
     }
+    std::ptr::copy_nonoverlapping(sum.as_ptr() as *const u8, data as *mut u8, size);
 }
 
 unsafe extern "C" fn memset_tensor(

@@ -11,6 +11,13 @@
 //!
 //! Meta objects are recognised by address: devices and buffer types are never freed and sit
 //! in an append-only table; buffers and backends are tracked in sets while alive.
+//!
+//! Unsafe code: the vtable entries (`unsafe extern "C" fn`) are reached only through objects
+//! this module created, so ggml calls each with a live object of the entry's own kind whose
+//! `context` is this module's Rust state, and with the tensors and host pointers the ggml
+//! ABI describes; their bodies rely on exactly that contract. Everything else is safe Rust
+//! over the typed handles of `abi::handle`, plus small commented `unsafe` blocks for the
+//! ggml core calls (metadata contexts and graphs) and the callback.
 
 pub mod backend;
 pub mod buffer;

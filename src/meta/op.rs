@@ -22,7 +22,6 @@ pub(crate) const CONCAT: i32 = 22;
 pub(crate) const SILU_BACK: i32 = 23;
 pub(crate) const NORM: i32 = 24;
 pub(crate) const RMS_NORM: i32 = 25;
-pub(crate) const GROUP_NORM: i32 = 27;
 pub(crate) const L2_NORM: i32 = 28;
 pub(crate) const MUL_MAT: i32 = 29;
 pub(crate) const MUL_MAT_ID: i32 = 30;
@@ -80,7 +79,6 @@ mod tests {
             (super::SILU_BACK, "SILU_BACK"),
             (super::NORM, "NORM"),
             (super::RMS_NORM, "RMS_NORM"),
-            (super::GROUP_NORM, "GROUP_NORM"),
             (super::L2_NORM, "L2_NORM"),
             (super::MUL_MAT, "MUL_MAT"),
             (super::MUL_MAT_ID, "MUL_MAT_ID"),

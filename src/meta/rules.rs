@@ -134,11 +134,39 @@ pub fn map_view(
     let e = (0..4)
         .filter(|&k| v.ne[k] > 1 && v.nb[k] < chunk)
         .max_by_key(|&k| (v.nb[k], std::cmp::Reverse(k)));
-    let (e, step, rows) = match e {
-        Some(e) => (e, v.nb[e], v.ne[e]),
-        // Nothing walks the split dimension: the view sits in one row of it.
-        None => (first_unit_dim(v), usize::MAX, 1),
+    // `rows` counts steps of `step` bytes: elements, or blocks when dimension 0 walks.
+    let (e, step, rows, unit) = match e {
+        Some(0) if v.ne[0] % v.blck != 0 => {
+            return Err("the view cuts a quantization block".into());
+        }
+        Some(e) => {
+            let unit = if e == 0 { v.blck } else { 1 };
+            (e, v.nb[e], v.ne[e] / unit, unit)
+        }
+        // Nothing walks the split dimension: the view sits in one row of it, and one of its
+        // dimensions of extent 1 becomes the split axis.
+        None => match (0..4).find(|&k| v.ne[k] == 1) {
+            Some(k) => (k, usize::MAX, 1, 1),
+            None => return Err("the view does not walk its source's split dimension".into()),
+        },
     };
+    // Everything below the walking dimension must fit within one step, so that each step's
+    // bytes lie on one device.
+    if step != usize::MAX {
+        let span: usize = (0..4)
+            .filter(|&k| k != e && v.ne[k] > 1 && v.nb[k] < chunk)
+            .map(|k| {
+                let units = if k == 0 { v.ne[0] / v.blck } else { v.ne[k] };
+                (units as usize - 1) * v.nb[k]
+            })
+            .sum::<usize>()
+            + v.nb[0];
+        if span > step {
+            return Err(format!(
+                "the view's rows ({span} bytes) overlap its steps of {step} bytes"
+            ));
+        }
+    }
     for k in 0..4 {
         if v.ne[k] > 1 && v.nb[k] >= chunk && v.nb[k] % chunk != 0 {
             return Err(format!(
@@ -177,11 +205,9 @@ pub fn map_view(
             continue;
         }
         let j = iv.device;
-        if let Some((r, _)) = first_row[j] {
-            if r + extents[j] != lo {
-                return Err("the view takes non-adjacent pieces of one device's slice".into());
-            }
-            return Err("the view spans two segments of one device's slice".into());
+        if first_row[j].is_some() {
+            // (runs that continue each other are already merged by `intervals`)
+            return Err("the view takes two separate pieces of one device's slice".into());
         }
         let pos = w + lo as usize * if step == usize::MAX { 0 } else { step };
         first_row[j] = Some((lo, db + (pos - hb)));
@@ -189,6 +215,9 @@ pub fn map_view(
     }
     if extents.iter().sum::<i64>() != rows {
         return Err("the view reaches outside its source's split dimension".into());
+    }
+    for x in extents.iter_mut() {
+        *x *= unit;
     }
 
     let mut layouts = Vec::with_capacity(n);
@@ -211,10 +240,6 @@ pub fn map_view(
         });
     }
     Ok((Split::dim(e, extents), layouts))
-}
-
-fn first_unit_dim(v: &Layout) -> usize {
-    (0..4).find(|&k| v.ne[k] == 1).unwrap_or(0)
 }
 
 /// The split of the result of an op that writes its source's elements in order into a
@@ -277,7 +302,7 @@ pub fn derive(
         // Element-wise with broadcasting.
         op::ADD | op::SUB | op::MUL | op::DIV => {
             let (a, b) = (need(0)?, need(1)?);
-            binary(a, b, ne)
+            binary(op, a, b, ne)
         }
         op::ADD_ID => {
             // (rows, bias per expert, expert ids)
@@ -297,25 +322,28 @@ pub fn derive(
             }
         }
 
-        // Element-wise, any common split.
+        // Element-wise, any common split; partial sums only through linear ops.
         op::SQR
         | op::SQRT
         | op::LOG
         | op::SIN
         | op::COS
-        | op::SCALE
         | op::CLAMP
         | op::LEAKY_RELU
         | op::UNARY
-        | op::GLU
         | op::FILL
-        | op::SILU_BACK => same_split(srcs, ne, n, true),
+        | op::SILU_BACK => same_split(srcs, ne, false),
+        op::SCALE => {
+            // x*s + b is linear only without the bias
+            let bias = f32::from_bits(op_params[1] as u32);
+            same_split(srcs, ne, bias == 0.0)
+        }
+        op::GLU => glu(srcs, ne),
 
         // Reductions and normalisations along rows: the row must be whole on each device.
         op::NORM
         | op::RMS_NORM
         | op::L2_NORM
-        | op::GROUP_NORM
         | op::SUM_ROWS
         | op::MEAN
         | op::ARGMAX
@@ -346,9 +374,31 @@ pub fn derive(
             if matches!(a.split, Split::Partial) {
                 return Err("soft_max of a partial sum".into());
             }
-            for i in 1..3 {
-                if let Some(m) = s(i) {
-                    broadcast_ok(&a.split, m)?;
+            if let Some(mask) = s(1) {
+                broadcast_ok(&a.split, mask)?;
+            }
+            // [kv, tokens, heads, ..]: ALiBi slopes and sinks are per head, so a head split
+            // needs sinks split alike and no ALiBi (its slope depends on the global head index)
+            let max_bias = f32::from_bits(op_params[1] as u32);
+            if let Split::Dim(d) = &a.split {
+                if d.axis >= 2 && max_bias != 0.0 {
+                    return Err("soft_max with ALiBi over a head split".into());
+                }
+            }
+            if let Some(sinks) = s(2) {
+                let ok = match (&a.split, &sinks.split) {
+                    (Split::Mirrored, Split::Mirrored) => true,
+                    (Split::Dim(x), Split::Dim(y)) => {
+                        x.axis == 2 && y.axis == 0 && x.extents() == y.extents()
+                    }
+                    _ => false,
+                };
+                if !ok {
+                    return Err(format!(
+                        "soft_max sinks split as {} do not follow the heads of {}",
+                        sinks.split.describe(),
+                        a.split.describe()
+                    ));
                 }
             }
             Derived::plain(a.split.clone())
@@ -368,12 +418,15 @@ pub fn derive(
             if let Some(f) = s(2) {
                 mirrored(f, "frequency factors")?;
             }
+            // [head_dim, heads, tokens, ..]: rows rotate whole, and positions follow tokens, so
+            // only a head split (or none) works with mirrored positions
             match &a.split {
-                Split::Dim(d) if d.axis == 0 => {
-                    Err("rope rotates within rows; its source is split along dimension 0".into())
-                }
-                Split::Partial => Err("rope of a partial sum".into()),
-                other => Derived::plain(other.clone()),
+                Split::Mirrored => Derived::plain(Split::Mirrored),
+                Split::Dim(d) if d.axis == 1 => Derived::plain(a.split.clone()),
+                other => Err(format!(
+                    "rope needs whole rows and all tokens on each device, not {}",
+                    other.describe()
+                )),
             }
         }
 
@@ -536,29 +589,29 @@ fn broadcast_ok(a: &Split, b: &Src) -> Result<(), String> {
     }
 }
 
-fn binary(a: &Src, b: &Src, ne: [i64; 4]) -> Result<Derived, String> {
+fn binary(op: i32, a: &Src, b: &Src, ne: [i64; 4]) -> Result<Derived, String> {
+    use Split::{Mirrored, Partial};
     match (&a.split, &b.split) {
-        (Split::Mirrored, Split::Mirrored) => Derived::plain(Split::Mirrored),
-        (Split::Partial, Split::Partial) => Derived::plain(Split::Partial),
+        (Mirrored, Mirrored) => Derived::plain(Mirrored),
+        // linear in the partial operand(s): a sum of sums, or a sum scaled by full values
+        (Partial, Partial) if op == op::ADD || op == op::SUB => Derived::plain(Partial),
+        (Partial, Mirrored) if op != op::ADD && op != op::SUB => Derived::plain(Partial),
+        (Mirrored, Partial) if op == op::MUL => Derived::plain(Partial),
         (Split::Dim(d), _) => {
             broadcast_ok(&a.split, b)?;
             Derived::plain(carry(d, d.axis, a.ne, ne)?)
         }
         _ => Err(format!(
-            "cannot combine {} with {}",
+            "cannot combine {} with {} in this op",
             a.split.describe(),
             b.split.describe()
         )),
     }
 }
 
-/// Element-wise ops whose present sources all share one split.
-fn same_split(
-    srcs: &[Option<Src>],
-    ne: [i64; 4],
-    _n: usize,
-    partial_ok: bool,
-) -> Result<Derived, String> {
+/// Element-wise ops whose present sources all share one split. Partial sums pass only
+/// through linear ops (`linear`): applied to each summand, they give the op of the sum.
+fn same_split(srcs: &[Option<Src>], ne: [i64; 4], linear: bool) -> Result<Derived, String> {
     let mut it = srcs.iter().flatten();
     let Some(first) = it.next() else {
         return Derived::plain(Split::Mirrored);
@@ -569,11 +622,36 @@ fn same_split(
         }
     }
     match &first.split {
-        Split::Partial if !partial_ok => {
-            Err("the op is not linear; a source is a partial sum".into())
+        Split::Partial if !linear => {
+            Err("the op is not linear; its source is a partial sum".into())
         }
         Split::Dim(d) => Derived::plain(carry(d, d.axis, first.ne, ne)?),
         other => Derived::plain(other.clone()),
+    }
+}
+
+/// GLU: with two sources, element-wise; with one, each row is [gate | up] (or swapped) and
+/// the result takes half of it, so a row split must give every device the same number of
+/// gate and up columns, as two segments (libllama's fused `ffn_gate_up` weights).
+fn glu(srcs: &[Option<Src>], ne: [i64; 4]) -> Result<Derived, String> {
+    let single = srcs.get(1).is_none_or(|s| s.is_none());
+    let a = srcs
+        .first()
+        .and_then(|s| s.as_ref())
+        .ok_or("glu needs a source")?;
+    match &a.split {
+        Split::Dim(d) if single && d.axis == 0 => {
+            let halves_match = d.n_segments() == 2 && (0..d.n).all(|j| d.ne[j] == d.ne[d.n + j]);
+            if !halves_match {
+                return Err(format!(
+                    "glu of one fused source needs its gate and up halves split alike (two \
+                     equal segments), not {}",
+                    a.split.describe()
+                ));
+            }
+            Derived::plain(Split::dim(0, d.ne[..d.n].to_vec()))
+        }
+        _ => same_split(srcs, ne, false),
     }
 }
 
@@ -775,6 +853,33 @@ pub(crate) mod tests {
         assert_eq!(s, Split::dim(0, vec![16, 16]));
         assert_eq!(l[1].offs, 4 * 64);
         assert_eq!(l[1].nb[1], 64);
+    }
+
+    #[test]
+    fn quantized_rows_walk_in_blocks() {
+        // q8_0-like [64, 10] (34-byte blocks of 32) split {32, 32}: a full 2D view of it
+        let base = Layout {
+            ne: [64, 10, 1, 1],
+            nb: [34, 68, 680, 680],
+            blck: 32,
+        };
+        let (s, l) = map_view(&base, &Split::dim(0, vec![32, 32]), &base, 0, 2).unwrap();
+        assert_eq!(s, Split::dim(0, vec![32, 32]));
+        assert_eq!(l[1].ne, [32, 10, 1, 1]);
+        assert_eq!(l[1].nb[1], 34);
+        assert_eq!(l[1].offs, 0);
+    }
+
+    #[test]
+    fn overlapping_rows_are_refused() {
+        // rows of 8 floats stepping by 4 floats over a split source
+        let base = f32_layout([64, 1, 1, 1]);
+        let v = Layout {
+            ne: [8, 14, 1, 1],
+            nb: [4, 16, 224, 224],
+            blck: 1,
+        };
+        assert!(map_view(&base, &Split::dim(0, vec![32, 32]), &v, 0, 2).is_err());
     }
 
     #[test]

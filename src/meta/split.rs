@@ -70,21 +70,32 @@ impl DimSplit {
         self.ne.iter().sum()
     }
 
-    /// The runs of the split dimension in host order, skipping empty ones.
+    /// The runs of the split dimension in host order: empty ones skipped, and runs that
+    /// continue each other on the same device (across segments) merged. This is the split's
+    /// placement: two splits place values alike exactly when their runs are equal.
     pub fn intervals(&self) -> Vec<Interval> {
-        let mut out = Vec::with_capacity(self.ne.len());
+        let mut out: Vec<Interval> = Vec::with_capacity(self.ne.len());
         let mut host = 0;
         let mut dev = vec![0i64; self.n];
         for s in 0..self.n_segments() {
             for (j, dev_start) in dev.iter_mut().enumerate() {
                 let len = self.ne[s * self.n + j];
                 if len > 0 {
-                    out.push(Interval {
-                        device: j,
-                        host_start: host,
-                        dev_start: *dev_start,
-                        len,
-                    });
+                    match out.last_mut() {
+                        Some(last)
+                            if last.device == j
+                                && last.host_start + last.len == host
+                                && last.dev_start + last.len == *dev_start =>
+                        {
+                            last.len += len
+                        }
+                        _ => out.push(Interval {
+                            device: j,
+                            host_start: host,
+                            dev_start: *dev_start,
+                            len,
+                        }),
+                    }
                 }
                 host += len;
                 *dev_start += len;
@@ -106,11 +117,12 @@ impl Split {
         }
     }
 
-    /// Same placement of values: same kind, and for dimension splits the same axis and the
-    /// same number of indices per device (segments do not matter to consumers).
+    /// Same placement of values: same kind, and for dimension splits the same axis with every
+    /// index on the same device at the same position (segment boundaries that do not move
+    /// values do not matter). Element-wise combination needs exactly this.
     pub fn same_as(&self, other: &Split) -> bool {
         match (self, other) {
-            (Split::Dim(a), Split::Dim(b)) => a.axis == b.axis && a.extents() == b.extents(),
+            (Split::Dim(a), Split::Dim(b)) => a.axis == b.axis && a.intervals() == b.intervals(),
             (a, b) => a == b,
         }
     }
@@ -298,16 +310,37 @@ mod tests {
     }
 
     #[test]
-    fn equality_ignores_segments() {
+    fn equality_is_placement() {
+        // segments {1,2} and {3,4}: device 0 holds host 0 and 3..6, device 1 holds 1..3 and 6..10
         let a = Split::Dim(DimSplit {
             axis: 0,
             n: 2,
             ne: vec![1, 2, 3, 4],
         });
-        assert!(a.same_as(&Split::dim(0, vec![4, 6])));
-        assert!(!a.same_as(&Split::dim(0, vec![6, 4])));
+        // same extents per device, different placement
+        assert!(!a.same_as(&Split::dim(0, vec![4, 6])));
+        // a segment boundary that moves nothing: {2,0} then {2,6} places like {4,6}
+        let b = Split::Dim(DimSplit {
+            axis: 0,
+            n: 2,
+            ne: vec![2, 0, 2, 6],
+        });
+        assert!(b.same_as(&Split::dim(0, vec![4, 6])));
+        assert!(a.same_as(&a.clone()));
         assert!(!a.same_as(&Split::dim(1, vec![4, 6])));
         assert!(!Split::Mirrored.same_as(&Split::Partial));
+    }
+
+    #[test]
+    fn runs_continuing_on_one_device_merge() {
+        // device 1 holds nothing: device 0's Q, K and V pieces are one run
+        let d = DimSplit {
+            axis: 1,
+            n: 2,
+            ne: vec![4, 0, 2, 0, 2, 0],
+        };
+        assert_eq!(d.intervals().len(), 1);
+        assert_eq!(d.intervals()[0].len, 8);
     }
 
     #[test]
