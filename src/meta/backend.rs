@@ -106,7 +106,8 @@ pub unsafe fn init(dev: &'static MetaDevice, params: *const c_char) -> ggml_back
     backend
 }
 
-/// The meta backend behind a C backend, if it is one.
+/// The meta backend behind a C backend, if it is one; valid while the backend is alive (the
+/// contract under which the `Backend` handle was made).
 pub fn of(backend: Backend) -> Option<&'static MetaBackend> {
     if super::is_meta_backend(backend.as_ptr()) {
         // SAFETY: a meta backend's context is its MetaBackend, alive while the backend is.

@@ -123,7 +123,8 @@ fn tensor_of(b: &ggml_tensor) -> Tensor {
     unsafe { Tensor::from_ptr(b as *const ggml_tensor as *mut ggml_tensor) }.expect("non-null box")
 }
 
-/// The meta buffer of a C buffer, if it is one.
+/// The meta buffer of a C buffer, if it is one. The reference is valid while the buffer is
+/// alive: the contract under which the `Buffer` handle was made (see `abi::handle`).
 pub fn of(buffer: Buffer) -> Option<&'static MetaBuffer> {
     if super::is_meta_buffer(buffer.as_ptr()) {
         // SAFETY: a meta buffer's context is its MetaBuffer, alive while the buffer is.

@@ -28,6 +28,8 @@ impl Layout {
         Layout { ne, nb, blck: 1 }
     }
 
+    /// Dense, in ggml's sense: rows of whole blocks (`nb[0]` bytes per block), then each
+    /// dimension right after the previous one (dimensions of extent 1 may have any stride).
     fn is_contiguous(&self) -> bool {
         let mut expect = self.nb[0];
         if self.ne[0] % self.blck != 0 {
