@@ -198,25 +198,28 @@ fn named(t: Tensor, e: String) -> String {
 
 /// The split of `t` (in a meta buffer) as consumers see it, cached in its buffer while the
 /// tensor's header is unchanged. The cache cannot see a *source* change its split under an
-/// unchanged header; `init_simple` therefore recomputes (`fresh`) every tensor ggml allocates,
+/// unchanged header; `init_simple` therefore recomputes (`derive_fresh`) every tensor ggml allocates,
 /// in graph order, so what compute and transfers read afterwards is current.
 pub fn derived(t: Tensor) -> Result<Derived, String> {
-    derive_cached(t, false)
-}
-
-fn derive_cached(t: Tensor, fresh: bool) -> Result<Derived, String> {
     let Some(mb) = holding(t) else {
         return Err(named(t, "not in a meta buffer".into()));
     };
-    let snap = Snapshot::of(t);
-    if !fresh {
-        if let Some(e) = mb.lock().map.get(&(t.as_ptr() as usize)) {
-            if e.snapshot == snap {
-                return Ok(e.derived.clone());
-            }
+    if let Some(e) = mb.lock().map.get(&(t.as_ptr() as usize)) {
+        if e.snapshot == Snapshot::of(t) {
+            return Ok(e.derived.clone());
         }
     }
-    let d = compute(t, mb)?;
+    derive_fresh(t, mb).map(|(d, _)| d)
+}
+
+/// Computes `t`'s split and stores it in `mb`'s cache; for a view, also returns the
+/// per-device layouts the mapping produced (so `init_simple` need not map it again).
+fn derive_fresh(
+    t: Tensor,
+    mb: &MetaBuffer,
+) -> Result<(Derived, Option<Vec<DeviceLayout>>), String> {
+    let snap = Snapshot::of(t);
+    let (d, view_layouts) = compute(t, mb)?;
     let mut g = mb.lock();
     let epoch = g.epoch;
     match g.map.get_mut(&(t.as_ptr() as usize)) {
@@ -247,21 +250,23 @@ fn derive_cached(t: Tensor, fresh: bool) -> Result<Derived, String> {
             );
         }
     }
-    Ok(d)
+    Ok((d, view_layouts))
 }
 
-fn compute(t: Tensor, mb: &MetaBuffer) -> Result<Derived, String> {
+/// `t`'s split, and for a view its per-device layouts.
+fn compute(t: Tensor, mb: &MetaBuffer) -> Result<(Derived, Option<Vec<DeviceLayout>>), String> {
     let n = mb.n();
-    if t.nelements() == 0 {
-        return Ok(plain(Split::Mirrored));
-    }
     if let Some(base) = t.view_src() {
         let bs = derived(base)?;
-        let (mem, _) = rules::map_view(&layout(base), &bs.split, &layout(t), t.view_offs(), n)
-            .map_err(|e| named(t, e))?;
+        let mapped = rules::map_view(&layout(base), &bs.split, &layout(t), t.view_offs(), n);
+        if t.nelements() == 0 {
+            // nothing to split; a mapping error surfaces only where the layouts are needed
+            return Ok((plain(Split::Mirrored), mapped.ok().map(|(_, l)| l)));
+        }
+        let (mem, layouts) = mapped.map_err(|e| named(t, e))?;
         // view ops, and views made by ggml_view_tensor (op NONE), are their memory
         if t.is_view_op() || t.op() == super::op::NONE {
-            return Ok(plain(mem));
+            return Ok((plain(mem), Some(layouts)));
         }
         let d = op_rule(t, n)?;
         if !d.split.same_as(&mem) || d.reduce {
@@ -274,15 +279,23 @@ fn compute(t: Tensor, mb: &MetaBuffer) -> Result<Derived, String> {
                 ),
             ));
         }
-        return Ok(d);
+        return Ok((d, Some(layouts)));
+    }
+    if t.nelements() == 0 {
+        return Ok((plain(Split::Mirrored), None));
     }
     let compute_buffer = t
         .own_buffer()
         .is_some_and(|b| b.usage() == ggml_backend_buffer_usage::GGML_BACKEND_BUFFER_USAGE_COMPUTE);
-    if !compute_buffer {
-        return mb.dev.callback_split(t).map(plain).map_err(|e| named(t, e));
-    }
-    op_rule(t, n)
+    let d = if compute_buffer {
+        op_rule(t, n)?
+    } else {
+        mb.dev
+            .callback_split(t)
+            .map(plain)
+            .map_err(|e| named(t, e))?
+    };
+    Ok((d, None))
 }
 
 fn plain(split: Split) -> Derived {
@@ -317,7 +330,7 @@ fn op_rule(t: Tensor, n: usize) -> Result<Derived, String> {
 /// non-views at `offset` in each simple buffer when `place` is set.
 fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), String> {
     let n = mb.n();
-    let d = derive_cached(t, true)?;
+    let (d, view_layouts) = derive_fresh(t, mb)?;
     let header = t.header();
     // Layouts, and each device's view source (for views).
     let (layouts, bases): (Vec<DeviceLayout>, Option<Vec<Tensor>>) = match t.view_src() {
@@ -330,9 +343,15 @@ fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), S
                     format!("view source '{}' is not initialised", base.name_string()),
                 )
             })?;
-            let bs = derived(base)?;
-            let (_, l) = rules::map_view(&layout(base), &bs.split, &layout(t), t.view_offs(), n)
-                .map_err(|e| named(t, e))?;
+            let l = match view_layouts {
+                Some(l) => l,
+                None => {
+                    let bs = derived(base)?;
+                    rules::map_view(&layout(base), &bs.split, &layout(t), t.view_offs(), n)
+                        .map_err(|e| named(t, e))?
+                        .1
+                }
+            };
             (l, Some(bases))
         }
         None => {
@@ -817,23 +836,21 @@ unsafe extern "C" fn memset_tensor(
 ) {
     let t = Tensor::from_ptr(tensor).expect("checked by ggml_backend_tensor_memset");
     let (plan, simple) = plan(t, offset, size, "ggml_backend_tensor_memset");
-    let fill = |s: Tensor, v: u8, off: usize, len: usize| {
-        let bytes = vec![v; len];
-        crate::tensor::set(s, bytes.as_ptr() as *const c_void, off, len);
-    };
+    // one host copy of the pattern serves every write (no piece is longer than the range)
+    let bytes = vec![value; size];
+    let src = bytes.as_ptr() as *const c_void;
     match plan {
-        Plan::Mirrored => simple.iter().for_each(|&s| fill(s, value, offset, size)),
-        Plan::Partial => {
-            fill(simple[0], value, offset, size);
-            simple[1..].iter().for_each(|&s| fill(s, 0, offset, size));
-        }
+        Plan::Mirrored => simple
+            .iter()
+            .for_each(|&s| crate::tensor::set(s, src, offset, size)),
+        Plan::Partial => set_partial(&simple, src, offset, size),
         Plan::Pieces(pieces) => {
             for p in pieces {
                 let s = p.strided;
                 for i in 0..s.n_copies {
-                    fill(
+                    crate::tensor::set(
                         simple[p.device],
-                        value,
+                        src,
                         s.offset + i * s.stride_tensor,
                         s.size,
                     );
