@@ -5,8 +5,14 @@
 // a plain CPU run. It has events (no-ops: every operation completes synchronously), so
 // pipeline parallelism (n_copies > 1) takes the event paths.
 //
+// GGML_BACKEND_RS_TESTGPU_COUNT=N (1..4, default 2) registers TESTGPU0..N-1 (tensor-parallel
+// tests over 3 and 4 of them). Every operation that reaches a device is appended to a trace
+// (test_device_trace_reset, test_device_trace_read), so tests can check what a step did between its first and last device
+// operation: no host synchronisation, no buffer allocation.
+//
 // They refuse GGML_OP_SOFT_MAX and GGML_OP_GET_ROWS (the latter unless the environment sets
-// GGML_BACKEND_RS_TESTGPU_GET_ROWS=1), so graphs that use them are split
+// GGML_BACKEND_RS_TESTGPU_GET_ROWS=1, both with GGML_BACKEND_RS_TESTGPU_ALL_OPS=1), so graphs
+// that use them are split
 // between a TESTGPU and the CPU. Two devices with async + events make libllama enable pipeline
 // parallelism (scheduler n_copies > 1) for a layer split over both.
 
@@ -19,7 +25,48 @@
 #include <string.h>
 
 #define TESTGPU_ALIGNMENT 64
-#define TESTGPU_COUNT 2
+#define TESTGPU_COUNT 4 // at most; testgpu_count() registers 2 unless the environment says otherwise
+
+// --- trace --------------------------------------------------------------------------------
+
+#define TRACE_CAP (1 << 20)
+static unsigned char trace_ops[TRACE_CAP];
+static size_t trace_len;
+static size_t trace_dropped;
+
+static void trace(enum test_device_op op) {
+    size_t i = __atomic_fetch_add(&trace_len, 1, __ATOMIC_RELAXED);
+    if (i < TRACE_CAP) {
+        trace_ops[i] = (unsigned char) op;
+    } else {
+        __atomic_fetch_add(&trace_dropped, 1, __ATOMIC_RELAXED);
+    }
+}
+
+void test_device_trace_reset(void) {
+    __atomic_store_n(&trace_len, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&trace_dropped, 0, __ATOMIC_RELAXED);
+}
+
+struct test_device_trace_stats test_device_trace_read(void) {
+    struct test_device_trace_stats st;
+    memset(&st, 0, sizeof(st));
+    size_t n = trace_len < TRACE_CAP ? trace_len : TRACE_CAP;
+    st.complete = trace_dropped == 0;
+    // the device work of the step: from its first graph to its last device-side operation
+    size_t first = n, last = 0;
+    for (size_t i = 0; i < n; i++) {
+        enum test_device_op op = (enum test_device_op) trace_ops[i];
+        if (op == TEST_DEVICE_OP_COMPUTE && first == n) first = i;
+        if (op != TEST_DEVICE_OP_SYNC && op != TEST_DEVICE_OP_ALLOC) last = i;
+    }
+    for (size_t i = 0; i < n; i++) {
+        enum test_device_op op = (enum test_device_op) trace_ops[i];
+        st.count[op]++;
+        if (first < n && i > first && i < last) st.inside[op]++;
+    }
+    return st;
+}
 
 // --- buffer -------------------------------------------------------------------------------
 
@@ -85,12 +132,23 @@ static const struct ggml_backend_buffer_i tbuf_iface = {
 
 // --- buffer type --------------------------------------------------------------------------
 
-static const char * const testgpu_names[TESTGPU_COUNT] = { "TESTGPU0", "TESTGPU1" };
+static const char * const testgpu_names[TESTGPU_COUNT] = { "TESTGPU0", "TESTGPU1", "TESTGPU2", "TESTGPU3" };
+
+static size_t testgpu_count(void) {
+    static size_t n = 0;
+    if (n == 0) {
+        const char * e = getenv("GGML_BACKEND_RS_TESTGPU_COUNT");
+        const long v = e ? strtol(e, NULL, 10) : 2;
+        n = v >= 1 && v <= TESTGPU_COUNT ? (size_t) v : 2;
+    }
+    return n;
+}
 
 static int dev_index(ggml_backend_dev_t d) { return (int) (intptr_t) d->context; }
 
 static const char * tbuft_name(ggml_backend_buffer_type_t buft) { return testgpu_names[(int) (intptr_t) buft->context]; }
 static ggml_backend_buffer_t tbuft_alloc(ggml_backend_buffer_type_t buft, size_t size) {
+    trace(TEST_DEVICE_OP_ALLOC);
     void * mem = calloc(1, size + TESTGPU_ALIGNMENT);
     if (!mem) return NULL;
     return ggml_backend_buffer_init(buft, tbuf_iface, mem, size);
@@ -102,10 +160,12 @@ static struct ggml_backend_device testgpu_devices[TESTGPU_COUNT];
 static struct ggml_backend_buffer_type testgpu_bufts[TESTGPU_COUNT] = {
     { { tbuft_name, tbuft_alloc, tbuft_align, NULL, NULL, NULL }, &testgpu_devices[0], (void *) 0 },
     { { tbuft_name, tbuft_alloc, tbuft_align, NULL, NULL, NULL }, &testgpu_devices[1], (void *) 1 },
+    { { tbuft_name, tbuft_alloc, tbuft_align, NULL, NULL, NULL }, &testgpu_devices[2], (void *) 2 },
+    { { tbuft_name, tbuft_alloc, tbuft_align, NULL, NULL, NULL }, &testgpu_devices[3], (void *) 3 },
 };
 
 static bool is_testgpu_buft(ggml_backend_buffer_type_t buft) {
-    return buft == &testgpu_bufts[0] || buft == &testgpu_bufts[1];
+    return buft >= &testgpu_bufts[0] && buft < &testgpu_bufts[TESTGPU_COUNT];
 }
 
 // --- backend ------------------------------------------------------------------------------
@@ -116,13 +176,21 @@ static void tb_free(ggml_backend_t b) {
     free(b);
 }
 static enum ggml_status tb_compute(ggml_backend_t b, struct ggml_cgraph * g) {
+    trace(TEST_DEVICE_OP_COMPUTE);
     return ggml_backend_graph_compute((ggml_backend_t) b->context, g);
+}
+static void tb_synchronize(ggml_backend_t b) {
+    (void) b;
+    trace(TEST_DEVICE_OP_SYNC);
 }
 static bool tb_cpy_async(ggml_backend_t src, ggml_backend_t dst, const struct ggml_tensor * s, struct ggml_tensor * d) {
     (void) src; (void) dst;
-    // host -> device copies complete immediately: a valid (if eager) asynchronous copy
+    // host -> device and device -> device copies complete immediately: a valid (if eager)
+    // asynchronous copy
     ggml_backend_buffer_t sb = s->view_src ? s->view_src->buffer : s->buffer;
-    if (sb && ggml_backend_buffer_is_host(sb) && d->buffer && is_testgpu_buft(d->buffer->buft)) {
+    ggml_backend_buffer_t db = d->view_src ? d->view_src->buffer : d->buffer;
+    if (sb && db && is_testgpu_buft(db->buft) && (ggml_backend_buffer_is_host(sb) || is_testgpu_buft(sb->buft))) {
+        trace(TEST_DEVICE_OP_COPY);
         memcpy(d->data, s->data, ggml_nbytes(s));
         return true;
     }
@@ -152,8 +220,8 @@ static void tb_get_2d_async(ggml_backend_t b, const struct ggml_tensor * t, void
     tbuf_get_2d(t->buffer, t, data, off, size, n, stride_t, stride_d);
     (void) b;
 }
-static void tb_event_record(ggml_backend_t b, ggml_backend_event_t e) { (void) b; (void) e; }
-static void tb_event_wait(ggml_backend_t b, ggml_backend_event_t e) { (void) b; (void) e; }
+static void tb_event_record(ggml_backend_t b, ggml_backend_event_t e) { (void) b; (void) e; trace(TEST_DEVICE_OP_EVENT_RECORD); }
+static void tb_event_wait(ggml_backend_t b, ggml_backend_event_t e) { (void) b; (void) e; trace(TEST_DEVICE_OP_EVENT_WAIT); }
 
 static const struct ggml_backend_i tb_iface = {
     /* .get_name            = */ tb_name,
@@ -163,7 +231,7 @@ static const struct ggml_backend_i tb_iface = {
     /* .set_tensor_2d_async = */ tb_set_2d_async,
     /* .get_tensor_2d_async = */ tb_get_2d_async,
     /* .cpy_tensor_async    = */ tb_cpy_async,
-    /* .synchronize         = */ NULL,
+    /* .synchronize         = */ tb_synchronize,
     /* .graph_plan_create   = */ NULL,
     /* .graph_plan_free     = */ NULL,
     /* .graph_plan_update   = */ NULL,
@@ -206,17 +274,23 @@ static ggml_backend_t td_init(ggml_backend_dev_t d, const char * params) {
     return b;
 }
 static ggml_backend_buffer_type_t td_buft(ggml_backend_dev_t d) { return &testgpu_bufts[dev_index(d)]; }
+static bool env_is_1(const char * name) {
+    const char * e = getenv(name);
+    return e && strcmp(e, "1") == 0;
+}
 static bool td_supports_op(ggml_backend_dev_t d, const struct ggml_tensor * op) {
     (void) d;
-    if (op->op == GGML_OP_SOFT_MAX) {
+    // GGML_BACKEND_RS_TESTGPU_ALL_OPS=1: every op the CPU backend supports (a graph that runs
+    // on the test devices from end to end, e.g. to check a step's host waits).
+    const bool all_ops = env_is_1("GGML_BACKEND_RS_TESTGPU_ALL_OPS");
+    if (op->op == GGML_OP_SOFT_MAX && !all_ops) {
         return false;
     }
     if (op->op == GGML_OP_GET_ROWS) {
         // GGML_BACKEND_RS_TESTGPU_GET_ROWS=1 accepts GET_ROWS: upstream's meta backend cannot
         // hand the partial sums or non-contiguous views that the CPU's get_rows would read to
         // the CPU, so differential tensor-parallel runs against upstream keep it on the device.
-        const char * e = getenv("GGML_BACKEND_RS_TESTGPU_GET_ROWS");
-        if (!e || strcmp(e, "1") != 0) {
+        if (!all_ops && !env_is_1("GGML_BACKEND_RS_TESTGPU_GET_ROWS")) {
             return false;
         }
     }
@@ -234,7 +308,7 @@ static ggml_backend_event_t td_event_new(ggml_backend_dev_t d) {
     return e;
 }
 static void td_event_free(ggml_backend_dev_t d, ggml_backend_event_t e) { (void) d; free(e); }
-static void td_event_sync(ggml_backend_dev_t d, ggml_backend_event_t e) { (void) d; (void) e; }
+static void td_event_sync(ggml_backend_dev_t d, ggml_backend_event_t e) { (void) d; (void) e; trace(TEST_DEVICE_OP_SYNC); }
 
 static struct ggml_backend_reg testgpu_reg;
 
@@ -251,11 +325,13 @@ static struct ggml_backend_reg testgpu_reg;
         /* .context = */ (void *) (i),                                             \
     }
 
-static struct ggml_backend_device testgpu_devices[TESTGPU_COUNT] = { TESTGPU_DEVICE(0), TESTGPU_DEVICE(1) };
+static struct ggml_backend_device testgpu_devices[TESTGPU_COUNT] = {
+    TESTGPU_DEVICE(0), TESTGPU_DEVICE(1), TESTGPU_DEVICE(2), TESTGPU_DEVICE(3),
+};
 
 static const char * tr_name(ggml_backend_reg_t r) { (void) r; return "TESTGPU"; }
-static size_t tr_count(ggml_backend_reg_t r) { (void) r; return TESTGPU_COUNT; }
-static ggml_backend_dev_t tr_get(ggml_backend_reg_t r, size_t i) { (void) r; return i < TESTGPU_COUNT ? &testgpu_devices[i] : NULL; }
+static size_t tr_count(ggml_backend_reg_t r) { (void) r; return testgpu_count(); }
+static ggml_backend_dev_t tr_get(ggml_backend_reg_t r, size_t i) { (void) r; return i < testgpu_count() ? &testgpu_devices[i] : NULL; }
 
 static struct ggml_backend_reg testgpu_reg = {
     /* .api_version = */ GGML_BACKEND_API_VERSION,

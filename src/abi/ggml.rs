@@ -30,8 +30,9 @@ pub const GGML_LOG_LEVEL_INFO: ggml_log_level = 2;
 pub const GGML_LOG_LEVEL_WARN: ggml_log_level = 3;
 pub const GGML_LOG_LEVEL_ERROR: ggml_log_level = 4;
 
-/// `enum ggml_type`, kept as its integer value: this library never interprets it.
+/// `enum ggml_type`, kept as its integer value; only f32 is named (partial-sum arithmetic).
 pub type ggml_type = c_int;
+pub const GGML_TYPE_F32: ggml_type = 0;
 /// `enum ggml_op`; only the view operations are named here.
 pub type ggml_op = c_int;
 

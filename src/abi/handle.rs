@@ -473,6 +473,10 @@ impl Event {
         // SAFETY: an event's device outlives the event.
         unsafe { Device::from_ptr(self.raw().device) }
     }
+    /// The backend's own event object (for CUDA, a `cudaEvent_t`).
+    pub fn context(&self) -> *mut c_void {
+        self.raw().context
+    }
 }
 
 // ---------------------------------------------------------------------------------------

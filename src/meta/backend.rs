@@ -2,13 +2,19 @@
 //! into sub-graphs after every node whose devices hold partial sums, each cut followed by
 //! an AllReduce that leaves the full sum on every device.
 //!
-//! A graph's plan (per-device sub-graphs, cut points, reduction targets) is cached and reused
-//! while the graph has the same nodes and no meta buffer changed its per-device tensors.
+//! A graph's plan (per-device sub-graphs, cut points, reductions) is cached and reused while the
+//! graph has the same nodes and no meta buffer changed its per-device tensors; several plans are
+//! kept (the scheduler hands the meta backend one graph per split, and libllama alternates
+//! between prompt and decode graphs).
+//!
+//! A run of a plan queues work and returns: sub-graphs, copies and AllReduces are ordered on
+//! the devices (stream order and ggml events), never by the host waiting for a device.
 
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr;
 use std::sync::{Mutex, MutexGuard};
 
+use super::allreduce::{self, CopyPlan, Reducer, Reduction};
 use super::buffer::{self, Plan};
 use super::device::MetaDevice;
 use super::op;
@@ -16,15 +22,14 @@ use super::split::Split;
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log_error, log_info};
 
-/// `bool (*)(ggml_backend_t * backends, struct ggml_tensor ** tensors, size_t n)`: a backend's
-/// own AllReduce (CUDA with NCCL), found through its registry.
-type AllReduceFn = unsafe extern "C" fn(*mut ggml_backend_t, *mut *mut ggml_tensor, usize) -> bool;
+/// Graph plans kept per meta backend (least recently used dropped first).
+const PLAN_CACHE: usize = 8;
 
 pub struct MetaBackend {
     pub dev: &'static MetaDevice,
     pub simple: Vec<Backend>,
     name: CString,
-    allreduce: Option<AllReduceFn>,
+    reducer: Reducer,
     /// CPU-like simple backends compute synchronously: run them on threads to overlap.
     threaded: bool,
     state: Mutex<State>,
@@ -37,9 +42,8 @@ unsafe impl Sync for MetaBackend {}
 
 #[derive(Default)]
 struct State {
-    plan: Option<GraphPlan>,
-    /// Scratch memory on device 0 for the fallback AllReduce, and its size.
-    scratch: Option<(Buffer, usize)>,
+    /// Most recently used last.
+    plans: Vec<GraphPlan>,
     warned_fallback: bool,
     /// Threads for synchronous simple backends (see `threaded`), started on first use.
     workers: Option<super::workers::Workers>,
@@ -73,16 +77,7 @@ pub unsafe fn init(dev: &'static MetaDevice, params: *const c_char) -> ggml_back
         }
     }
     let names: Vec<String> = dev.simple.iter().map(|d| d.name_string()).collect();
-    // GGML_META_NO_BACKEND_ALLREDUCE=1 forces the fallback (to test it on GPUs with NCCL).
-    let use_backend_allreduce =
-        std::env::var("GGML_META_NO_BACKEND_ALLREDUCE").map_or(true, |v| v == "0");
-    // SAFETY: a device's registry lives as long as the device.
-    let reg = unsafe { Reg::from_ptr(dev.simple[0].reg()) }.filter(|_| use_backend_allreduce);
-    let allreduce = reg.and_then(|r| {
-        let p = r.proc_address(c"ggml_backend_allreduce_tensor");
-        // SAFETY: the registry documents this entry with the AllReduceFn signature.
-        (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, AllReduceFn>(p) })
-    });
+    let reducer = Reducer::new(&dev.simple);
     let threaded = dev.n() > 1
         && dev
             .simple
@@ -92,7 +87,7 @@ pub unsafe fn init(dev: &'static MetaDevice, params: *const c_char) -> ggml_back
         dev,
         simple,
         name: CString::new(format!("Meta({})", names.join(","))).unwrap_or_default(),
-        allreduce,
+        reducer,
         threaded,
         state: Mutex::new(State::default()),
     }));
@@ -155,12 +150,13 @@ unsafe extern "C" fn get_name(backend: ggml_backend_t) -> *const c_char {
 unsafe extern "C" fn free(backend: ggml_backend_t) {
     super::BACKENDS.remove(backend as usize);
     let mb = Box::from_raw((*backend).context as *mut MetaBackend);
-    let mut st = mb.lock();
-    st.plan = None;
-    st.workers = None;
-    if let Some((b, _)) = st.scratch.take() {
-        crate::buffer::free(b);
+    // plans own scratch memory that queued work may still use
+    for b in &mb.simple {
+        b.synchronize();
     }
+    let mut st = mb.lock();
+    st.plans.clear();
+    st.workers = None;
     drop(st);
     for b in &mb.simple {
         b.free();
@@ -293,8 +289,8 @@ struct SubGraph {
     /// Per device, tensors to zero before the sub-graph runs (see `empty_contraction`).
     zero: Vec<(usize, Tensor)>,
     graphs: Vec<Graph>,
-    /// Per device, the tensor to AllReduce after this sub-graph.
-    reduce: Option<Vec<Tensor>>,
+    /// Index into `GraphPlan::reductions`: the AllReduce after this sub-graph.
+    reduce: Option<usize>,
 }
 
 struct GraphPlan {
@@ -302,15 +298,44 @@ struct GraphPlan {
     generation: u64,
     /// Holds the sub-graphs' ggml graphs; dropped with the plan (after them).
     subgraphs: Vec<SubGraph>,
+    reductions: Vec<Reduction>,
+    /// The copies path's scratch memory and operations (when some cut uses it).
+    copies: Option<CopyPlan>,
+    /// Host zeros for `SubGraph::zero` (uploaded asynchronously, so they live with the plan).
+    zeros: Vec<u8>,
     _arena: GraphArena,
 }
 
+impl GraphPlan {
+    /// Whether this plan was built for exactly the nodes of `g`, with current buffers.
+    fn is_for(&self, g: Graph, generation: u64) -> bool {
+        self.generation == generation
+            && self.nodes.len() == g.n_nodes()
+            && g.nodes()
+                .zip(&self.nodes)
+                .all(|(t, &a)| t.as_ptr() as usize == a)
+    }
+
+    /// Whether the memory the plan owns still covers the tensors (the same graph structure
+    /// can come back with larger shapes).
+    fn fits(&self) -> bool {
+        self.copies
+            .as_ref()
+            .is_none_or(|cp| cp.fits(&self.reductions))
+            && self
+                .subgraphs
+                .iter()
+                .flat_map(|sg| &sg.zero)
+                .all(|(_, t)| t.nbytes() <= self.zeros.len())
+    }
+}
+
 /// A ggml context holding only graph metadata (no tensor data), freed when dropped.
-struct GraphArena(*mut ggml_context);
+pub(super) struct GraphArena(*mut ggml_context);
 
 impl GraphArena {
     /// Room for `count` graphs of up to `size` nodes each.
-    fn new(count: usize, size: usize) -> GraphArena {
+    pub(super) fn new(count: usize, size: usize) -> GraphArena {
         // SAFETY: ggml_graph_overhead_custom computes a size; ggml_init with no_alloc allocates
         // a metadata pool of that size (or returns NULL).
         let ctx = unsafe {
@@ -329,7 +354,7 @@ impl GraphArena {
     }
 
     /// An empty graph of up to `size` nodes, with ggml's visited set and use counts.
-    fn graph(&self, size: usize) -> Graph {
+    pub(super) fn graph(&self, size: usize) -> Graph {
         // SAFETY: the arena was sized by its creator for the graphs asked of it; ggml aborts
         // when the pool is exhausted.
         let gp = unsafe { ggml_new_graph_custom(self.0, size.max(1), false) };
@@ -355,22 +380,43 @@ unsafe extern "C" fn graph_compute(
         return GGML_STATUS_FAILED;
     };
     let mut st = m.lock();
-    let nodes: Vec<usize> = g.nodes().map(|t| t.as_ptr() as usize).collect();
-    let fresh = st
-        .plan
-        .as_ref()
-        .is_some_and(|p| p.nodes == nodes && p.generation == buffer::generation());
-    if !fresh {
-        st.plan = None;
-        match build_plan(m, g, nodes) {
-            Ok(p) => st.plan = Some(p),
-            Err(e) => abort(file!(), line!(), &e),
+    let generation = buffer::generation();
+    if st.plans.iter().any(|p| p.generation != generation) {
+        // stale plans own scratch memory that queued work may still read
+        synchronize_all(m);
+        st.plans.retain(|p| p.generation == generation);
+    }
+    let mut found = st.plans.iter().position(|p| p.is_for(g, generation));
+    if let Some(i) = found {
+        if !st.plans[i].fits() {
+            synchronize_all(m);
+            st.plans.remove(i);
+            found = None;
         }
     }
-    let plan = st.plan.take().expect("built above");
-    let status = run_plan(m, &mut st, &plan);
-    st.plan = Some(plan);
+    let mut plan = match found {
+        Some(i) => st.plans.remove(i),
+        None => {
+            if st.plans.len() >= PLAN_CACHE {
+                synchronize_all(m);
+                st.plans.remove(0);
+            }
+            let nodes = g.nodes().map(|t| t.as_ptr() as usize).collect();
+            match build_plan(m, g, nodes) {
+                Ok(p) => p,
+                Err(e) => abort(file!(), line!(), &e),
+            }
+        }
+    };
+    let status = run_plan(m, &mut st, &mut plan);
+    st.plans.push(plan);
     status
+}
+
+fn synchronize_all(m: &MetaBackend) {
+    for b in &m.simple {
+        b.synchronize();
+    }
 }
 
 fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan, String> {
@@ -478,6 +524,8 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
     let max_len = bounds.iter().map(|b| b.1 - b.0).max().unwrap_or(0);
     let arena = GraphArena::new(bounds.len() * n, max_len);
     let mut subgraphs = Vec::with_capacity(bounds.len());
+    let mut cuts: Vec<Vec<Tensor>> = Vec::new();
+    let mut zero_bytes = 0;
     for &(a, b, r) in &bounds {
         let mut graphs = Vec::with_capacity(n);
         for j in 0..n {
@@ -490,18 +538,39 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
             }
             graphs.push(graph);
         }
-        let zero = zeroed[a].iter().map(|&j| (j, kept[a].1[j])).collect();
-        let reduce = r.then(|| kept[b - 1].1.clone());
+        let zero: Vec<(usize, Tensor)> = zeroed[a].iter().map(|&j| (j, kept[a].1[j])).collect();
+        zero_bytes = zero
+            .iter()
+            .map(|(_, t)| t.nbytes())
+            .fold(zero_bytes, usize::max);
+        let reduce = (r && n > 1).then(|| {
+            cuts.push(kept[b - 1].1.clone());
+            cuts.len() - 1
+        });
         subgraphs.push(SubGraph {
             graphs,
             zero,
             reduce,
         });
     }
+    let (reductions, copies) = allreduce::plan(&m.reducer, &m.simple, cuts);
+    if debug_enabled() {
+        for (c, r) in reductions.iter().enumerate() {
+            log_info!(
+                "meta plan: AllReduce {c:3} of '{}' ({} bytes): {:?}",
+                r.targets[0].name_string(),
+                r.targets[0].nbytes(),
+                r.path
+            );
+        }
+    }
     Ok(GraphPlan {
         nodes,
         generation,
         subgraphs,
+        reductions,
+        copies,
+        zeros: vec![0; zero_bytes],
         _arena: arena,
     })
 }
@@ -640,141 +709,76 @@ fn check_partial_consumers(
 
 // --- execution ----------------------------------------------------------------------------
 
-fn run_plan(m: &MetaBackend, st: &mut State, plan: &GraphPlan) -> ggml_status {
+fn run_plan(m: &MetaBackend, st: &mut State, plan: &mut GraphPlan) -> ggml_status {
+    let State {
+        workers,
+        warned_fallback,
+        ..
+    } = st;
+    let mut runner = Runner { m, workers };
     for sg in &plan.subgraphs {
         for &(j, t) in &sg.zero {
-            m.simple[j].synchronize();
-            crate::tensor::memset(t, 0, 0, t.nbytes());
+            // SAFETY: the plan's zeros cover the tensor and outlive the queued upload (plans
+            // are dropped only after a synchronize).
+            unsafe {
+                crate::tensor::set_async(
+                    m.simple[j],
+                    t,
+                    plan.zeros.as_ptr() as *const c_void,
+                    0,
+                    t.nbytes(),
+                )
+            };
         }
-        let status = compute_all(m, st, &sg.graphs);
+        let status = runner.compute(&sg.graphs);
         if status != GGML_STATUS_SUCCESS {
             return status;
         }
-        if let Some(targets) = &sg.reduce {
-            if m.simple.len() > 1 {
-                allreduce(m, st, targets);
+        if let Some(c) = sg.reduce {
+            let status = allreduce::run(
+                &m.reducer,
+                &m.simple,
+                &plan.reductions[c],
+                plan.copies.as_mut(),
+                &mut runner,
+                warned_fallback,
+            );
+            if status != GGML_STATUS_SUCCESS {
+                return status;
             }
         }
     }
     GGML_STATUS_SUCCESS
 }
 
-fn compute_all(m: &MetaBackend, st: &mut State, graphs: &[Graph]) -> ggml_status {
-    if m.threaded {
-        let workers = st
-            .workers
-            .get_or_insert_with(|| super::workers::Workers::new(m.simple.len() - 1));
-        return workers.run(&m.simple, graphs);
-    }
-    for (b, g) in m.simple.iter().zip(graphs) {
-        let s = crate::backend::graph_compute_async(*b, *g);
-        if s != GGML_STATUS_SUCCESS {
-            return s;
-        }
-    }
-    GGML_STATUS_SUCCESS
+/// Runs one graph per simple backend: queued on each in turn, or, for synchronous (CPU)
+/// backends, on the meta backend's threads at the same time.
+struct Runner<'a> {
+    m: &'a MetaBackend,
+    workers: &'a mut Option<super::workers::Workers>,
 }
 
-/// Leaves the sum of the devices' `targets` on every device.
-fn allreduce(m: &MetaBackend, st: &mut State, targets: &[Tensor]) {
-    if targets[0].nbytes() == 0 {
-        return;
-    }
-    if let Some(f) = m.allreduce {
-        let mut backends: Vec<ggml_backend_t> = m.simple.iter().map(|b| b.as_ptr()).collect();
-        let mut tensors: Vec<*mut ggml_tensor> = targets.iter().map(|t| t.as_ptr()).collect();
-        // SAFETY: n live backends and their n live tensors of equal layout.
-        if unsafe { f(backends.as_mut_ptr(), tensors.as_mut_ptr(), targets.len()) } {
-            return;
+impl Runner<'_> {
+    fn compute(&mut self, graphs: &[Graph]) -> ggml_status {
+        let m = self.m;
+        if m.threaded {
+            let workers = self
+                .workers
+                .get_or_insert_with(|| super::workers::Workers::new(m.simple.len() - 1));
+            return workers.run(&m.simple, graphs);
         }
-        if !st.warned_fallback {
-            st.warned_fallback = true;
-            log_info!("meta backend: the backend's AllReduce declined; using copies and adds");
+        for (b, g) in m.simple.iter().zip(graphs) {
+            let s = crate::backend::graph_compute_async(*b, *g);
+            if s != GGML_STATUS_SUCCESS {
+                return s;
+            }
         }
+        GGML_STATUS_SUCCESS
     }
-    fallback_allreduce(m, st, targets);
 }
 
-/// AllReduce from ggml-backend operations, for any backend and device count: device 0 adds
-/// the other devices' partial sums one after another, in device order, then copies the sum to
-/// every other device, so all devices hold the same bits. Each copy into the scratch tensor
-/// waits for the add that read the previous one (backends may copy on the source's stream).
-fn fallback_allreduce(m: &MetaBackend, st: &mut State, targets: &[Tensor]) {
-    let t0 = targets[0];
-    ggml_assert!(
-        targets
-            .iter()
-            .all(|t| t.is_contiguous() && t.same_layout(t0)),
-        "meta backend: AllReduce of '{}' needs contiguous tensors of one layout",
-        t0.name_string()
-    );
-    let nbytes = t0.nbytes();
-    let b0 = m.simple[0];
-    // scratch on device 0
-    let need_new = st.scratch.as_ref().is_none_or(|(_, size)| *size < nbytes);
-    if need_new {
-        if let Some((b, _)) = st.scratch.take() {
-            b0.synchronize();
-            // SAFETY: our scratch buffer, no longer referenced.
-            unsafe { crate::buffer::free(b) };
-        }
-        let buft = crate::backend::default_buffer_type(b0, "meta AllReduce");
-        let raw = crate::buffer::alloc(buft, nbytes);
-        // SAFETY: returned by the buffer type.
-        let b = unsafe { Buffer::from_ptr(raw) }.unwrap_or_else(|| {
-            abort(
-                file!(),
-                line!(),
-                "meta AllReduce: cannot allocate scratch memory",
-            )
-        });
-        st.scratch = Some((b, nbytes));
-    }
-    let (scratch, _) = st.scratch.expect("allocated above");
-    let mut tmp = t0.header();
-    tmp.op = op::NONE;
-    tmp.src = [ptr::null_mut(); GGML_MAX_SRC];
-    tmp.view_src = ptr::null_mut();
-    tmp.view_offs = 0;
-    tmp.flags = 0;
-    tmp.buffer = scratch.as_ptr();
-    tmp.data = crate::buffer::base(scratch);
-    let mut tmp = Box::new(tmp);
-    // SAFETY: boxed, non-null, alive until the end of this function.
-    let tmp_t = unsafe { Tensor::from_ptr(&mut *tmp) }.expect("non-null");
-
-    // node0 += tmp, in place: an ADD whose result is node0's memory.
-    let mut add = t0.header();
-    add.op = op::ADD;
-    add.op_params = [0; 16];
-    // backends skip nodes that graph building did not mark as needing computation
-    add.flags = GGML_TENSOR_FLAG_COMPUTE;
-    add.src = [ptr::null_mut(); GGML_MAX_SRC];
-    add.src[0] = t0.as_ptr();
-    add.src[1] = tmp_t.as_ptr();
-    add.view_src = t0.view_src().map_or(t0.as_ptr(), |v| v.as_ptr());
-    add.view_offs = t0.view_src().map_or(0, |_| t0.view_offs());
-    let mut add = Box::new(add);
-    // SAFETY: boxed, non-null, alive until the end of this function.
-    let add_t = unsafe { Tensor::from_ptr(&mut *add) }.expect("non-null");
-    let arena = GraphArena::new(1, 1);
-    let graph_h = arena.graph(1);
-    graph_h.push_node(add_t);
-    graph_h.note_use_count(add_t, 0);
-
-    for (j, &tj) in targets.iter().enumerate().skip(1) {
-        if j > 1 {
-            b0.synchronize();
-        }
-        crate::tensor::copy_async(Some(m.simple[j]), b0, tj, tmp_t);
-        let s = crate::backend::graph_compute_async(b0, graph_h);
-        ggml_assert!(s == GGML_STATUS_SUCCESS, "meta AllReduce: add failed ({s})");
-    }
-    b0.synchronize();
-    for (j, &tj) in targets.iter().enumerate().skip(1) {
-        crate::tensor::copy_async(Some(b0), m.simple[j], t0, tj);
-    }
-    for b in &m.simple {
-        b.synchronize();
+impl allreduce::RunAll for Runner<'_> {
+    fn run_all(&mut self, graphs: &[Graph]) -> ggml_status {
+        self.compute(graphs)
     }
 }

@@ -809,7 +809,6 @@ pub unsafe fn get_partial_sum(
     offset: usize,
     size: usize,
 ) {
-    const GGML_TYPE_F32: ggml_type = 0;
     ggml_assert!(
         t.type_() == GGML_TYPE_F32 && offset % 4 == 0 && size % 4 == 0,
         "meta backend: reading partial sums of '{}' needs an F32 tensor and a range of whole floats",

@@ -6,8 +6,10 @@
 //! * [`split`]: split states; [`rules`]: how splits propagate through ops and views;
 //! * [`device`]: device, buffer type and a small private registry (thread counts);
 //! * [`buffer`]: meta buffers, per-device tensors, data transfers;
-//! * [`backend`]: the meta backend, graph plans and AllReduce; `workers`: threads that let
-//!   CPU devices inside a meta device compute at the same time.
+//! * [`backend`]: the meta backend and its graph plans; `workers`: threads that let CPU devices
+//!   inside a meta device compute at the same time;
+//! * [`allreduce`]: the AllReduce paths; [`exchange`]: the copy/add schedule and summation
+//!   order they share; `cuda`: our CUDA kernels (driver loaded at run time).
 //!
 //! Meta objects are recognised by address: devices and buffer types are never freed and sit
 //! in an append-only table; buffers and backends are tracked in sets while alive.
@@ -19,9 +21,12 @@
 //! over the typed handles of `abi::handle`, plus small commented `unsafe` blocks for the
 //! ggml core calls (metadata contexts and graphs) and the callback.
 
+pub mod allreduce;
 pub mod backend;
 pub mod buffer;
+mod cuda;
 pub mod device;
+pub mod exchange;
 pub mod op;
 pub mod rules;
 pub mod split;

@@ -10,6 +10,8 @@
 //                [--n-ubatch N (512)] [--threads N (2)] [--flash-attn on|off|auto (auto)] [--no-mmap]
 //                [--all-logits] [--logits-out FILE] [--stop-eog] [--load-all-backends] [--verbose]
 //                [--test-device]  (builds with LLAMA_DRIVER_TEST_DEVICE: register ctests' TESTGPU0/1)
+//                [--step-report]  (with --test-device: per decode step, what reached the test devices
+//                                  between the step's first graph and its last device operation)
 //                [--seed N (ignored: decoding is greedy)]
 //
 // Greedy: next token = argmax of the logits (ties -> lowest id). Generation does not stop at EOS
@@ -83,6 +85,7 @@ struct Opts {
     bool stop_eog = false;
     bool load_all = false;
     bool test_device = false;     // register the test-only TESTGPU0/1 devices (ctests builds)
+    bool step_report = false;     // print the test devices' trace of every decode step
     bool verbose = false;
 };
 
@@ -225,6 +228,7 @@ int main(int argc, char ** argv) {
         else if (a == "--stop-eog")             o.stop_eog = true;
         else if (a == "--load-all-backends")    o.load_all = true;
         else if (a == "--test-device")          o.test_device = true;
+        else if (a == "--step-report")          o.step_report = true;
         else if (a == "--verbose")              o.verbose = true;
         else if (a == "--seed")                 (void) need();
         else if (a == "-h" || a == "--help")    { usage(); return 0; }
@@ -259,6 +263,10 @@ int main(int argc, char ** argv) {
         fprintf(stderr, "llama_driver: --test-device needs a build with LLAMA_DRIVER_TEST_DEVICE\n");
         return 1;
 #endif
+    }
+    if (o.step_report && !o.test_device) {
+        fprintf(stderr, "llama_driver: --step-report needs --test-device\n");
+        return 1;
     }
     llama_backend_init();
 
@@ -417,10 +425,25 @@ int main(int argc, char ** argv) {
         const int pos = n_prompt + (int) out.size() - 1;
         batch.n_tokens = 0;
         batch_add(next, pos, true);
+#ifdef LLAMA_DRIVER_TEST_DEVICE
+        if (o.step_report) test_device_trace_reset();
+#endif
         const int rc = llama_decode(ctx, batch);
         if (rc != 0) { fprintf(stderr, "llama_driver: llama_decode(step %d) failed: %d\n", n_decoded, rc); return 1; }
         llama_synchronize(ctx);
         n_decoded++;
+#ifdef LLAMA_DRIVER_TEST_DEVICE
+        if (o.step_report) {
+            const test_device_trace_stats st = test_device_trace_read();
+            printf("step %d: device graphs=%d copies=%d event_records=%d event_waits=%d host_syncs=%d allocs=%d,"
+                   " between the first graph and the last device operation: host_syncs=%d allocs=%d%s\n",
+                   n_decoded, st.count[TEST_DEVICE_OP_COMPUTE], st.count[TEST_DEVICE_OP_COPY],
+                   st.count[TEST_DEVICE_OP_EVENT_RECORD], st.count[TEST_DEVICE_OP_EVENT_WAIT],
+                   st.count[TEST_DEVICE_OP_SYNC], st.count[TEST_DEVICE_OP_ALLOC],
+                   st.inside[TEST_DEVICE_OP_SYNC], st.inside[TEST_DEVICE_OP_ALLOC],
+                   st.complete ? "" : " (trace incomplete)");
+        }
+#endif
         const float * lg = llama_get_logits_ith(ctx, -1);
         if (!lg) { fprintf(stderr, "llama_driver: no logits at step %d\n", n_decoded); return 1; }
         dg.add(lg, n_vocab);

@@ -129,6 +129,7 @@ const GGML_CONSTANTS: &[&str] = &[
     "GGML_TENSOR_FLAG_INPUT",
     "GGML_TENSOR_FLAG_OUTPUT",
     "GGML_TENSOR_FLAG_COMPUTE",
+    "GGML_TYPE_F32",
 ];
 
 fn target_of_type(name: &str) -> Target {

@@ -1,0 +1,48 @@
+# cmake -DDRIVER=<llama_driver> -DARGS=<a;b> -DN_DEV=<n> -DN_PREDICT=<k> -P meta_steps.cmake
+#
+# A tensor-parallel decode over the test devices must not make the host wait inside a step:
+# llama_driver --step-report prints, for every single-token decode step, what reached the test
+# devices (ctests/test_device.c traces every call) between the step's first graph and its last
+# device operation. From the second step on (the first may build and allocate new plans):
+#   host_syncs=0 and allocs=0 in that window (every ordering is by events, every buffer reused);
+#   device graphs > 0; with N_DEV > 1 also copies > 0 and event_waits > 0 (the AllReduce ran,
+#   ordered by events), so a run that skipped the devices cannot pass.
+foreach(var DRIVER ARGS N_DEV N_PREDICT)
+    if(NOT DEFINED ${var})
+        message(FATAL_ERROR "meta_steps.cmake: -D${var}=... is required")
+    endif()
+endforeach()
+set(ENV{GGML_NO_BACKTRACE} 1)
+execute_process(COMMAND "${DRIVER}" ${ARGS} --step-report RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("--- ${DRIVER} ${ARGS} --step-report\n${out}${err}")
+if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "driver failed (${rc})")
+endif()
+string(REGEX MATCHALL "step [0-9]+: [^\n]*" steps "${out}")
+list(LENGTH steps n_steps)
+math(EXPR want "${N_PREDICT} - 1")
+if(NOT n_steps EQUAL want)
+    message(FATAL_ERROR "expected ${want} step reports, got ${n_steps}")
+endif()
+set(re "^step ([0-9]+): device graphs=([0-9]+) copies=([0-9]+) event_records=([0-9]+) event_waits=([0-9]+) host_syncs=[0-9]+ allocs=[0-9]+, between the first graph and the last device operation: host_syncs=([0-9]+) allocs=([0-9]+)$")
+foreach(line IN LISTS steps)
+    if(NOT line MATCHES "${re}")
+        message(FATAL_ERROR "unexpected step report: ${line}")
+    endif()
+    set(k ${CMAKE_MATCH_1})
+    set(graphs ${CMAKE_MATCH_2})
+    set(copies ${CMAKE_MATCH_3})
+    set(waits ${CMAKE_MATCH_5})
+    set(syncs ${CMAKE_MATCH_6})
+    set(allocs ${CMAKE_MATCH_7})
+    if(graphs EQUAL 0)
+        message(FATAL_ERROR "step ${k}: no graph reached the test devices")
+    endif()
+    if(N_DEV GREATER 1 AND (copies EQUAL 0 OR waits EQUAL 0))
+        message(FATAL_ERROR "step ${k}: no AllReduce copies / event waits on ${N_DEV} devices")
+    endif()
+    if(k GREATER 1 AND (NOT syncs EQUAL 0 OR NOT allocs EQUAL 0))
+        message(FATAL_ERROR "step ${k}: the host waited (${syncs}) or allocated (${allocs}) inside the step")
+    endif()
+endforeach()
+message("${n_steps} steps, none waiting on the host or allocating after the first")

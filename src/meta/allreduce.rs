@@ -1,0 +1,539 @@
+//! The meta backend's AllReduce: after a cut, every device holds a partial sum of the same
+//! tensor; afterwards every device holds the total, with the same bits everywhere.
+//!
+//! Three paths, chosen per cut when a graph plan is built ([`Reducer::choose`]):
+//! * **backend**: the simple backend's own `ggml_backend_allreduce_tensor` (CUDA with NCCL);
+//!   if it declines at run time the copies path runs instead;
+//! * **own**: our CUDA kernels ([`super::cuda`]), for contiguous f32 tensors on CUDA devices;
+//!   preferred at decode sizes, where NCCL's latency dominates;
+//! * **copies**: any backend — asynchronous copies between devices and in-place adds, staged as
+//!   [`exchange::schedule`] says (butterfly for powers of two, gather-and-add otherwise).
+//!
+//! `GGML_META_ALLREDUCE=backend|own|copies` forces a path (for measurement; an unavailable
+//! path falls back to copies). `GGML_META_NO_BACKEND_ALLREDUCE=1` (older switch) means: not
+//! the backend's.
+//!
+//! Nothing is allocated per AllReduce: the copies path's scratch memory, tensor headers and
+//! one-node add graphs belong to the graph plan and are reused by every run of it (stable
+//! headers also keep the CUDA backend's graph cache, keyed by a graph's first node, hitting).
+//! Nothing waits on the host either, where the devices have events: the copies of a stage are
+//! ordered before its adds, and reads of a partial before its overwrite, by ggml events. Only
+//! devices without events (the CPU, whose operations complete synchronously anyway) get a
+//! `synchronize` between the copies and the adds of a stage.
+//!
+//! Scratch reuse across runs: each stage has two slot sets used by alternate AllReduces of a
+//! plan. An AllReduce's copy into a slot is queued on the sender after the sender waited for the
+//! receiver's event of the previous AllReduce, which the receiver recorded after its adds of
+//! the AllReduce before — the last reader of that slot set.
+
+use std::ffi::c_void;
+use std::ptr;
+
+use super::backend::GraphArena;
+use super::cuda::CudaAllReduce;
+use super::exchange::{self, Loc};
+use super::op;
+use crate::abi::*;
+use crate::log::{abort, ggml_assert, log_info};
+
+/// `bool (*)(ggml_backend_t * backends, struct ggml_tensor ** tensors, size_t n)`: a backend's
+/// own AllReduce (CUDA with NCCL), found through its registry.
+pub type AllReduceFn =
+    unsafe extern "C" fn(*mut ggml_backend_t, *mut *mut ggml_tensor, usize) -> bool;
+
+/// With a backend AllReduce available, tensors up to this size use our CUDA kernels instead:
+/// at decode sizes (8–32 KiB per token) a collective library's latency dominates.
+const OWN_MAX_BYTES_NEXT_TO_BACKEND: usize = 1 << 20;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    Backend,
+    Own,
+    Copies,
+}
+
+impl Path {
+    fn parse(s: &str) -> Option<Path> {
+        match s {
+            "backend" => Some(Path::Backend),
+            "own" => Some(Path::Own),
+            "copies" => Some(Path::Copies),
+            _ => None,
+        }
+    }
+}
+
+/// What a meta backend can reduce with, decided when it starts.
+pub struct Reducer {
+    backend_fn: Option<AllReduceFn>,
+    cuda: Option<CudaAllReduce>,
+    forced: Option<Path>,
+    /// One event per simple device ("received"), when every device has events.
+    events: Option<Vec<Event>>,
+    devices: Vec<Device>,
+}
+
+// SAFETY: function pointers and handles of objects shared with C; used under the meta
+// backend's state lock.
+unsafe impl Send for Reducer {}
+unsafe impl Sync for Reducer {}
+
+impl Reducer {
+    pub fn new(devices: &[Device]) -> Reducer {
+        let n = devices.len();
+        let env = std::env::var("GGML_META_ALLREDUCE").ok();
+        let mut forced = env.as_deref().and_then(Path::parse);
+        if let (Some(v), None) = (&env, forced) {
+            log_info!("meta backend: GGML_META_ALLREDUCE={v} is not backend|own|copies; ignored");
+        }
+        let no_backend = std::env::var("GGML_META_NO_BACKEND_ALLREDUCE").is_ok_and(|v| v != "0");
+        let backend_fn = if no_backend || matches!(forced, Some(Path::Own | Path::Copies)) {
+            None
+        } else {
+            backend_allreduce(devices[0])
+        };
+        let cuda = if n > 1 && matches!(forced, None | Some(Path::Own)) {
+            let any_cuda = devices.iter().any(|d| {
+                // SAFETY: a device's registry lives as long as the device.
+                unsafe { Reg::from_ptr(d.reg()) }.is_some_and(|r| r.name_string() == "CUDA")
+            });
+            match CudaAllReduce::new(devices) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    if any_cuda || forced == Some(Path::Own) {
+                        log_info!("meta backend: own CUDA AllReduce not used: {e}");
+                    }
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        if forced == Some(Path::Backend) && backend_fn.is_none() {
+            log_info!(
+                "meta backend: GGML_META_ALLREDUCE=backend, but the backend has none: copies"
+            );
+            forced = Some(Path::Copies);
+        }
+        if forced == Some(Path::Own) && cuda.is_none() {
+            forced = Some(Path::Copies);
+        }
+        let mut events = Vec::with_capacity(n);
+        for d in devices {
+            // SAFETY: an event made by the device, freed in Drop.
+            match unsafe { Event::from_ptr(d.event_new()) } {
+                Some(e) => events.push(e),
+                None => break,
+            }
+        }
+        let events = if events.len() == n {
+            Some(events)
+        } else {
+            for (d, e) in devices.iter().zip(events) {
+                d.event_free(e);
+            }
+            None
+        };
+        Reducer {
+            backend_fn,
+            cuda,
+            forced,
+            events,
+            devices: devices.to_vec(),
+        }
+    }
+
+    /// The path for a cut whose per-device targets look like `t`.
+    pub fn choose(&self, t: Tensor) -> Path {
+        let own_ok = self.cuda.is_some() && CudaAllReduce::supports(t);
+        match self.forced {
+            Some(Path::Own) if own_ok => Path::Own,
+            Some(Path::Backend) => Path::Backend,
+            Some(_) => Path::Copies,
+            None if own_ok
+                && (self.backend_fn.is_none() || t.nbytes() <= OWN_MAX_BYTES_NEXT_TO_BACKEND) =>
+            {
+                Path::Own
+            }
+            None if self.backend_fn.is_some() => Path::Backend,
+            None => Path::Copies,
+        }
+    }
+
+    pub fn has_events(&self) -> bool {
+        self.events.is_some()
+    }
+}
+
+impl Drop for Reducer {
+    fn drop(&mut self) {
+        self.cuda = None;
+        if let Some(events) = self.events.take() {
+            for (d, e) in self.devices.iter().zip(events) {
+                d.event_free(e);
+            }
+        }
+    }
+}
+
+fn backend_allreduce(dev: Device) -> Option<AllReduceFn> {
+    // SAFETY: a device's registry lives as long as the device.
+    let reg = unsafe { Reg::from_ptr(dev.reg()) }?;
+    let p = reg.proc_address(c"ggml_backend_allreduce_tensor");
+    // SAFETY: the registry documents this entry with the AllReduceFn signature.
+    (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, AllReduceFn>(p) })
+}
+
+/// One cut's AllReduce, as the plan runs it.
+pub struct Reduction {
+    pub targets: Vec<Tensor>,
+    pub path: Path,
+    /// Index into [`CopyPlan::cuts`] (for the copies path, and as the backend's fallback).
+    copies: Option<usize>,
+}
+
+/// The copies path's memory and pre-built operations for all cuts of one plan.
+pub struct CopyPlan {
+    /// Per device: scratch memory for `slots(n)` slots in two sets.
+    scratch: Vec<Buffer>,
+    /// Backing storage of the slot and add-node headers the graphs point at (boxed: their
+    /// addresses must not move while the vector grows).
+    #[allow(clippy::vec_box)]
+    headers: Vec<Box<ggml_tensor>>,
+    _arena: GraphArena,
+    cuts: Vec<CutOps>,
+    /// Bytes per slot: the largest target when the plan was built.
+    slot_bytes: usize,
+    /// AllReduces run so far (selects the slot set).
+    runs: usize,
+}
+
+/// The copies path of one cut.
+struct CutOps {
+    stages: Vec<StageOps>,
+    /// Headers to bring up to date before a run: (index into `headers`, the tensor whose
+    /// layout — and, for add nodes, memory — it takes). Plans outlive shape changes (the
+    /// scheduler re-allocates a graph of the same structure for another batch size), so the
+    /// layout is read from the targets each time, as the sub-graphs read theirs.
+    refresh: Vec<(usize, Tensor, bool)>,
+}
+
+struct StageOps {
+    /// (from, to, source target, destination slot per slot set)
+    transfers: Vec<(usize, usize, Tensor, [Tensor; 2])>,
+    /// Per device: the receivers of its value in this stage, which it waits for before its adds.
+    waits: Vec<Vec<usize>>,
+    receivers: Vec<usize>,
+    /// Per slot set, per device: the device's adds of this stage as one graph.
+    graphs: [Vec<Graph>; 2],
+}
+
+impl CopyPlan {
+    /// Whether the scratch memory still holds every target (else the plan is rebuilt).
+    pub fn fits(&self, reductions: &[Reduction]) -> bool {
+        reductions
+            .iter()
+            .filter(|r| r.copies.is_some())
+            .all(|r| r.targets[0].nbytes() <= self.slot_bytes)
+    }
+
+    fn refresh(&mut self, cut: usize) {
+        let CopyPlan { headers, cuts, .. } = self;
+        for &(i, like, memory) in &cuts[cut].refresh {
+            let h = &mut headers[i];
+            h.type_ = like.type_();
+            h.ne = like.ne_all();
+            h.nb = like.nb_all();
+            if memory {
+                h.view_src = like.view_src().map_or(like.as_ptr(), |v| v.as_ptr());
+                h.view_offs = like.view_src().map_or(0, |_| like.view_offs());
+                h.buffer = like.buffer();
+                h.data = like.data();
+            }
+        }
+    }
+}
+
+impl Drop for CopyPlan {
+    fn drop(&mut self) {
+        for b in self.scratch.drain(..) {
+            // SAFETY: our scratch buffer; the owner synchronized the backends before dropping
+            // the plan.
+            unsafe { crate::buffer::free(b) };
+        }
+    }
+}
+
+/// Builds the reductions of a plan: `cuts[c]` are the per-device targets of cut `c`.
+pub fn plan(
+    r: &Reducer,
+    backends: &[Backend],
+    cuts: Vec<Vec<Tensor>>,
+) -> (Vec<Reduction>, Option<CopyPlan>) {
+    let mut reductions: Vec<Reduction> = cuts
+        .into_iter()
+        .map(|targets| {
+            let t0 = targets[0];
+            ggml_assert!(
+                targets
+                    .iter()
+                    .all(|t| t.is_contiguous() && t.same_layout(t0)),
+                "meta backend: AllReduce of '{}' needs contiguous tensors of one layout",
+                t0.name_string()
+            );
+            Reduction {
+                path: r.choose(t0),
+                targets,
+                copies: None,
+            }
+        })
+        .collect();
+    let n = backends.len();
+    let need: Vec<usize> = (0..reductions.len())
+        .filter(|&c| reductions[c].path != Path::Own && reductions[c].targets[0].nbytes() > 0)
+        .collect();
+    if n < 2 || need.is_empty() {
+        return (reductions, None);
+    }
+    let slots = exchange::slots(n);
+    let schedule = exchange::schedule(n);
+    let align = backends
+        .iter()
+        .map(|&b| crate::backend::default_buffer_type(b, "meta AllReduce").alignment())
+        .max()
+        .unwrap_or(1)
+        .max(64);
+    let slot_bytes = need
+        .iter()
+        .map(|&c| reductions[c].targets[0].nbytes())
+        .max()
+        .unwrap_or(0)
+        .next_multiple_of(align);
+    let scratch: Vec<Buffer> = backends
+        .iter()
+        .map(|&b| {
+            let buft = crate::backend::default_buffer_type(b, "meta AllReduce");
+            let raw = crate::buffer::alloc(buft, 2 * slots * slot_bytes);
+            // SAFETY: returned by the buffer type.
+            unsafe { Buffer::from_ptr(raw) }.unwrap_or_else(|| {
+                abort(
+                    file!(),
+                    line!(),
+                    &format!(
+                        "meta AllReduce: cannot allocate {} bytes of scratch memory on {}",
+                        2 * slots * slot_bytes,
+                        b.name_string()
+                    ),
+                )
+            })
+        })
+        .collect();
+    let bases: Vec<*mut u8> = scratch
+        .iter()
+        .map(|&b| crate::buffer::base(b) as *mut u8)
+        .collect();
+    let max_adds = schedule
+        .iter()
+        .flat_map(|s| (0..n).map(move |j| s.adds_on(j).count()))
+        .max()
+        .unwrap_or(1);
+    let arena = GraphArena::new(need.len() * schedule.len() * n * 2, max_adds);
+    let mut headers: Vec<Box<ggml_tensor>> = Vec::new();
+    let mut cuts = Vec::with_capacity(need.len());
+    for &c in &need {
+        let targets = &reductions[c].targets;
+        let mut refresh = Vec::new();
+        // slot headers: [set][device][slot]
+        let mut slot_t = [Vec::with_capacity(n), Vec::with_capacity(n)];
+        for (set, per_set) in slot_t.iter_mut().enumerate() {
+            for j in 0..n {
+                let mut per_dev = Vec::with_capacity(slots);
+                for s in 0..slots {
+                    let mut h = scratch_header(targets[j]);
+                    h.buffer = scratch[j].as_ptr();
+                    // SAFETY: inside the scratch buffer: (set * slots + s + 1) * slot_bytes
+                    // <= 2 * slots * slot_bytes bytes from its base.
+                    h.data = unsafe { bases[j].add((set * slots + s) * slot_bytes) } as *mut c_void;
+                    let (i, t) = keep(&mut headers, h);
+                    refresh.push((i, targets[j], false));
+                    per_dev.push(t);
+                }
+                per_set.push(per_dev);
+            }
+        }
+        let at = |set: usize, j: usize, l: Loc| match l {
+            Loc::Own => targets[j],
+            Loc::Slot(s) => slot_t[set][j][s],
+        };
+        let mut stages = Vec::with_capacity(schedule.len());
+        for stage in &schedule {
+            let transfers = stage
+                .transfers
+                .iter()
+                .map(|t| {
+                    (
+                        t.from,
+                        t.to,
+                        targets[t.from],
+                        [slot_t[0][t.to][t.slot], slot_t[1][t.to][t.slot]],
+                    )
+                })
+                .collect();
+            let waits = (0..n).map(|k| stage.receivers_of(k).collect()).collect();
+            let mut receivers: Vec<usize> = stage.transfers.iter().map(|t| t.to).collect();
+            receivers.sort_unstable();
+            receivers.dedup();
+            let mut graphs = [Vec::with_capacity(n), Vec::with_capacity(n)];
+            for (set, g_set) in graphs.iter_mut().enumerate() {
+                for j in 0..n {
+                    let adds: Vec<_> = stage.adds_on(j).collect();
+                    let g = arena.graph(adds.len());
+                    let mut last: Option<Tensor> = None;
+                    for (i, a) in adds.iter().enumerate() {
+                        let dst = at(set, j, a.dst);
+                        let (h, node) = keep(
+                            &mut headers,
+                            add_node(dst, at(set, j, a.a), at(set, j, a.b)),
+                        );
+                        refresh.push((h, dst, true));
+                        if let Some(prev) = last {
+                            g.note_use_count(prev, 1);
+                        }
+                        g.push_node(node);
+                        g.note_use_count(node, if i + 1 == adds.len() { 0 } else { 1 });
+                        last = Some(node);
+                    }
+                    g_set.push(g);
+                }
+            }
+            stages.push(StageOps {
+                transfers,
+                waits,
+                receivers,
+                graphs,
+            });
+        }
+        reductions[c].copies = Some(cuts.len());
+        cuts.push(CutOps { stages, refresh });
+    }
+    (
+        reductions,
+        Some(CopyPlan {
+            scratch,
+            headers,
+            _arena: arena,
+            cuts,
+            slot_bytes,
+            runs: 0,
+        }),
+    )
+}
+
+/// Boxes a header (stable address for graphs) and returns its handle.
+#[allow(clippy::vec_box)]
+fn keep(headers: &mut Vec<Box<ggml_tensor>>, h: ggml_tensor) -> (usize, Tensor) {
+    let mut b = Box::new(h);
+    // SAFETY: boxed, non-null, alive as long as `headers` (the plan).
+    let t = unsafe { Tensor::from_ptr(&mut *b) }.expect("non-null");
+    headers.push(b);
+    (headers.len() - 1, t)
+}
+
+/// A leaf with `t`'s layout (not placed yet).
+fn scratch_header(t: Tensor) -> ggml_tensor {
+    let mut h = t.header();
+    h.op = op::NONE;
+    h.op_params = [0; 16];
+    h.src = [ptr::null_mut(); GGML_MAX_SRC];
+    h.view_src = ptr::null_mut();
+    h.view_offs = 0;
+    h.flags = 0;
+    h
+}
+
+/// `dst = a + b` in place: an ADD whose result is `dst`'s memory.
+fn add_node(dst: Tensor, a: Tensor, b: Tensor) -> ggml_tensor {
+    let mut h = scratch_header(dst);
+    h.op = op::ADD;
+    // backends skip nodes that graph building did not mark as needing computation
+    h.flags = GGML_TENSOR_FLAG_COMPUTE;
+    h.src[0] = a.as_ptr();
+    h.src[1] = b.as_ptr();
+    h.view_src = dst.view_src().map_or(dst.as_ptr(), |v| v.as_ptr());
+    h.view_offs = dst.view_src().map_or(0, |_| dst.view_offs());
+    h.buffer = dst.buffer();
+    h.data = dst.data();
+    h
+}
+
+/// How the adds of a stage run: queued on each backend, or on the meta backend's threads.
+pub trait RunAll {
+    fn run_all(&mut self, graphs: &[Graph]) -> ggml_status;
+}
+
+/// Leaves the sum of the reduction's targets on every device.
+pub fn run(
+    r: &Reducer,
+    backends: &[Backend],
+    red: &Reduction,
+    copies: Option<&mut CopyPlan>,
+    runner: &mut dyn RunAll,
+    warned: &mut bool,
+) -> ggml_status {
+    if red.targets[0].nbytes() == 0 || backends.len() < 2 {
+        return GGML_STATUS_SUCCESS;
+    }
+    match red.path {
+        Path::Own => {
+            let cuda = r.cuda.as_ref().expect("chosen only with CUDA");
+            cuda.run(backends, &red.targets);
+            return GGML_STATUS_SUCCESS;
+        }
+        Path::Backend => {
+            let f = r.backend_fn.expect("chosen only with a backend AllReduce");
+            let mut bs = [ptr::null_mut(); GGML_BACKEND_META_MAX_DEVICES];
+            let mut ts = [ptr::null_mut(); GGML_BACKEND_META_MAX_DEVICES];
+            for (j, (b, t)) in backends.iter().zip(&red.targets).enumerate() {
+                bs[j] = b.as_ptr();
+                ts[j] = t.as_ptr();
+            }
+            // SAFETY: n live backends and their n live tensors of equal layout.
+            if unsafe { f(bs.as_mut_ptr(), ts.as_mut_ptr(), backends.len()) } {
+                return GGML_STATUS_SUCCESS;
+            }
+            if !*warned {
+                *warned = true;
+                log_info!("meta backend: the backend's AllReduce declined; using copies and adds");
+            }
+        }
+        Path::Copies => {}
+    }
+    let cp = copies.expect("a copy plan for every cut not on the own path");
+    let cut = red.copies.expect("copies planned for this cut");
+    cp.refresh(cut);
+    let set = cp.runs % 2;
+    cp.runs += 1;
+    for st in &cp.cuts[cut].stages {
+        for &(from, to, src, dst) in &st.transfers {
+            crate::tensor::copy_async(Some(backends[from]), backends[to], src, dst[set]);
+        }
+        match &r.events {
+            Some(ev) => {
+                for &j in &st.receivers {
+                    backends[j].event_record(ev[j]);
+                }
+                for (k, waits) in st.waits.iter().enumerate() {
+                    for &j in waits {
+                        backends[k].event_wait(ev[j]);
+                    }
+                }
+            }
+            None => backends.iter().for_each(|b| b.synchronize()),
+        }
+        let s = runner.run_all(&st.graphs[set]);
+        if s != GGML_STATUS_SUCCESS {
+            return s;
+        }
+    }
+    GGML_STATUS_SUCCESS
+}

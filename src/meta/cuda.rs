@@ -1,0 +1,494 @@
+//! The meta backend's own CUDA AllReduce: one small kernel per GPU that reads every device's
+//! partial sum directly (peer access; trivially on one GPU) and writes the total back to all
+//! of them, ordered against the CUDA backends' streams with events — no host waits, no NCCL,
+//! no scratch memory.
+//!
+//! The CUDA driver is loaded at run time (cudarc's dynamic loading), so the crate builds and
+//! runs where there is no CUDA; [`CudaAllReduce::new`] declines when the driver or the devices
+//! are not there. The kernel is PTX generated here for the device count ([`ptx`]) and compiled
+//! by the driver when the meta backend starts.
+//!
+//! Ordering, per AllReduce over backends `b_0 .. b_{n-1}` (one per simple device):
+//! 1. on every `b_k`, a ggml event `ready_k` is recorded after its queued work (the sub-graph
+//!    that produced the partial);
+//! 2. on our stream of each launching GPU `j`: wait for every `ready_k`, launch the kernel for
+//!    its share of the elements, record `done_j`;
+//! 3. every `b_k` waits for every `done_j` before its next work.
+//!
+//! The kernel reads all partials of an element before writing its sum anywhere, and every
+//! backend resumes only after all kernels are done, so no write can overtake a read. Events are
+//! re-recorded by the next AllReduce only after all waits on them were issued (CUDA waits
+//! capture the event's state when issued).
+//!
+//! What this relies on from the pinned CUDA backend (`ggml-cuda.cu`): its devices are named
+//! `CUDA<ordinal>` under the registry `CUDA`; its events (`event_new`) carry a `cudaEvent_t` in
+//! `context` and `event_wait` makes the backend's stream wait for `context` as a `cudaEvent_t`
+//! (the runtime's and the driver's event handles are the same objects); it works in each
+//! device's primary context and enables peer access between all devices that support it.
+
+use std::ffi::{c_void, CStr, CString};
+use std::ptr;
+
+use cudarc::driver::sys;
+
+use super::exchange;
+use crate::abi::*;
+use crate::log::{abort, log_info};
+
+/// Elements per thread block.
+const BLOCK: u32 = 256;
+/// Most devices of a meta device.
+const MAX_DEVICES: usize = GGML_BACKEND_META_MAX_DEVICES;
+/// Most blocks per launch: enough to fill an H200 (132 SMs) several times over.
+const MAX_BLOCKS: u32 = 1024;
+
+/// One GPU that launches kernels: its context, our stream, the kernel and the `done` event.
+struct Launcher {
+    ctx: sys::CUcontext,
+    stream: sys::CUstream,
+    module: sys::CUmodule,
+    kernel: sys::CUfunction,
+    /// A ggml event around our `done` CUevent, so the CUDA backends can wait for it through
+    /// their own `event_wait`.
+    done: Box<ggml_backend_event>,
+}
+
+pub struct CudaAllReduce {
+    /// Per simple device: the ggml event recorded on its backend after its partial is ready.
+    ready: Vec<Event>,
+    ready_devices: Vec<Device>,
+    /// The devices' primary contexts (retained), per simple device.
+    ctxs: Vec<(i32, sys::CUcontext)>,
+    /// One launcher per distinct GPU (one for `CUDA0,CUDA0`).
+    launchers: Vec<Launcher>,
+}
+
+// SAFETY: the handles are driver objects usable from any thread; the meta backend calls
+// `run` under its state lock, one AllReduce at a time.
+unsafe impl Send for CudaAllReduce {}
+unsafe impl Sync for CudaAllReduce {}
+
+/// A driver call's result as a Rust error naming the call.
+fn check(r: sys::CUresult, what: &str) -> Result<(), String> {
+    if r == sys::CUresult::CUDA_SUCCESS {
+        return Ok(());
+    }
+    let mut s: *const std::ffi::c_char = ptr::null();
+    // SAFETY: cuGetErrorString writes a pointer to a static string (or leaves NULL).
+    unsafe { sys::cuGetErrorString(r, &mut s) };
+    let msg = if s.is_null() {
+        format!("{r:?}")
+    } else {
+        // SAFETY: a NUL-terminated static string from the driver.
+        unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned()
+    };
+    Err(format!("{what}: {msg}"))
+}
+
+/// The CUDA ordinal of a ggml device of the CUDA backend (`CUDA<n>` in registry `CUDA`).
+fn cuda_ordinal(dev: Device) -> Option<i32> {
+    // SAFETY: a device's registry lives as long as the device.
+    let reg = unsafe { Reg::from_ptr(dev.reg()) }?;
+    if reg.name_string() != "CUDA" {
+        return None;
+    }
+    dev.name_string().strip_prefix("CUDA")?.parse().ok()
+}
+
+/// Makes `ctx` current for the scope, restoring the previous context afterwards.
+struct CurrentCtx {
+    prev: sys::CUcontext,
+}
+
+impl CurrentCtx {
+    fn enter(ctx: sys::CUcontext) -> Result<CurrentCtx, String> {
+        let mut prev = ptr::null_mut();
+        // SAFETY: out-pointer to a local.
+        check(
+            unsafe { sys::cuCtxGetCurrent(&mut prev) },
+            "cuCtxGetCurrent",
+        )?;
+        if prev != ctx {
+            // SAFETY: `ctx` is a retained primary context.
+            check(unsafe { sys::cuCtxSetCurrent(ctx) }, "cuCtxSetCurrent")?;
+        }
+        Ok(CurrentCtx { prev })
+    }
+    fn switch(&self, ctx: sys::CUcontext) -> Result<(), String> {
+        // SAFETY: as in `enter`.
+        check(unsafe { sys::cuCtxSetCurrent(ctx) }, "cuCtxSetCurrent")
+    }
+}
+
+impl Drop for CurrentCtx {
+    fn drop(&mut self) {
+        // SAFETY: restores the context that was current (possibly none).
+        unsafe { sys::cuCtxSetCurrent(self.prev) };
+    }
+}
+
+impl CudaAllReduce {
+    /// Our AllReduce over `devices` (the meta device's simple devices, in order), or the reason
+    /// it cannot run there.
+    pub fn new(devices: &[Device]) -> Result<CudaAllReduce, String> {
+        let n = devices.len();
+        if !(2..=MAX_DEVICES).contains(&n) {
+            return Err(format!("{n} devices"));
+        }
+        let ordinals: Vec<i32> = devices
+            .iter()
+            .map(|&d| {
+                cuda_ordinal(d).ok_or_else(|| format!("{} is not a CUDA device", d.name_string()))
+            })
+            .collect::<Result<_, _>>()?;
+        // SAFETY: probes for the driver library without resolving any symbol.
+        if !unsafe { sys::is_culib_present() } {
+            return Err("the CUDA driver library is not loadable".into());
+        }
+        // SAFETY: cuInit may be called any number of times.
+        check(unsafe { sys::cuInit(0) }, "cuInit")?;
+        let mut this = CudaAllReduce {
+            ready: Vec::with_capacity(n),
+            ready_devices: devices.to_vec(),
+            ctxs: Vec::new(),
+            launchers: Vec::new(),
+        };
+        for &o in &ordinals {
+            if this.ctxs.iter().any(|&(x, _)| x == o) {
+                continue;
+            }
+            let mut dev = 0;
+            // SAFETY: out-pointers to locals.
+            check(unsafe { sys::cuDeviceGet(&mut dev, o) }, "cuDeviceGet")?;
+            let mut ctx = ptr::null_mut();
+            check(
+                unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) },
+                "cuDevicePrimaryCtxRetain",
+            )?;
+            this.ctxs.push((o, ctx));
+        }
+        // Peer access between every pair of distinct GPUs (the CUDA backend enables it too).
+        for &(a, ctx_a) in &this.ctxs {
+            let _cur = CurrentCtx::enter(ctx_a)?;
+            for &(b, ctx_b) in &this.ctxs {
+                if a == b {
+                    continue;
+                }
+                let mut can = 0;
+                // SAFETY: out-pointer to a local; ordinals were checked by cuDeviceGet.
+                check(
+                    unsafe { sys::cuDeviceCanAccessPeer(&mut can, a, b) },
+                    "cuDeviceCanAccessPeer",
+                )?;
+                if can == 0 {
+                    return Err(format!("CUDA{a} cannot access CUDA{b} directly"));
+                }
+                // SAFETY: both contexts are retained; enabling twice reports ALREADY_ENABLED.
+                let r = unsafe { sys::cuCtxEnablePeerAccess(ctx_b, 0) };
+                if r != sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
+                    check(r, "cuCtxEnablePeerAccess")?;
+                }
+            }
+        }
+        for d in devices {
+            // SAFETY: an event made by the device, freed in Drop with the same device.
+            let e = unsafe { Event::from_ptr(d.event_new()) }
+                .ok_or_else(|| format!("{} has no events", d.name_string()))?;
+            this.ready.push(e);
+        }
+        let code = CString::new(ptx(n)).map_err(|e| e.to_string())?;
+        let name = CString::new(kernel_name(n)).map_err(|e| e.to_string())?;
+        for (i, &(o, ctx)) in this.ctxs.iter().enumerate() {
+            let _cur = CurrentCtx::enter(ctx)?;
+            let mut module = ptr::null_mut();
+            // SAFETY: a NUL-terminated PTX image; the driver compiles it for this GPU.
+            check(
+                unsafe { sys::cuModuleLoadData(&mut module, code.as_ptr() as *const c_void) },
+                "cuModuleLoadData",
+            )?;
+            let mut launcher = Launcher {
+                ctx,
+                stream: ptr::null_mut(),
+                module,
+                kernel: ptr::null_mut(),
+                done: Box::new(ggml_backend_event {
+                    device: devices[ordinals.iter().position(|&x| x == o).unwrap_or(i)].as_ptr(),
+                    context: ptr::null_mut(),
+                }),
+            };
+            // SAFETY: out-pointers to fields of `launcher`, which Drop releases when set.
+            let r = unsafe {
+                check(
+                    sys::cuModuleGetFunction(&mut launcher.kernel, module, name.as_ptr()),
+                    "cuModuleGetFunction",
+                )
+                .and_then(|_| {
+                    check(
+                        sys::cuStreamCreate(
+                            &mut launcher.stream,
+                            sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+                        ),
+                        "cuStreamCreate",
+                    )
+                })
+                .and_then(|_| {
+                    let mut ev = ptr::null_mut();
+                    let r = check(
+                        sys::cuEventCreate(
+                            &mut ev,
+                            sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32,
+                        ),
+                        "cuEventCreate",
+                    );
+                    launcher.done.context = ev as *mut c_void;
+                    r
+                })
+            };
+            this.launchers.push(launcher);
+            r?;
+        }
+        log_info!(
+            "meta backend: own CUDA AllReduce over {} ({} launch(es) per AllReduce)",
+            devices
+                .iter()
+                .map(|d| d.name_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            this.launchers.len()
+        );
+        Ok(this)
+    }
+
+    /// Whether [`run`](Self::run) handles tensors like `t` (contiguous f32).
+    pub fn supports(t: Tensor) -> bool {
+        t.type_() == GGML_TYPE_F32 && t.is_contiguous()
+    }
+
+    /// Enqueues the AllReduce of `targets` (one per backend, same layout, supported type)
+    /// after the work queued on `backends`, and makes their later work wait for it.
+    pub fn run(&self, backends: &[Backend], targets: &[Tensor]) {
+        if let Err(e) = self.enqueue(backends, targets) {
+            abort(
+                file!(),
+                line!(),
+                &format!("meta backend: CUDA AllReduce failed: {e}"),
+            );
+        }
+    }
+
+    fn enqueue(&self, backends: &[Backend], targets: &[Tensor]) -> Result<(), String> {
+        let n = targets.len();
+        let len = targets[0].nelements() as u64;
+        for (b, &e) in backends.iter().zip(&self.ready) {
+            b.event_record(e);
+        }
+        // kernel parameters: the n partials' addresses, then begin and end
+        let mut params = [0u64; MAX_DEVICES + 2];
+        for (p, t) in params.iter_mut().zip(targets) {
+            *p = t.data() as u64;
+        }
+        let n_launch = self.launchers.len() as u64;
+        let cur = CurrentCtx::enter(self.launchers[0].ctx)?;
+        for (i, l) in self.launchers.iter().enumerate() {
+            let begin = len * i as u64 / n_launch;
+            let end = len * (i as u64 + 1) / n_launch;
+            if i > 0 {
+                cur.switch(l.ctx)?;
+            }
+            for e in &self.ready {
+                // SAFETY: `context` of a CUDA backend's event is its CUevent (module doc).
+                check(
+                    unsafe { sys::cuStreamWaitEvent(l.stream, e.context() as sys::CUevent, 0) },
+                    "cuStreamWaitEvent",
+                )?;
+            }
+            if end > begin {
+                params[n] = begin;
+                params[n + 1] = end;
+                let mut args = [ptr::null_mut::<c_void>(); MAX_DEVICES + 2];
+                for (a, p) in args.iter_mut().zip(params.iter_mut()) {
+                    *a = p as *mut u64 as *mut c_void;
+                }
+                let blocks = (end - begin)
+                    .div_ceil(BLOCK as u64)
+                    .clamp(1, MAX_BLOCKS as u64) as u32;
+                // SAFETY: the kernel takes n + 2 u64 parameters (pointers to f32 data of
+                // `len` elements on peer-accessible devices, then begin and end), which `args`
+                // points at for the duration of the call.
+                check(
+                    unsafe {
+                        sys::cuLaunchKernel(
+                            l.kernel,
+                            blocks,
+                            1,
+                            1,
+                            BLOCK,
+                            1,
+                            1,
+                            0,
+                            l.stream,
+                            args.as_mut_ptr(),
+                            ptr::null_mut(),
+                        )
+                    },
+                    "cuLaunchKernel",
+                )?;
+            }
+            // SAFETY: our event and stream, in this context.
+            check(
+                unsafe { sys::cuEventRecord(l.done.context as sys::CUevent, l.stream) },
+                "cuEventRecord",
+            )?;
+        }
+        drop(cur);
+        for b in backends {
+            for l in &self.launchers {
+                // SAFETY: a ggml event struct we own, alive for the call.
+                let e = unsafe { Event::from_ptr(&*l.done as *const _ as *mut ggml_backend_event) }
+                    .expect("non-null");
+                b.event_wait(e);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for CudaAllReduce {
+    fn drop(&mut self) {
+        for (d, e) in self.ready_devices.iter().zip(self.ready.drain(..)) {
+            d.event_free(e);
+        }
+        for l in self.launchers.drain(..) {
+            // SAFETY: objects created in `new` in this context; errors at teardown are ignored.
+            unsafe {
+                if sys::cuCtxSetCurrent(l.ctx) == sys::CUresult::CUDA_SUCCESS {
+                    if !l.stream.is_null() {
+                        sys::cuStreamSynchronize(l.stream);
+                        sys::cuStreamDestroy_v2(l.stream);
+                    }
+                    if !l.done.context.is_null() {
+                        sys::cuEventDestroy_v2(l.done.context as sys::CUevent);
+                    }
+                    sys::cuModuleUnload(l.module);
+                }
+            }
+        }
+        for &(o, _) in &self.ctxs {
+            let mut dev = 0;
+            // SAFETY: releases the retain of `new`.
+            unsafe {
+                if sys::cuDeviceGet(&mut dev, o) == sys::CUresult::CUDA_SUCCESS {
+                    sys::cuDevicePrimaryCtxRelease_v2(dev);
+                }
+            }
+        }
+    }
+}
+
+fn kernel_name(n: usize) -> String {
+    format!("ggml_meta_allreduce_f32_x{n}")
+}
+
+/// PTX of the kernel for `n` partials: parameters `p0 .. p(n-1)` (f32 arrays), `begin`, `end`;
+/// threads stride over `[begin, end)`, load element `i` of every partial, add them in
+/// [`exchange::reference_expr`] order (round to nearest, denormals kept) and store the sum
+/// into every partial.
+pub fn ptx(n: usize) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let params: Vec<String> = (0..n)
+        .map(|k| format!("    .param .u64 p{k}"))
+        .chain(["    .param .u64 begin".into(), "    .param .u64 end".into()])
+        .collect();
+    let _ = write!(
+        s,
+        ".version 7.0\n.target sm_52\n.address_size 64\n\n.visible .entry {}(\n{}\n)\n{{\n",
+        kernel_name(n),
+        params.join(",\n")
+    );
+    let _ = writeln!(s, "    .reg .pred %done;");
+    let _ = writeln!(s, "    .reg .b32 %r<4>;");
+    let _ = writeln!(s, "    .reg .b64 %i, %end, %stride, %off, %t;");
+    let _ = writeln!(s, "    .reg .b64 %a<{n}>;");
+    let _ = writeln!(s, "    .reg .b64 %q<{n}>;");
+    let _ = writeln!(s, "    .reg .f32 %v<{n}>;");
+    let _ = writeln!(s, "    .reg .f32 %s<{}>;", n.max(2));
+    for k in 0..n {
+        let _ = writeln!(s, "    ld.param.u64 %a{k}, [p{k}];");
+        let _ = writeln!(s, "    cvta.to.global.u64 %a{k}, %a{k};");
+    }
+    s.push_str(
+        "    ld.param.u64 %i, [begin];
+    ld.param.u64 %end, [end];
+    mov.u32 %r0, %ctaid.x;
+    mov.u32 %r1, %ntid.x;
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %nctaid.x;
+    mul.wide.u32 %t, %r0, %r1;
+    add.u64 %i, %i, %t;
+    cvt.u64.u32 %t, %r2;
+    add.u64 %i, %i, %t;
+    mul.wide.u32 %stride, %r3, %r1;
+LOOP:
+    setp.ge.u64 %done, %i, %end;
+    @%done bra DONE;
+    shl.b64 %off, %i, 2;
+",
+    );
+    for k in 0..n {
+        let _ = writeln!(s, "    add.u64 %q{k}, %a{k}, %off;");
+        let _ = writeln!(s, "    ld.global.f32 %v{k}, [%q{k}];");
+    }
+    let mut next = 0usize;
+    let mut body = String::new();
+    let root = exchange::reference_expr((0..n).map(|k| format!("%v{k}")).collect(), |a, b| {
+        let r = format!("%s{next}");
+        next += 1;
+        let _ = writeln!(body, "    add.rn.f32 {r}, {a}, {b};");
+        r
+    })
+    .unwrap_or_default();
+    s.push_str(&body);
+    for k in 0..n {
+        let _ = writeln!(s, "    st.global.f32 [%q{k}], {root};");
+    }
+    s.push_str(
+        "    add.u64 %i, %i, %stride;
+    bra LOOP;
+DONE:
+    ret;
+}
+",
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ptx;
+
+    #[test]
+    fn ptx_adds_in_reference_order() {
+        let p = ptx(4);
+        let adds: Vec<&str> = p.lines().filter(|l| l.contains("add.rn.f32")).collect();
+        assert_eq!(
+            adds,
+            [
+                "    add.rn.f32 %s0, %v0, %v1;",
+                "    add.rn.f32 %s1, %v2, %v3;",
+                "    add.rn.f32 %s2, %s0, %s1;",
+            ]
+        );
+        assert_eq!(p.matches("st.global.f32").count(), 4);
+        let p = ptx(3);
+        let adds: Vec<&str> = p.lines().filter(|l| l.contains("add.rn.f32")).collect();
+        assert_eq!(
+            adds,
+            [
+                "    add.rn.f32 %s0, %v0, %v1;",
+                "    add.rn.f32 %s1, %s0, %v2;"
+            ]
+        );
+        assert!(p.contains(".reg .f32 %s<3>;"));
+    }
+}
