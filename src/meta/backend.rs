@@ -47,6 +47,54 @@ struct State {
     warned_fallback: bool,
     /// Threads for synchronous simple backends (see `threaded`), started on first use.
     workers: Option<super::workers::Workers>,
+    /// Host time spent queuing work (`GGML_META_PROFILE=1`).
+    profile: Option<Profile>,
+}
+
+/// Where the host's time inside `graph_compute` goes, summed over the backend's life and
+/// logged when it is freed (`GGML_META_PROFILE=1`). Device work is queued, not waited for, so
+/// these are the costs of issuing it: when their sum per token approaches the token's wall
+/// time, decoding is bound by the host.
+#[derive(Default)]
+struct Profile {
+    computes: u64,
+    plans_built: u64,
+    subgraphs: u64,
+    reductions: u64,
+    total: std::time::Duration,
+    planning: std::time::Duration,
+    launching: std::time::Duration,
+    reducing: std::time::Duration,
+}
+
+impl Profile {
+    fn report(&self, name: &str) {
+        if self.computes == 0 {
+            return;
+        }
+        let per = |d: std::time::Duration| d.as_secs_f64() * 1e6 / self.computes as f64;
+        log_info!(
+            "meta profile {name}: {} graph computes ({} plans built); host time per compute: \
+             {:.1} us = planning {:.1} + sub-graph launches {:.1} ({:.1} per compute) + \
+             AllReduce issue {:.1} ({:.1} per compute) + other {:.1}",
+            self.computes,
+            self.plans_built,
+            per(self.total),
+            per(self.planning),
+            per(self.launching),
+            self.subgraphs as f64 / self.computes as f64,
+            per(self.reducing),
+            self.reductions as f64 / self.computes as f64,
+            per(self
+                .total
+                .saturating_sub(self.planning + self.launching + self.reducing)),
+        );
+    }
+}
+
+fn profile_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GGML_META_PROFILE").is_ok_and(|v| v != "0"))
 }
 
 static GUID: ggml_guid = [
@@ -155,6 +203,9 @@ unsafe extern "C" fn free(backend: ggml_backend_t) {
         b.synchronize();
     }
     let mut st = mb.lock();
+    if let Some(p) = st.profile.take() {
+        p.report(&mb.name.to_string_lossy());
+    }
     st.plans.clear();
     st.workers = None;
     drop(st);
@@ -380,6 +431,7 @@ unsafe extern "C" fn graph_compute(
         return GGML_STATUS_FAILED;
     };
     let mut st = m.lock();
+    let t0 = profile_enabled().then(std::time::Instant::now);
     let generation = buffer::generation();
     if st.plans.iter().any(|p| p.generation != generation) {
         // stale plans own scratch memory that queued work may still read
@@ -402,14 +454,25 @@ unsafe extern "C" fn graph_compute(
                 st.plans.remove(0);
             }
             let nodes = g.nodes().map(|t| t.as_ptr() as usize).collect();
-            match build_plan(m, g, nodes) {
+            let p = match build_plan(m, g, nodes) {
                 Ok(p) => p,
                 Err(e) => abort(file!(), line!(), &e),
+            };
+            if let Some(t0) = t0 {
+                let prof = st.profile.get_or_insert_with(Profile::default);
+                prof.plans_built += 1;
+                prof.planning += t0.elapsed();
             }
+            p
         }
     };
     let status = run_plan(m, &mut st, &mut plan);
     st.plans.push(plan);
+    if let Some(t0) = t0 {
+        let prof = st.profile.get_or_insert_with(Profile::default);
+        prof.computes += 1;
+        prof.total += t0.elapsed();
+    }
     status
 }
 
@@ -713,8 +776,10 @@ fn run_plan(m: &MetaBackend, st: &mut State, plan: &mut GraphPlan) -> ggml_statu
     let State {
         workers,
         warned_fallback,
+        profile,
         ..
     } = st;
+    let mut prof = profile_enabled().then(|| profile.get_or_insert_with(Profile::default));
     let mut runner = Runner { m, workers };
     for sg in &plan.subgraphs {
         for &(j, t) in &sg.zero {
@@ -730,11 +795,17 @@ fn run_plan(m: &MetaBackend, st: &mut State, plan: &mut GraphPlan) -> ggml_statu
                 )
             };
         }
+        let t = prof.is_some().then(std::time::Instant::now);
         let status = runner.compute(&sg.graphs);
+        if let (Some(p), Some(t)) = (prof.as_deref_mut(), t) {
+            p.launching += t.elapsed();
+            p.subgraphs += 1;
+        }
         if status != GGML_STATUS_SUCCESS {
             return status;
         }
         if let Some(c) = sg.reduce {
+            let t = prof.is_some().then(std::time::Instant::now);
             let status = allreduce::run(
                 &m.reducer,
                 &m.simple,
@@ -743,6 +814,10 @@ fn run_plan(m: &MetaBackend, st: &mut State, plan: &mut GraphPlan) -> ggml_statu
                 &mut runner,
                 warned_fallback,
             );
+            if let (Some(p), Some(t)) = (prof.as_deref_mut(), t) {
+                p.reducing += t.elapsed();
+                p.reductions += 1;
+            }
             if status != GGML_STATUS_SUCCESS {
                 return status;
             }
