@@ -12,13 +12,63 @@
 #                           (GGML_META_NO_BACKEND_ALLREDUCE=1, no NCCL); --tensor-split 3,1 and
 #                           1,0 (empty slices on CUDA1); decode timing of tensor mode, alternating
 #
+#   bench/gpu.sh tp-start   tensor-parallel benchmark, llama-bench style (bench/llama_bench.cpp), run
+#                           detached because it outlasts one device call (600 s): copies the tree
+#                           and .gpu/ to /tmp/tp-src, starts `gpu.sh tp` there with setsid nohup
+#                           (log /tmp/gpu/tp-job.log, marker /tmp/gpu/tp-done) and returns at once
+#   bench/gpu.sh tp-wait [SECONDS]   waits up to SECONDS (default 560) for the marker, printing
+#                           progress; when done prints the tables and copies /tmp/gpu/tp.tgz to
+#                           $OUT (otherwise a partial tarball, tp-partial.tgz); call it again until
+#                           done. The machine is given back 30 s after a call ends: start the next
+#                           tp-wait call at once (same kind, timeout_s 600).
+#   bench/gpu.sh tp         the same job in the foreground (what tp-start runs)
+#
+# The tp job: builds both trees (as `all`), writes a random Llama-3-8B-shaped f16 model (n_embd
+# 4096, 32 layers, 32 heads / 8 KV heads, n_ff 14336, vocab 32000; 14.5 GB) with write_model
+# --stream and its Q4_0 copy with `llama_bench --quantize`, then for each model and each
+# configuration — split none on TP_NONE_DEVICE, tensor over each list in TP_DEVICES, layer over
+# each list in TP_LAYER — runs llama_bench_ref (upstream) then llama_bench (ours), each one process
+# doing pp<TP_NPROMPT> and tg<TP_NGEN> (flash attention on, n_ubatch 512, TP_WARMUP warm-ups,
+# TP_REPS timed repetitions: median and min–max tokens/s); then llama_driver_ref / llama_driver
+# with --logits-out in the same configuration, compared with compare_logits (ours vs upstream:
+# bit-identical expected on one device; ours vs ours split none: rel L2 within 0.05). Tables:
+# /tmp/gpu/tp/table.md; logs: /tmp/gpu/tp/; all in /tmp/gpu/tp.tgz (and $OUT/tp.tgz if OUT is set).
+# A run that crashes (upstream's meta backend over CPU devices does) shows as "crashed" in the
+# table; the job goes on.
+#
+# Environment of the tp job, set on the tp-start (or tp) command line (defaults in brackets):
+#   TP_DEVICES   device lists for split tensor, space-separated ["CUDA0 CUDA0,CUDA0"]
+#   TP_LAYER     device lists for split layer, e.g. "CUDA0,CUDA1" [none]
+#   TP_NONE_DEVICE  the device of the split-none baseline [CUDA0]
+#   TP_MODELS    f16 and/or quantized copies of it: q4_0 q4_1 q5_0 q5_1 q8_0 ["f16 q4_0"]
+#   TP_REPS [10]  TP_WARMUP [2]  TP_NPROMPT [512]  TP_NGEN [128]  TP_UBATCH [512]  TP_THREADS [4]
+#   TP_NCCL      on: build with NCCL, as `multi` [off]
+#   TP_ENVS      extra runs of ours (benchmark and logits) for every tensor device list, one per
+#                space-separated item, each item one or more VAR=value joined with '+', e.g.
+#                "GGML_META_ALLREDUCE=copies GGML_META_ALLREDUCE=own" [none]
+#   TP_NPREDICT  greedy tokens of each logits run [16]
+#   TP_TIMEOUT   seconds after which one benchmark or logits process is stopped ("timed out") [300]
+#   TP_CPU_TEST  1: check the script on a CPU-only host: no CUDA, a small model (n_embd 256, 2
+#                layers), devices CPU and CPU,CPU, pp64/tg16, 3 reps, 1 warm-up (each overridable)
+#   TP_PREBUILT  a build tree that already has the targets: skip configure and build
+#   GPU_DIR      where llama.cpp/ and libggml_backend_rs.a are [<repo>/.gpu]
+#
+# Time on the 16-core H200 host (estimates, defaults): build of both trees with CUDA, in
+# parallel, 3-4 min; writing the 14.5 GB f16 model 1-2 min; quantizing it to Q4_0 about 1 min;
+# each benchmark process (load from the page cache + 2 warm-ups + 10 reps of pp512 and of tg128)
+# about 20-30 s for f16 (tg128 of 8B f16 takes about 1 s a repetition) and 10-20 s for Q4_0;
+# each logits run 5-10 s. Defaults (2 models x 3 configurations x 2 builds, benchmark + logits):
+# about 12-15 min in all, i.e. tp-start and two tp-wait calls. Each TP_ENVS item adds about
+# 1 min per model per tensor device list.
+#
 # Expects, carried next to the tree (no Rust toolchain or network on the GPU host):
 #   .gpu/llama.cpp               the pin's llama.cpp source (llama-cpp-sys-2 =0.1.146)
 #   .gpu/libggml_backend_rs.a    `cargo build --release` of this crate (x86_64)
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out=/tmp/gpu
-build=/tmp/gpu/build
+build=${TP_PREBUILT:-/tmp/gpu/build}
+gpu_dir=${GPU_DIR:-$root/.gpu}
 mkdir -p "$out"
 jobs=$(nproc)
 
@@ -32,14 +82,17 @@ build() {
         nccl=(-DGGML_CUDA_NCCL=ON -DNCCL_INCLUDE_DIR="$root_nccl/include" -DNCCL_LIBRARY="$root_nccl/lib/libnccl.so.2")
         export LD_LIBRARY_PATH="$root_nccl/lib:${LD_LIBRARY_PATH:-}"
     fi
+    local backend=(-DGGML_CUDA=ON "${nccl[@]}" -DCMAKE_CUDA_ARCHITECTURES=90)
+    [[ ${TP_CPU_TEST:-0} == 1 ]] && backend=(-DGGML_CUDA=OFF)   # bench/gpu.sh tp checked on a CPU host
     step "configure"
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
-        -DLLAMA_CPP_DIR="$root/.gpu/llama.cpp" -DGGML_BACKEND_RS_STATICLIB="$root/.gpu/libggml_backend_rs.a" \
-        -DGGML_CUDA=ON "${nccl[@]}" -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=OFF \
-        >"$out/configure.log" 2>&1 || return 1
+        -DLLAMA_CPP_DIR="$gpu_dir/llama.cpp" -DGGML_BACKEND_RS_STATICLIB="$gpu_dir/libggml_backend_rs.a" \
+        "${backend[@]}" -DGGML_NATIVE=OFF \
+        >"$out/configure.log" 2>&1 || { tail -20 "$out/configure.log"; return 1; }
     step "build"
-    cmake --build "$build" -j "$jobs" --target llama_driver llama_driver_ref write_model compare_logits \
-        >"$out/build.log" 2>&1 || return 1
+    cmake --build "$build" -j "$jobs" \
+        --target llama_driver llama_driver_ref write_model compare_logits llama_bench llama_bench_ref \
+        >"$out/build.log" 2>&1 || { grep -E -A5 'FAILED|error' "$out/build.log" | head -40; return 1; }
 }
 
 run() {
@@ -111,8 +164,325 @@ multi() {
     done
 }
 
+# ---------------------------------------------------------------------------------------------
+# tp: tensor-parallel benchmark (see the header). Results go to $tpdir/results.tsv (one line per
+# test of each benchmark process) and $tpdir/logits.tsv (one line per configuration); both tables
+# are rebuilt from them after every configuration, so a partial run still shows what it has.
+tpdir=$out/tp
+tp_tarball=$out/tp.tgz
+
+tp_settings() {
+    if [[ ${TP_CPU_TEST:-0} == 1 ]]; then
+        tp_devices=${TP_DEVICES-CPU CPU,CPU}
+        tp_none=${TP_NONE_DEVICE:-CPU}
+        tp_reps=${TP_REPS:-3} tp_warmup=${TP_WARMUP:-1}
+        tp_np=${TP_NPROMPT:-64} tp_ng=${TP_NGEN:-16}
+        tp_threads=${TP_THREADS:-$jobs}
+        tp_shape=(--n-embd 256 --n-layer 2 --n-head 8 --n-head-kv 2 --n-ff 512 --n-vocab 1000 --n-ctx-train 2048)
+    else
+        tp_devices=${TP_DEVICES-CUDA0 CUDA0,CUDA0}
+        tp_none=${TP_NONE_DEVICE:-CUDA0}
+        tp_reps=${TP_REPS:-10} tp_warmup=${TP_WARMUP:-2}
+        tp_np=${TP_NPROMPT:-512} tp_ng=${TP_NGEN:-128}
+        tp_threads=${TP_THREADS:-4}
+        # Llama-3-8B-shaped (vocabulary 32000): 7.24e9 parameters, 14.5 GB (13.5 GiB) in f16.
+        tp_shape=(--n-embd 4096 --n-layer 32 --n-head 32 --n-head-kv 8 --n-ff 14336 --n-vocab 32000
+                  --n-ctx-train 8192 --rope-freq-base 500000)
+    fi
+    tp_layer=${TP_LAYER:-}
+    tp_models=${TP_MODELS:-f16 q4_0}
+    tp_ub=${TP_UBATCH:-512}
+    tp_envs=${TP_ENVS:-}
+    tp_npredict=${TP_NPREDICT:-16}
+    tp_nccl=${TP_NCCL:-off}
+    tp_timeout=${TP_TIMEOUT:-300}
+}
+
+# "crashed (SIGSEGV)" / "failed (exit 1)" for a nonzero exit status.
+tp_status() {
+    local rc=$1
+    if (( rc == 124 )); then echo "timed out (${tp_timeout} s, TP_TIMEOUT)"
+    elif (( rc > 128 )); then echo "crashed (SIG$(kill -l $((rc - 128)) 2>/dev/null || echo $((rc - 128))))"
+    else echo "failed (exit $rc)"; fi
+}
+
+# File-name tag of a configuration: split, devices, env settings.
+tp_tag() { local t="$1-${2//,/_}"; [[ -n ${3:-} ]] && t+="-${3//[^A-Za-z0-9_.-]/_}"; echo "$t"; }
+
+# tp_bench MODEL SPLIT DEVICES SIDE [ENVITEM]: one benchmark process; appends to results.tsv:
+# model, test, row label, base label, split, side, status, median, min, max.
+tp_bench() {
+    local model=$1 split=$2 devs=$3 side=$4 envitem=${5:-}
+    local bin="$build/bench/llama_bench" base="$split $devs" label="$split $devs"
+    [[ $side == upstream ]] && bin+=_ref
+    [[ -n $envitem ]] && label+=" [${envitem//+/ }]"
+    local log="$tpdir/bench-$model-$(tp_tag "$split" "$devs" "$envitem")-$side.txt"
+    local envs=(); [[ -n $envitem ]] && IFS=+ read -r -a envs <<<"$envitem"
+    step "bench $model, $label, $side"
+    # (braces with 2>/dev/null: no "Segmentation fault" note from bash; the table says it)
+    { timeout -k 10 "$tp_timeout" env "${envs[@]}" "$bin" --model "$out/models/$model.gguf" --split-mode "$split" --devices "$devs" \
+        --n-prompt "$tp_np" --n-gen "$tp_ng" --n-ubatch "$tp_ub" --flash-attn on --threads "$tp_threads" \
+        --warmup "$tp_warmup" --reps "$tp_reps" >"$log" 2>&1; } 2>/dev/null
+    local rc=$? t line failed=0
+    for t in "pp$tp_np" "tg$tp_ng"; do
+        line=$(grep -m1 "^result test=$t " "$log")
+        if [[ -n $line ]]; then
+            awk -v m="$model" -v l="$label" -v b="$base" -v s="$split" -v side="$side" '{
+                for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+                printf "%s\t%s\t%s\t%s\t%s\t%s\tok\t%s\t%s\t%s\n", m, v["test"], l, b, s, side, v["median_tps"], v["min_tps"], v["max_tps"]
+            }' <<<"$line" >>"$tpdir/results.tsv"
+            awk -v t="$t" '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+                printf "  %s: median %s tokens/s (min %s, max %s; %s reps)\n", t, v["median_tps"], v["min_tps"], v["max_tps"], v["reps"] }' <<<"$line"
+        else
+            local st; st=$( ((rc)) && tp_status $rc || echo "no result (exit 0)")
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t\t\t\n' "$model" "$t" "$label" "$base" "$split" "$side" "$st" >>"$tpdir/results.tsv"
+            echo "  $t: $st"; failed=1
+        fi
+    done
+    if ((failed)); then echo "  last lines of $log:"; tail -3 "$log" | sed 's/^/    /'; fi
+}
+
+# tp_logits MODEL SPLIT DEVICES SIDE [ENVITEM]: a greedy llama_driver run with --logits-out; prints
+# "ok" or the failure.
+tp_logits() {
+    local model=$1 split=$2 devs=$3 side=$4 envitem=${5:-}
+    local bin="$build/ctests/llama_driver" tag; tag=$(tp_tag "$split" "$devs" "$envitem")
+    [[ $side == upstream ]] && bin+=_ref
+    local envs=(); [[ -n $envitem ]] && IFS=+ read -r -a envs <<<"$envitem"
+    { timeout -k 10 "$tp_timeout" env "${envs[@]}" "$bin" --model "$out/models/$model.gguf" --split-mode "$split" --devices "$devs" \
+        --n-predict "$tp_npredict" --threads "$tp_threads" --flash-attn on \
+        --logits-out "$tpdir/logits/$model-$tag-$side.bin" >"$tpdir/logits-$model-$tag-$side.txt" 2>&1; } 2>/dev/null
+    local rc=$?
+    if ((rc)); then tp_status $rc; else echo ok; fi
+}
+
+# tp_compare A.bin B.bin [TOL]: one cell for the logits table.
+tp_compare() {
+    local res; res=$("$build/ctests/compare_logits" "$1" "$2" --tol "${3:-0}" 2>&1)
+    awk -v tol="${3:-0}" '
+        /^max_abs_diff:/ { d = $2 } /^rel_l2:/ { r = $2 } /^bit_identical:/ { bi = $2 }
+        /^argmax_mismatch_rows:/ { am = $2 } /^shape: rows=/ { split($2, x, "="); rows = x[2] }
+        /^result:/ { res = $2 }
+        END {
+            if (bi == "yes") { print "bit-identical"; exit }
+            if (res == "" || d == "") { print "compare failed (" (res == "" ? "no result" : res) ")"; exit }
+            verdict = (tol + 0 > 0) ? (res == "PASS" ? "within" : "NOT within") " rel L2 " tol ", " : "differs: "
+            printf "%smax abs diff %s, rel L2 %s, argmax differs in %s/%s rows\n", verdict, d, r, am, rows
+        }' <<<"$res"
+}
+
+# tp_config MODEL SPLIT DEVICES: benchmarks (upstream, ours, ours with each TP_ENVS item for tensor
+# mode), then the logits runs and their comparisons.
+tp_config() {
+    local model=$1 split=$2 devs=$3 e
+    local variants=(""); [[ $split == tensor ]] && for e in $tp_envs; do variants+=("$e"); done
+    tp_bench "$model" "$split" "$devs" upstream
+    for e in "${variants[@]}"; do tp_bench "$model" "$split" "$devs" ours "$e"; done
+
+    step "logits $model, $split $devs"
+    local ndev; ndev=$(tr ',' '\n' <<<"$devs" | wc -l)
+    local expect="reported"; ((ndev == 1)) && expect="bit-identical"
+    local st_ref st_ours vs_ref vs_none tag label
+    st_ref=$(tp_logits "$model" "$split" "$devs" upstream)
+    for e in "${variants[@]}"; do
+        tag=$(tp_tag "$split" "$devs" "$e"); label="$split $devs"; [[ -n $e ]] && label+=" [${e//+/ }]"
+        st_ours=$(tp_logits "$model" "$split" "$devs" ours "$e")
+        local a="$tpdir/logits/$model-$tag-ours.bin" b="$tpdir/logits/$model-$(tp_tag "$split" "$devs")-upstream.bin"
+        local none="$tpdir/logits/$model-$(tp_tag none "$tp_none")-ours.bin"
+        if [[ $st_ours != ok ]]; then vs_ref="ours $st_ours"; vs_none="–"
+        else
+            if [[ -n $e ]]; then vs_ref="–"
+            elif [[ $st_ref != ok ]]; then vs_ref="upstream $st_ref"
+            else
+                vs_ref=$(tp_compare "$a" "$b")
+                [[ $expect == bit-identical && $vs_ref != bit-identical ]] && vs_ref="UNEXPECTED, $vs_ref"
+            fi
+            if [[ $split == none ]]; then vs_none="–"
+            elif [[ -f $none ]]; then vs_none=$(tp_compare "$a" "$none" 0.05)
+            else vs_none="no split-none run of ours"; fi
+        fi
+        [[ -n $e ]] && expect="–"
+        echo "  $label: ours vs upstream: $vs_ref (expected: $expect); ours vs ours split none: $vs_none"
+        printf '%s\t%s\t%s\t%s\t%s\n' "$model" "$label" "$vs_ref" "$expect" "$vs_none" >>"$tpdir/logits.tsv"
+    done
+}
+
+# The two tables, as markdown, from results.tsv and logits.tsv.
+tp_table() {
+    {
+        echo "## Throughput: llama_bench, tokens/s (median of $tp_reps timed repetitions after $tp_warmup warm-up run(s); min–max)"
+        echo
+        echo "flash attention on, n_ubatch $tp_ub, $tp_threads threads. ours/upstream: ratio of medians (> 1: ours faster)."
+        echo "vs none: this row's median / the same build's split-none median (same model and test)."
+        [[ -n $tp_envs ]] && echo "Rows with [settings] are extra runs of ours with those environment settings; their ours/upstream uses the upstream run of the same split and devices."
+        echo
+        echo "| model | test | split, devices | upstream | ours | ours/upstream | upstream vs none | ours vs none |"
+        echo "|---|---|---|---|---|---|---|---|"
+        awk -F'\t' '
+            function cell(k) { return (k in st) ? (st[k] == "ok" ? sprintf("%.2f (%.2f–%.2f)", med[k], mn[k], mx[k]) : st[k]) : "–" }
+            function ratio(a, b) { return (a in st && b in st && st[a] == "ok" && st[b] == "ok" && med[b] > 0) ? sprintf("%.3f", med[a] / med[b]) : "–" }
+            {
+                m = $1; t = $2; l = $3
+                if (!(m in mi)) { mi[m] = ++nm; mname[nm] = m }
+                if (!(t in ti)) { ti[t] = ++nt; tname[nt] = t }
+                if (!(l in li)) { li[l] = ++nl; lname[nl] = l }
+                k = m SUBSEP t SUBSEP l SUBSEP $6
+                st[k] = $7; med[k] = $8; mn[k] = $9; mx[k] = $10
+                base[l] = $4; spl[l] = $5
+                if ($5 == "none") none_label[m SUBSEP t] = l
+            }
+            END {
+                for (a = 1; a <= nm; a++) for (b = 1; b <= nt; b++) for (c = 1; c <= nl; c++) {
+                    m = mname[a]; t = tname[b]; l = lname[c]
+                    ko = m SUBSEP t SUBSEP l SUBSEP "ours"
+                    ku = m SUBSEP t SUBSEP base[l] SUBSEP "upstream"
+                    if (!(ko in st) && !(ku in st)) continue
+                    n = (m SUBSEP t) in none_label ? none_label[m SUBSEP t] : ""
+                    ru = "–"; ro = "–"
+                    if (spl[l] != "none" && n != "") {
+                        if (l == base[l]) ru = ratio(ku, m SUBSEP t SUBSEP n SUBSEP "upstream")
+                        ro = ratio(ko, m SUBSEP t SUBSEP n SUBSEP "ours")
+                    }
+                    up = (l == base[l]) ? cell(ku) : "–"
+                    printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", m, t, l, up, cell(ko), ratio(ko, ku), ru, ro
+                }
+            }' "$tpdir/results.tsv"
+        echo
+        echo "## Logits: llama_driver, $tp_npredict greedy tokens (prompt + $((tp_npredict - 1)) single-token steps), compare_logits"
+        echo
+        echo "ours vs upstream in the same configuration (bit-identical expected on one device); ours vs ours split none: passes when rel L2 <= 0.05."
+        echo
+        echo "| model | split, devices | ours vs upstream | expected | ours vs ours split none |"
+        echo "|---|---|---|---|---|"
+        [[ -f $tpdir/logits.tsv ]] && awk -F'\t' '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }' "$tpdir/logits.tsv"
+    } >"$tpdir/table.md"
+}
+
+tp_pack() {  # the logs and tables (no models, no logits files, no build tree) as one tarball
+    tar -C "$out" -czf "$1" --exclude='*.bin' --exclude='*.gguf' --exclude=build --exclude=models \
+        $(cd "$out" && ls -d ./*.log tp 2>/dev/null)
+}
+
+tp() {
+    tp_settings
+    rm -rf "$tpdir"; mkdir -p "$tpdir/logits" "$out/models"
+    : >"$tpdir/results.tsv"
+    {
+        echo "started: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+        local gpus; gpus=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | paste -sd ';')
+        echo "host: $(nproc) cores; GPUs: ${gpus:-none (no nvidia-smi)}"
+        echo "settings: models='$tp_models' none=$tp_none tensor='$tp_devices' layer='$tp_layer' envs='$tp_envs'"
+        echo "          reps=$tp_reps warmup=$tp_warmup n_prompt=$tp_np n_gen=$tp_ng n_ubatch=$tp_ub threads=$tp_threads nccl=$tp_nccl cpu_test=${TP_CPU_TEST:-0}"
+    } | tee "$tpdir/settings.txt"
+    nvidia-smi >"$tpdir/nvidia-smi.txt" 2>&1
+    if [[ -n ${TP_PREBUILT:-} ]]; then
+        step "using the build in $build"
+    else
+        local arg=""; [[ $tp_nccl == on ]] && arg=nccl
+        build $arg || { echo "build failed: see $out/build.log"; return 1; }
+    fi
+    local bin="$build/ctests" f16="$out/models/f16.gguf" want have
+    # The models are kept across runs on the same machine when their flags are unchanged.
+    want="write_model ${tp_shape[*]} --type f16 --seed 42 --stream"
+    have=$(cat "$f16.flags" 2>/dev/null)
+    if [[ -f $f16 && $have == "$want" ]]; then step "model f16: kept from an earlier run"
+    else
+        step "model f16: writing"
+        rm -f "$out"/models/*
+        "$bin/write_model" "${tp_shape[@]}" --type f16 --seed 42 --stream --out "$f16" | tail -2 || return 1
+        echo "$want" >"$f16.flags"
+    fi
+    local m
+    for m in $tp_models; do
+        [[ $m == f16 ]] && continue
+        [[ -f $out/models/$m.gguf && $(cat "$out/models/$m.gguf.flags" 2>/dev/null) == "$want" ]] && continue
+        step "model $m: llama_bench --quantize"
+        "$build/bench/llama_bench" --quantize "$f16" "$out/models/$m.gguf" "$m" | tail -1 || return 1
+        echo "$want" >"$out/models/$m.gguf.flags"
+    done
+    ls -l "$out"/models/*.gguf | tee "$tpdir/models.txt"
+
+    local d
+    for m in $tp_models; do
+        tp_config "$m" none "$tp_none"; tp_table
+        for d in $tp_devices; do tp_config "$m" tensor "$d"; tp_table; done
+        for d in $tp_layer; do tp_config "$m" layer "$d"; tp_table; done
+    done
+    echo "finished: $(date -u '+%Y-%m-%d %H:%M:%S UTC') (${SECONDS}s)" >>"$tpdir/settings.txt"
+    step "tables ($tpdir/table.md)"
+    cat "$tpdir/table.md"
+}
+
+tp_finish() {  # after tp: the tarball, then the marker (tp-wait copies the tarball once it sees it)
+    echo "exit=$1" >"$tpdir/exit.txt"
+    tp_pack "$tp_tarball.tmp" && mv "$tp_tarball.tmp" "$tp_tarball"
+    echo "exit=$1" >"$out/tp-done"
+    if [[ -n ${OUT:-} ]]; then cp "$tp_tarball" "$OUT/tp.tgz"; fi
+}
+
+tp_start() {
+    local src=/tmp/tp-src
+    if [[ -f $out/tp-job.pid ]] && kill -0 "$(cat "$out/tp-job.pid")" 2>/dev/null; then
+        echo "tp-start: a tp job is already running (pid $(cat "$out/tp-job.pid")); use tp-wait" >&2
+        return 1
+    fi
+    if [[ -z ${TP_PREBUILT:-} && ( ! -f $gpu_dir/libggml_backend_rs.a || ! -d $gpu_dir/llama.cpp ) ]]; then
+        echo "tp-start: $gpu_dir must hold llama.cpp/ and libggml_backend_rs.a (see docs/gpu.md)" >&2
+        return 1
+    fi
+    # The tree and .gpu/ are copied: the next device call replaces the working tree and .gpu/.
+    rm -rf "$src"; mkdir -p "$src"
+    tar -C "$root" --exclude=./build --exclude=./target --exclude=./.git --exclude=./.gpu -cf - . | tar -C "$src" -xf -
+    if [[ -d $gpu_dir ]]; then mkdir -p "$src/.gpu"; cp -rL "$gpu_dir/." "$src/.gpu/"; fi
+    rm -f "$out/tp-done" "$tp_tarball" "$out/tp-wait.lines"
+    GPU_DIR="$src/.gpu" OUT="" setsid nohup bash "$src/bench/gpu.sh" tp >"$out/tp-job.log" 2>&1 </dev/null &
+    echo $! >"$out/tp-job.pid"
+    echo "tp-start: job started (pid $!); log $out/tp-job.log; marker $out/tp-done. Next: bench/gpu.sh tp-wait"
+}
+
+# New lines of the job log since the last call (so each tp-wait shows only what is new).
+tp_progress() {
+    local shown n
+    shown=$(cat "$out/tp-wait.lines" 2>/dev/null || echo 0); n=$(wc -l <"$out/tp-job.log")
+    if (( n > shown )); then
+        sed -n "$((shown + 1)),${n}p" "$out/tp-job.log" |
+            grep -E '^(==>|  |started|host|settings|build failed|wrote|quantized)' | grep -v '^==> tables'
+    fi
+    echo "$n" >"$out/tp-wait.lines"
+}
+
+tp_wait() {
+    local limit=${1:-560} t0=$SECONDS
+    if [[ ! -f $out/tp-job.log ]]; then
+        echo "tp-wait: no job log ($out/tp-job.log): no tp-start on this machine (a machine idle for 30 s is given back; a new one starts bare)" >&2
+        return 1
+    fi
+    while [[ ! -f $out/tp-done ]] && (( SECONDS - t0 < limit )); do
+        tp_progress
+        if ! kill -0 "$(cat "$out/tp-job.pid" 2>/dev/null)" 2>/dev/null && [[ ! -f $out/tp-done ]]; then
+            echo "tp-wait: the job is gone without its marker; last lines of its log:"; tail -20 "$out/tp-job.log"; break
+        fi
+        sleep 5
+    done
+    tp_progress
+    if [[ -f $out/tp-done ]]; then
+        echo; echo "tp job finished: $(cat "$out/tp-done"); $(tail -1 "$tpdir/settings.txt" 2>/dev/null)"; echo
+        cat "$tpdir/table.md" 2>/dev/null
+        if [[ -n ${OUT:-} ]]; then cp "$tp_tarball" "$OUT/tp.tgz" && echo "(logs and tables: \$OUT/tp.tgz)"; fi
+        return 0
+    fi
+    local started; started=$(stat -c %Y "$out/tp-job.pid" 2>/dev/null || date +%s)
+    echo; echo "tp-wait: not finished after $((SECONDS - t0)) s (job running for $(( $(date +%s) - started )) s); call bench/gpu.sh tp-wait again."
+    if [[ -f $tpdir/table.md ]]; then echo "Tables so far:"; cat "$tpdir/table.md"; fi
+    if [[ -n ${OUT:-} ]]; then tp_pack "$OUT/tp-partial.tgz" && echo "(logs so far: \$OUT/tp-partial.tgz)"; fi
+    return 3
+}
+
 case "${1:-all}" in
     all) build && run; echo "exit=$?" >"$out/done" ;;
     multi) build nccl && multi; echo "exit=$?" >"$out/done" ;;
-    *) echo "usage: $0 all|multi" >&2; exit 2 ;;
+    tp) tp; tp_finish $? ;;
+    tp-start) tp_start ;;
+    tp-wait) tp_wait "${2:-560}" ;;
+    *) echo "usage: $0 all|multi|tp|tp-start|tp-wait [SECONDS]" >&2; exit 2 ;;
 esac

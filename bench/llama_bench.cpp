@@ -1,0 +1,402 @@
+// llama_bench.cpp — prompt-processing and token-generation throughput of a GGUF model through
+// libllama's public API (llama.h), in the manner of llama.cpp's llama-bench: the same program is
+// built against this library (`llama_bench`) and against the pristine reference build
+// (`llama_bench_ref`), so bench/gpu.sh can alternate the two in one run.
+//
+// Usage:
+//   llama_bench --model PATH [--split-mode none|layer|row|tensor (none)] [--devices LIST]
+//               [--tensor-split F,F,..] [--main-gpu I (0)] [--n-gpu-layers N (999)]
+//               [--n-prompt N (512)] [--n-gen N (128)] [--n-batch N (2048)] [--n-ubatch N (512)]
+//               [--flash-attn on|off (on)] [--threads N (hardware threads)] [--warmup N (2)]
+//               [--reps N (10)] [--seed N (42)] [--no-mmap] [--verbose]
+//   llama_bench --quantize IN OUT TYPE [--threads N]      TYPE: q4_0 q4_1 q5_0 q5_1 q8_0
+//
+// --devices is a comma list of ggml device names (ggml_backend_dev_by_name: CPU, CUDA0, ...); a
+// name may repeat (tensor mode over CUDA0,CUDA0 splits the model into two slices on one GPU). The
+// list goes NULL-terminated into llama_model_params.devices, as tools/model/llama_driver does;
+// without --devices libllama picks its default devices.
+//
+// Tests (each in its own context on the one loaded model; --n-prompt 0 or --n-gen 0 skips one):
+//   ppN  N tokens into an empty KV cache in one llama_decode call (in chunks of n_batch when
+//        N > n_batch), logits of the last position only, then llama_synchronize; the time of the
+//        whole gives N / seconds.
+//   tgN  N single-token llama_decode calls, one after the other, from an empty KV cache, each
+//        followed by llama_synchronize; N / seconds of the whole.
+// The KV cache is cleared (llama_memory_clear(.., true)) before every warm-up and repetition.
+// Tokens are pseudo-random but fixed by --seed (uniform over the vocabulary; the prompt starts
+// with BOS when the vocabulary adds one), so every build and run feeds the same ids. Context size
+// per test: its own token count (libllama rounds it up).
+//
+// Output on stdout, `key: value` lines, then per test:
+//   reps: test=pp512 tps=T1,T2,...             tokens/s of each timed repetition, in run order
+//   result test=pp512 build=ours model=NAME split=tensor devices=CUDA0,CUDA0 n_prompt=512 n_gen=0
+//          reps=10 median_tps=... min_tps=... max_tps=...       (one line)
+// build= is `ours` for llama_bench, `upstream` for llama_bench_ref; model= the file name without
+// directory and .gguf. Errors go to stderr; exit
+// status 1 on any failure. libllama's log is shown from WARN up unless --verbose.
+#include "llama.h"
+#include "ggml.h"
+#include "ggml-backend.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifndef LLAMA_BENCH_BUILD_NAME
+#define LLAMA_BENCH_BUILD_NAME "unknown"
+#endif
+
+namespace {
+
+struct Opts {
+    std::string model;
+    std::string split_mode = "none";
+    std::string devices;       // empty: libllama's default devices
+    std::string tensor_split;  // empty: libllama's default
+    int main_gpu = 0;
+    int n_gpu_layers = 999;
+    int n_prompt = 512;
+    int n_gen = 128;
+    int n_batch = 2048;
+    int n_ubatch = 512;
+    std::string flash_attn = "on";
+    int threads = 0;           // 0: hardware threads
+    int warmup = 2;
+    int reps = 10;
+    uint32_t seed = 42;
+    bool no_mmap = false;
+    bool verbose = false;
+};
+
+bool g_verbose = false;
+ggml_log_level g_last_level = GGML_LOG_LEVEL_INFO;
+
+void log_cb(ggml_log_level level, const char * text, void *) {
+    if (level != GGML_LOG_LEVEL_CONT) g_last_level = level;
+    if (g_verbose || g_last_level >= GGML_LOG_LEVEL_WARN) {
+        fputs(text, stderr);
+        fflush(stderr);
+    }
+}
+
+void usage() {
+    fprintf(stderr,
+        "usage: llama_bench --model PATH [--split-mode none|layer|row|tensor] [--devices LIST]\n"
+        "                   [--tensor-split F,F,..] [--main-gpu I] [--n-gpu-layers N] [--n-prompt N]\n"
+        "                   [--n-gen N] [--n-batch N] [--n-ubatch N] [--flash-attn on|off] [--threads N]\n"
+        "                   [--warmup N] [--reps N] [--seed N] [--no-mmap] [--verbose]\n"
+        "       llama_bench --quantize IN OUT q4_0|q4_1|q5_0|q5_1|q8_0 [--threads N]\n");
+}
+
+[[noreturn]] __attribute__((format(printf, 1, 2))) void fail(const char * fmt, ...) {
+    fprintf(stderr, "llama_bench: ");
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    exit(1);
+}
+
+int parse_int(const char * s, const char * flag, int min) {
+    char * end = nullptr;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (!end || *end || errno || v < min || v > 1000000000L) {
+        fprintf(stderr, "llama_bench: %s needs an integer >= %d, got '%s'\n", flag, min, s);
+        exit(1);
+    }
+    return (int) v;
+}
+
+std::vector<std::string> split_list(const std::string & s) {
+    std::vector<std::string> out;
+    size_t start = 0;
+    while (start <= s.size()) {
+        size_t p = s.find(',', start);
+        if (p == std::string::npos) p = s.size();
+        if (p > start) out.push_back(s.substr(start, p - start));
+        start = p + 1;
+    }
+    return out;
+}
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int hardware_threads() {
+    const unsigned n = std::thread::hardware_concurrency();
+    return n > 0 ? (int) n : 1;
+}
+
+// --quantize IN OUT TYPE [--threads N], with argv[i] == "--quantize" and i + 3 < argc.
+int quantize(int argc, char ** argv, int i) {
+    const std::string in = argv[i + 1], out = argv[i + 2], type = argv[i + 3];
+    int threads = hardware_threads();
+    for (int j = i + 4; j < argc; ++j) {
+        const std::string a = argv[j];
+        if (a == "--threads" && j + 1 < argc) threads = parse_int(argv[++j], "--threads", 1);
+        else { fprintf(stderr, "llama_bench: unknown argument after --quantize: %s\n", a.c_str()); usage(); return 1; }
+    }
+    struct { const char * name; llama_ftype ftype; } const types[] = {
+        {"q4_0", LLAMA_FTYPE_MOSTLY_Q4_0}, {"q4_1", LLAMA_FTYPE_MOSTLY_Q4_1},
+        {"q5_0", LLAMA_FTYPE_MOSTLY_Q5_0}, {"q5_1", LLAMA_FTYPE_MOSTLY_Q5_1},
+        {"q8_0", LLAMA_FTYPE_MOSTLY_Q8_0},
+    };
+    const llama_ftype * ftype = nullptr;
+    for (const auto & t : types) if (type == t.name) ftype = &t.ftype;
+    if (!ftype) fail("--quantize: unsupported type '%s' (q4_0, q4_1, q5_0, q5_1, q8_0)", type.c_str());
+
+    llama_log_set(log_cb, nullptr);
+    llama_backend_init();
+    llama_model_quantize_params qp = llama_model_quantize_default_params();
+    qp.nthread = threads;
+    qp.ftype = *ftype;
+    const double t0 = now_s();
+    const uint32_t rc = llama_model_quantize(in.c_str(), out.c_str(), &qp);
+    const double t1 = now_s();
+    llama_backend_free();
+    if (rc != 0) fail("llama_model_quantize(%s -> %s) failed", in.c_str(), out.c_str());
+    printf("quantized: %s -> %s type=%s threads=%d seconds=%.1f\n", in.c_str(), out.c_str(), type.c_str(), threads, t1 - t0);
+    return 0;
+}
+
+struct Test {
+    std::string name;   // pp512 / tg128
+    bool prompt;        // pp (one batch) or tg (single tokens)
+    int n_tokens;
+};
+
+struct Summary {
+    double median, min, max;
+};
+
+Summary summarize(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    const double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return {med, v.front(), v.back()};
+}
+
+} // namespace
+
+int main(int argc, char ** argv) {
+    Opts o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--quantize") {
+            if (i != 1) fail("--quantize must be the first argument");
+            if (argc < 5) { usage(); return 1; }
+            return quantize(argc, argv, i);
+        }
+        auto need = [&]() -> const char * {
+            if (i + 1 >= argc) { fprintf(stderr, "llama_bench: missing value for %s\n", a.c_str()); usage(); exit(1); }
+            return argv[++i];
+        };
+        if      (a == "--model" || a == "-m")   o.model = need();
+        else if (a == "--split-mode" || a == "-sm") o.split_mode = need();
+        else if (a == "--devices" || a == "-dev") o.devices = need();
+        else if (a == "--tensor-split" || a == "-ts") o.tensor_split = need();
+        else if (a == "--main-gpu" || a == "-mg") o.main_gpu = parse_int(need(), "--main-gpu", 0);
+        else if (a == "--n-gpu-layers" || a == "-ngl") o.n_gpu_layers = parse_int(need(), "--n-gpu-layers", 0);
+        else if (a == "--n-prompt" || a == "-p") o.n_prompt = parse_int(need(), "--n-prompt", 0);
+        else if (a == "--n-gen" || a == "-n")   o.n_gen = parse_int(need(), "--n-gen", 0);
+        else if (a == "--n-batch" || a == "-b") o.n_batch = parse_int(need(), "--n-batch", 1);
+        else if (a == "--n-ubatch" || a == "-ub") o.n_ubatch = parse_int(need(), "--n-ubatch", 1);
+        else if (a == "--flash-attn" || a == "-fa") o.flash_attn = need();
+        else if (a == "--threads" || a == "-t") o.threads = parse_int(need(), "--threads", 1);
+        else if (a == "--warmup")               o.warmup = parse_int(need(), "--warmup", 0);
+        else if (a == "--reps" || a == "-r")    o.reps = parse_int(need(), "--reps", 1);
+        else if (a == "--seed")                 o.seed = (uint32_t) parse_int(need(), "--seed", 0);
+        else if (a == "--no-mmap")              o.no_mmap = true;
+        else if (a == "--verbose")              o.verbose = true;
+        else if (a == "-h" || a == "--help")    { usage(); return 0; }
+        else { fprintf(stderr, "llama_bench: unknown argument: %s\n", a.c_str()); usage(); return 1; }
+    }
+    if (o.model.empty()) { usage(); return 1; }
+    if (o.n_prompt == 0 && o.n_gen == 0) fail("--n-prompt and --n-gen are both 0: nothing to measure");
+    if (o.threads == 0) o.threads = hardware_threads();
+
+    llama_split_mode split_mode;
+    if      (o.split_mode == "none")   split_mode = LLAMA_SPLIT_MODE_NONE;
+    else if (o.split_mode == "layer")  split_mode = LLAMA_SPLIT_MODE_LAYER;
+    else if (o.split_mode == "row")    split_mode = LLAMA_SPLIT_MODE_ROW;
+    else if (o.split_mode == "tensor") split_mode = LLAMA_SPLIT_MODE_TENSOR;
+    else fail("bad --split-mode '%s' (none, layer, row, tensor)", o.split_mode.c_str());
+
+    llama_flash_attn_type fa;
+    if      (o.flash_attn == "on")  fa = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+    else if (o.flash_attn == "off") fa = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    else fail("bad --flash-attn '%s' (on, off)", o.flash_attn.c_str());
+
+    g_verbose = o.verbose;
+    llama_log_set(log_cb, nullptr);
+    llama_backend_init();
+
+    printf("build: %s\n", LLAMA_BENCH_BUILD_NAME);
+    printf("model: %s\n", o.model.c_str());
+    printf("devices_available:");
+    for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
+        ggml_backend_dev_t d = ggml_backend_dev_get(i);
+        printf(" %s(%s)", ggml_backend_dev_name(d), ggml_backend_dev_description(d));
+    }
+    printf("\n");
+
+    // The device list: NULL-terminated array of ggml_backend_dev_t.
+    std::vector<ggml_backend_dev_t> devs;
+    std::string devices_label = "default";
+    if (!o.devices.empty()) {
+        devices_label.clear();
+        for (const auto & name : split_list(o.devices)) {
+            ggml_backend_dev_t d = ggml_backend_dev_by_name(name.c_str());
+            if (!d) fail("unknown device '%s' (see devices_available)", name.c_str());
+            devs.push_back(d);
+            devices_label += (devices_label.empty() ? "" : ",") + std::string(ggml_backend_dev_name(d));
+        }
+        if (devs.empty()) fail("empty --devices list");
+        devs.push_back(nullptr);
+    }
+    printf("devices: %s\n", devices_label.c_str());
+
+    std::vector<float> tsplit;
+    if (!o.tensor_split.empty()) {
+        tsplit.assign(llama_max_devices(), 0.0f);
+        const auto parts = split_list(o.tensor_split);
+        if (parts.size() > tsplit.size()) fail("too many --tensor-split values");
+        for (size_t i = 0; i < parts.size(); ++i) {
+            char * end = nullptr;
+            tsplit[i] = strtof(parts[i].c_str(), &end);
+            if (!end || *end || !(tsplit[i] >= 0.0f)) fail("bad --tensor-split value '%s'", parts[i].c_str());
+        }
+    }
+
+    llama_model_params mp = llama_model_default_params();
+    mp.devices      = devs.empty() ? nullptr : devs.data();
+    mp.n_gpu_layers = o.n_gpu_layers;
+    mp.split_mode   = split_mode;
+    mp.main_gpu     = o.main_gpu;
+    mp.tensor_split = tsplit.empty() ? nullptr : tsplit.data();
+    mp.use_mmap     = !o.no_mmap;
+
+    printf("params: split=%s devices=%s tensor_split=%s n_gpu_layers=%d n_prompt=%d n_gen=%d n_batch=%d "
+           "n_ubatch=%d flash_attn=%s threads=%d warmup=%d reps=%d seed=%u mmap=%d\n",
+           o.split_mode.c_str(), devices_label.c_str(), o.tensor_split.empty() ? "default" : o.tensor_split.c_str(),
+           o.n_gpu_layers, o.n_prompt, o.n_gen, o.n_batch, o.n_ubatch, o.flash_attn.c_str(), o.threads, o.warmup,
+           o.reps, o.seed, (int) mp.use_mmap);
+    fflush(stdout);
+
+    const double t_load0 = now_s();
+    llama_model * model = llama_model_load_from_file(o.model.c_str(), mp);
+    const double t_load1 = now_s();
+    if (!model) fail("failed to load model %s", o.model.c_str());
+    char desc[256];
+    llama_model_desc(model, desc, sizeof(desc));
+    for (char * p = desc; *p; ++p) if (*p == ' ') *p = '_';  // one token in the result line
+    printf("model_desc: %s size_mib=%.1f params=%llu load_s=%.2f\n", desc,
+           (double) llama_model_size(model) / (1024.0 * 1024.0), (unsigned long long) llama_model_n_params(model),
+           t_load1 - t_load0);
+    // The result lines name the model by its file name (without directory and .gguf).
+    std::string model_name = o.model.substr(o.model.find_last_of('/') == std::string::npos ? 0 : o.model.find_last_of('/') + 1);
+    if (model_name.size() > 5 && model_name.compare(model_name.size() - 5, 5, ".gguf") == 0) model_name.resize(model_name.size() - 5);
+    for (char & c : model_name) if (c == ' ' || c == '=') c = '_';
+
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    const int n_vocab = llama_vocab_n_tokens(vocab);
+    const bool add_bos = llama_vocab_get_add_bos(vocab);
+    const llama_token bos = llama_vocab_bos(vocab);
+
+    std::vector<Test> tests;
+    if (o.n_prompt > 0) tests.push_back({"pp" + std::to_string(o.n_prompt), true, o.n_prompt});
+    if (o.n_gen > 0) tests.push_back({"tg" + std::to_string(o.n_gen), false, o.n_gen});
+
+    for (const Test & t : tests) {
+        // Fixed pseudo-random token ids for this test.
+        std::mt19937 rng(o.seed + (t.prompt ? 0u : 1u));
+        std::uniform_int_distribution<int> pick(0, n_vocab - 1);
+        std::vector<llama_token> toks((size_t) t.n_tokens);
+        for (auto & tk : toks) tk = pick(rng);
+        if (add_bos && bos >= 0) toks[0] = bos;
+
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx           = (uint32_t) t.n_tokens;
+        cp.n_batch         = (uint32_t) o.n_batch;
+        cp.n_ubatch        = (uint32_t) o.n_ubatch;
+        cp.n_seq_max       = 1;
+        cp.n_threads       = o.threads;
+        cp.n_threads_batch = o.threads;
+        cp.flash_attn_type = fa;
+        cp.no_perf         = true;
+        llama_context * ctx = llama_init_from_model(model, cp);
+        if (!ctx) fail("failed to create a context for %s", t.name.c_str());
+        const int n_batch = std::max(1, std::min(o.n_batch, (int) llama_n_batch(ctx)));
+        llama_batch batch = llama_batch_init(t.prompt ? n_batch : 1, 0, 1);
+
+        auto decode = [&](int start, int n, bool last_logits) {
+            batch.n_tokens = n;
+            for (int j = 0; j < n; ++j) {
+                batch.token[j] = toks[(size_t) (start + j)];
+                batch.pos[j] = start + j;
+                batch.n_seq_id[j] = 1;
+                batch.seq_id[j][0] = 0;
+                batch.logits[j] = last_logits && j == n - 1;
+            }
+            const int rc = llama_decode(ctx, batch);
+            if (rc != 0) {
+                fprintf(stderr, "llama_bench: llama_decode failed in %s at position %d: %d\n", t.name.c_str(), start, rc);
+                exit(1);
+            }
+        };
+        // One repetition; returns its seconds.
+        auto run_once = [&]() -> double {
+            llama_memory_clear(llama_get_memory(ctx), true);
+            llama_synchronize(ctx);
+            const double t0 = now_s();
+            if (t.prompt) {
+                for (int start = 0; start < t.n_tokens; start += n_batch) {
+                    const int n = std::min(n_batch, t.n_tokens - start);
+                    decode(start, n, start + n == t.n_tokens);
+                }
+                llama_synchronize(ctx);
+            } else {
+                for (int i = 0; i < t.n_tokens; ++i) {
+                    decode(i, 1, true);
+                    llama_synchronize(ctx);
+                }
+            }
+            return now_s() - t0;
+        };
+
+        for (int w = 0; w < o.warmup; ++w) run_once();
+        std::vector<double> tps;
+        for (int r = 0; r < o.reps; ++r) {
+            const double s = run_once();
+            tps.push_back(s > 0 ? t.n_tokens / s : 0.0);
+        }
+        llama_batch_free(batch);
+        llama_free(ctx);
+
+        printf("reps: test=%s tps=", t.name.c_str());
+        for (size_t r = 0; r < tps.size(); ++r) printf("%s%.2f", r ? "," : "", tps[r]);
+        printf("\n");
+        const Summary s = summarize(tps);
+        printf("result test=%s build=%s model=%s split=%s devices=%s n_prompt=%d n_gen=%d reps=%d "
+               "median_tps=%.2f min_tps=%.2f max_tps=%.2f\n",
+               t.name.c_str(), LLAMA_BENCH_BUILD_NAME, model_name.c_str(), o.split_mode.c_str(), devices_label.c_str(),
+               t.prompt ? t.n_tokens : 0, t.prompt ? 0 : t.n_tokens, o.reps, s.median, s.min, s.max);
+        fflush(stdout);
+    }
+
+    llama_model_free(model);
+    llama_backend_free();
+    return 0;
+}
