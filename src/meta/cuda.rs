@@ -122,8 +122,12 @@ impl CurrentCtx {
 
 impl Drop for CurrentCtx {
     fn drop(&mut self) {
-        // SAFETY: restores the context that was current (possibly none).
-        unsafe { sys::cuCtxSetCurrent(self.prev) };
+        // With no context current before, ours (a primary context, the CUDA runtime's own)
+        // stays current rather than leaving the thread without one.
+        if !self.prev.is_null() {
+            // SAFETY: restores the context that was current.
+            unsafe { sys::cuCtxSetCurrent(self.prev) };
+        }
     }
 }
 
@@ -389,8 +393,8 @@ fn kernel_name(n: usize) -> String {
     format!("ggml_meta_allreduce_f32_x{n}")
 }
 
-/// PTX of the kernel for `n` partials: parameters `p0 .. p(n-1)` (f32 arrays), `begin`, `end`;
-/// threads stride over `[begin, end)`, load element `i` of every partial, add them in
+/// PTX of the kernel for `n` partials: parameters `p0 .. p(n-1)` (f32 arrays), `first`,
+/// `limit`; threads stride over `[first, limit)`, load element `i` of every partial, add them in
 /// [`exchange::reference_expr`] order (round to nearest, denormals kept) and store the sum
 /// into every partial.
 pub fn ptx(n: usize) -> String {
@@ -398,7 +402,7 @@ pub fn ptx(n: usize) -> String {
     let mut s = String::new();
     let params: Vec<String> = (0..n)
         .map(|k| format!("    .param .u64 p{k}"))
-        .chain(["    .param .u64 begin".into(), "    .param .u64 end".into()])
+        .chain(["    .param .u64 first".into(), "    .param .u64 limit".into()])
         .collect();
     let _ = write!(
         s,
@@ -408,7 +412,7 @@ pub fn ptx(n: usize) -> String {
     );
     let _ = writeln!(s, "    .reg .pred %done;");
     let _ = writeln!(s, "    .reg .b32 %r<4>;");
-    let _ = writeln!(s, "    .reg .b64 %i, %end, %stride, %off, %t;");
+    let _ = writeln!(s, "    .reg .b64 %i, %limit, %stride, %off, %t;");
     let _ = writeln!(s, "    .reg .b64 %a<{n}>;");
     let _ = writeln!(s, "    .reg .b64 %q<{n}>;");
     let _ = writeln!(s, "    .reg .f32 %v<{n}>;");
@@ -418,8 +422,8 @@ pub fn ptx(n: usize) -> String {
         let _ = writeln!(s, "    cvta.to.global.u64 %a{k}, %a{k};");
     }
     s.push_str(
-        "    ld.param.u64 %i, [begin];
-    ld.param.u64 %end, [end];
+        "    ld.param.u64 %i, [first];
+    ld.param.u64 %limit, [limit];
     mov.u32 %r0, %ctaid.x;
     mov.u32 %r1, %ntid.x;
     mov.u32 %r2, %tid.x;
@@ -430,7 +434,7 @@ pub fn ptx(n: usize) -> String {
     add.u64 %i, %i, %t;
     mul.wide.u32 %stride, %r3, %r1;
 LOOP:
-    setp.ge.u64 %done, %i, %end;
+    setp.ge.u64 %done, %i, %limit;
     @%done bra DONE;
     shl.b64 %off, %i, 2;
 ",
