@@ -239,7 +239,10 @@ int main(int argc, char ** argv) {
     else if (o.flash_attn == "off") fa = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     else fail("bad --flash-attn '%s' (on, off)", o.flash_attn.c_str());
 
-    g_verbose = o.verbose;
+    // LLAMA_BENCH_VERBOSE=1 is --verbose for runs whose command line a script fixes (e.g. to
+    // see GGML_META_PROFILE's report, which goes through the log)
+    const char * verbose_env = getenv("LLAMA_BENCH_VERBOSE");
+    g_verbose = o.verbose || (verbose_env && strcmp(verbose_env, "1") == 0);
     llama_log_set(log_cb, nullptr);
     llama_backend_init();
 

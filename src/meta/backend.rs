@@ -512,7 +512,8 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
             .ok_or_else(|| format!("meta backend: node '{}' was not allocated", t.name_string()))?;
         kept.push((t, simple));
         reduce_at.push(false);
-        if !d.reduce {
+        // One device holds whole sums: no cut, the graph runs as one sub-graph.
+        if !d.reduce || n == 1 {
             continue;
         }
         // Partial sums: reduce after the linear tail that MoE layers put behind the matmul

@@ -402,7 +402,10 @@ pub fn ptx(n: usize) -> String {
     let mut s = String::new();
     let params: Vec<String> = (0..n)
         .map(|k| format!("    .param .u64 p{k}"))
-        .chain(["    .param .u64 first".into(), "    .param .u64 limit".into()])
+        .chain([
+            "    .param .u64 first".into(),
+            "    .param .u64 limit".into(),
+        ])
         .collect();
     let _ = write!(
         s,
