@@ -18,8 +18,12 @@
 #                                         and SOFT_MAX run on the CPU, between meta splits
 #   meta/e2e/<model>/tgpu{3,4}_vs_cpu     meta over 3 and 4 test devices (gather-and-add and
 #                                         butterfly AllReduce over asynchronous devices)
-#   meta/steps/<model>/tgpu{2,3,4}        decode steps over 2, 3, 4 test devices wait on the host
-#                                         for nothing and allocate nothing (ctests/meta_steps.cmake)
+#   meta/e2e/<model>/tgpu{2,3,4}_direct_vs_cpu  the same with the direct AllReduce
+#                                         (GGML_META_ALLREDUCE=direct: partials in scratch slots,
+#                                         each device adds all of them; no copies)
+#   meta/steps/<model>/tgpu{2,3,4}[_direct]  decode steps over 2, 3, 4 test devices wait on the
+#                                         host for nothing and allocate nothing
+#                                         (ctests/meta_steps.cmake)
 #   differential/meta/<model>/tgpu2       the tgpu2 run, this library vs upstream's C++, TOL 0
 #   meta/e2e/fa_off_fails                 tensor mode with --flash-attn off: libllama refuses the
 #                                         context; both builds exit 1 with its message, no signal
@@ -104,7 +108,10 @@ set(meta_configs
     "tgpu2|--test-device --devices TESTGPU0,TESTGPU1|"
     "tgpu2_cpu_ops|--test-device --devices TESTGPU0,TESTGPU1|"
     "tgpu3|--test-device --devices TESTGPU0,TESTGPU1,TESTGPU2|"
-    "tgpu4|--test-device --devices TESTGPU0,TESTGPU1,TESTGPU2,TESTGPU3|")
+    "tgpu4|--test-device --devices TESTGPU0,TESTGPU1,TESTGPU2,TESTGPU3|"
+    "tgpu2_direct|--test-device --devices TESTGPU0,TESTGPU1|"
+    "tgpu3_direct|--test-device --devices TESTGPU0,TESTGPU1,TESTGPU2|"
+    "tgpu4_direct|--test-device --devices TESTGPU0,TESTGPU1,TESTGPU2,TESTGPU3|")
 # Four test devices registered (the default is two), GET_ROWS on them.
 set(meta_testgpu4 "${meta_testgpu_get_rows};GGML_BACKEND_RS_TESTGPU_COUNT=4")
 set(meta_cpu4_model tiny-gqa-f32)
@@ -137,10 +144,14 @@ foreach(model_entry IN LISTS meta_models)
             -D "COMPARE=$<TARGET_FILE:compare_logits>" -D "TOL=${tol}"
             -D "WORK_DIR=${model_dir}/meta-${model}-${cfg}" -P "${run}")
         list(APPEND tests ${test})
-        if(cfg MATCHES "^tgpu[34]$")
-            set_tests_properties(${test} PROPERTIES ENVIRONMENT "${meta_testgpu4}")
+        set(cfg_env "")
+        if(cfg MATCHES "_direct$")
+            set(cfg_env "GGML_META_ALLREDUCE=direct")
         endif()
-        if(cfg MATCHES "^tgpu([234])$")
+        if(cfg MATCHES "^tgpu[34]" OR cfg MATCHES "_direct$")
+            set_tests_properties(${test} PROPERTIES ENVIRONMENT "${meta_testgpu4};${cfg_env}")
+        endif()
+        if(cfg MATCHES "^tgpu([234])(_direct)?$")
             set(n_dev ${CMAKE_MATCH_1})
             set(steps_test meta/steps/${model}/${cfg})
             add_test(NAME ${steps_test} COMMAND "${CMAKE_COMMAND}"
@@ -149,7 +160,7 @@ foreach(model_entry IN LISTS meta_models)
             # every op on the test devices: the CPU's router soft_max of the MoE model would
             # make the scheduler wait between splits, which is not the meta backend's doing
             set_tests_properties(${steps_test} PROPERTIES
-                ENVIRONMENT "${meta_testgpu4};GGML_BACKEND_RS_TESTGPU_ALL_OPS=1")
+                ENVIRONMENT "${meta_testgpu4};GGML_BACKEND_RS_TESTGPU_ALL_OPS=1;${cfg_env}")
             list(APPEND tests ${steps_test})
         endif()
         if(cfg STREQUAL "tgpu2")

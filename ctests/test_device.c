@@ -333,9 +333,23 @@ static const char * tr_name(ggml_backend_reg_t r) { (void) r; return "TESTGPU"; 
 static size_t tr_count(ggml_backend_reg_t r) { (void) r; return testgpu_count(); }
 static ggml_backend_dev_t tr_get(ggml_backend_reg_t r, size_t i) { (void) r; return i < testgpu_count() ? &testgpu_devices[i] : NULL; }
 
+// The test devices' memory is the host's, so each can compute on the others' tensors: the
+// meta backend's direct AllReduce asks through this optional entry.
+static bool tr_dev_reads_peer(ggml_backend_dev_t dev, ggml_backend_dev_t peer) {
+    (void) dev; (void) peer;
+    return true;
+}
+static void * tr_proc(ggml_backend_reg_t r, const char * name) {
+    (void) r;
+    if (strcmp(name, "ggml_backend_rs_dev_reads_peer") == 0) {
+        return (void *) tr_dev_reads_peer;
+    }
+    return NULL;
+}
+
 static struct ggml_backend_reg testgpu_reg = {
     /* .api_version = */ GGML_BACKEND_API_VERSION,
-    /* .iface       = */ { tr_name, tr_count, tr_get, NULL },
+    /* .iface       = */ { tr_name, tr_count, tr_get, tr_proc },
     /* .context     = */ NULL,
 };
 

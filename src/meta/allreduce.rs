@@ -50,6 +50,7 @@ pub enum Path {
     Backend,
     Own,
     Copies,
+    Direct,
 }
 
 impl Path {
@@ -58,6 +59,7 @@ impl Path {
             "backend" => Some(Path::Backend),
             "own" => Some(Path::Own),
             "copies" => Some(Path::Copies),
+            "direct" => Some(Path::Direct),
             _ => None,
         }
     }
@@ -84,15 +86,18 @@ impl Reducer {
         let env = std::env::var("GGML_META_ALLREDUCE").ok();
         let mut forced = env.as_deref().and_then(Path::parse);
         if let (Some(v), None) = (&env, forced) {
-            log_info!("meta backend: GGML_META_ALLREDUCE={v} is not backend|own|copies; ignored");
+            log_info!(
+                "meta backend: GGML_META_ALLREDUCE={v} is not backend|own|copies|direct; ignored"
+            );
         }
         let no_backend = std::env::var("GGML_META_NO_BACKEND_ALLREDUCE").is_ok_and(|v| v != "0");
-        let backend_fn = if no_backend || matches!(forced, Some(Path::Own | Path::Copies)) {
-            None
-        } else {
-            backend_allreduce(devices[0])
-        };
-        let cuda = if n > 1 && matches!(forced, None | Some(Path::Own)) {
+        let backend_fn =
+            if no_backend || matches!(forced, Some(Path::Own | Path::Copies | Path::Direct)) {
+                None
+            } else {
+                backend_allreduce(devices[0])
+            };
+        let cuda = if n > 1 && matches!(forced, None | Some(Path::Own | Path::Direct)) {
             let any_cuda = devices.iter().any(|d| {
                 // SAFETY: a device's registry lives as long as the device.
                 unsafe { Reg::from_ptr(d.reg()) }.is_some_and(|r| r.name_string() == "CUDA")
@@ -117,6 +122,13 @@ impl Reducer {
         }
         if forced == Some(Path::Own) && cuda.is_none() {
             forced = Some(Path::Copies);
+        }
+        if forced == Some(Path::Direct) && !direct_reads_ok(devices, cuda.is_some()) {
+            log_info!(
+                "meta backend: GGML_META_ALLREDUCE=direct needs devices that compute on each \
+                 other's memory (CUDA with peer access): not used"
+            );
+            forced = None;
         }
         let mut events = Vec::with_capacity(n);
         for d in devices {
@@ -143,11 +155,24 @@ impl Reducer {
         }
     }
 
-    /// The path for a cut whose per-device targets look like `t`.
-    pub fn choose(&self, t: Tensor) -> Path {
+    /// The path for a cut with these per-device targets.
+    pub fn choose(&self, targets: &[Tensor]) -> Path {
+        // Direct: each device's sub-graph writes its partial to scratch and an add on each
+        // device reads all partials into its target; the target must be the node's own memory.
+        let direct_ok = self.events.is_some()
+            && targets.iter().all(|t| t.view_src().is_none())
+            && (self.forced == Some(Path::Direct));
+        if direct_ok {
+            return Path::Direct;
+        }
+        self.choose_besides_direct(targets[0])
+    }
+
+    /// The path for a cut like `t` when the direct path is not an option.
+    pub fn choose_besides_direct(&self, t: Tensor) -> Path {
         let own_ok = self.cuda.is_some() && CudaAllReduce::supports(t);
         match self.forced {
-            Some(Path::Own) if own_ok => Path::Own,
+            Some(Path::Own | Path::Direct) if own_ok => Path::Own,
             Some(Path::Backend) => Path::Backend,
             Some(_) => Path::Copies,
             None if own_ok
@@ -184,12 +209,44 @@ fn backend_allreduce(dev: Device) -> Option<AllReduceFn> {
     (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, AllReduceFn>(p) })
 }
 
+/// `bool (*)(ggml_backend_dev_t dev, ggml_backend_dev_t peer)`: whether `dev`'s backends can
+/// compute on tensors in `peer`'s memory. A registry offers it through
+/// `get_proc_address("ggml_backend_rs_dev_reads_peer")` (the ctests' test devices do); CUDA
+/// devices are checked by our CUDA AllReduce (peer access) instead.
+type ReadsPeerFn = unsafe extern "C" fn(ggml_backend_dev_t, ggml_backend_dev_t) -> bool;
+
+/// Whether every simple backend can compute on every other device's memory.
+fn direct_reads_ok(devices: &[Device], cuda_peer_access: bool) -> bool {
+    if cuda_peer_access {
+        return true;
+    }
+    devices.iter().all(|&a| {
+        // SAFETY: a device's registry lives as long as the device.
+        let Some(reg) = (unsafe { Reg::from_ptr(a.reg()) }) else {
+            return false;
+        };
+        let p = reg.proc_address(c"ggml_backend_rs_dev_reads_peer");
+        if p.is_null() {
+            return false;
+        }
+        // SAFETY: the entry is documented with the ReadsPeerFn signature.
+        let f = unsafe { std::mem::transmute::<*mut c_void, ReadsPeerFn>(p) };
+        devices
+            .iter()
+            .filter(|&&b| b != a)
+            // SAFETY: two live devices.
+            .all(|&b| unsafe { f(a.as_ptr(), b.as_ptr()) })
+    })
+}
+
 /// One cut's AllReduce, as the plan runs it.
 pub struct Reduction {
     pub targets: Vec<Tensor>,
     pub path: Path,
     /// Index into [`CopyPlan::cuts`] (for the copies path, and as the backend's fallback).
     copies: Option<usize>,
+    /// Index into [`DirectPlan::cuts`].
+    direct: Option<usize>,
 }
 
 /// The copies path's memory and pre-built operations for all cuts of one plan.
@@ -229,14 +286,6 @@ struct StageOps {
 }
 
 impl CopyPlan {
-    /// Whether the scratch memory still holds every target (else the plan is rebuilt).
-    pub fn fits(&self, reductions: &[Reduction]) -> bool {
-        reductions
-            .iter()
-            .filter(|r| r.copies.is_some())
-            .all(|r| r.targets[0].nbytes() <= self.slot_bytes)
-    }
-
     fn refresh(&mut self, cut: usize) {
         let CopyPlan { headers, cuts, .. } = self;
         for &(i, like, memory) in &cuts[cut].refresh {
@@ -264,12 +313,16 @@ impl Drop for CopyPlan {
     }
 }
 
+/// The AllReduces of one graph plan: per cut its path, and the memory and pre-built operations
+/// the copies and direct paths own.
+pub struct Planned {
+    pub reductions: Vec<Reduction>,
+    copies: Option<CopyPlan>,
+    direct: Option<DirectPlan>,
+}
+
 /// Builds the reductions of a plan: `cuts[c]` are the per-device targets of cut `c`.
-pub fn plan(
-    r: &Reducer,
-    backends: &[Backend],
-    cuts: Vec<Vec<Tensor>>,
-) -> (Vec<Reduction>, Option<CopyPlan>) {
+pub fn plan(r: &Reducer, backends: &[Backend], cuts: Vec<Vec<Tensor>>) -> Planned {
     let mut reductions: Vec<Reduction> = cuts
         .into_iter()
         .map(|targets| {
@@ -282,52 +335,85 @@ pub fn plan(
                 t0.name_string()
             );
             Reduction {
-                path: r.choose(t0),
+                path: r.choose(&targets),
                 targets,
                 copies: None,
+                direct: None,
             }
         })
         .collect();
-    let n = backends.len();
-    let need: Vec<usize> = (0..reductions.len())
-        .filter(|&c| reductions[c].path != Path::Own && reductions[c].targets[0].nbytes() > 0)
+    // The direct path's partial slots are safe to reuse only with another direct cut in between
+    // (see `plan_direct`): a plan with a single direct cut uses another path.
+    let direct: Vec<usize> = (0..reductions.len())
+        .filter(|&c| reductions[c].path == Path::Direct && reductions[c].targets[0].nbytes() > 0)
         .collect();
-    if n < 2 || need.is_empty() {
-        return (reductions, None);
+    if direct.len() < 2 {
+        for red in reductions.iter_mut().filter(|x| x.path == Path::Direct) {
+            red.path = r.choose_besides_direct(red.targets[0]);
+        }
     }
-    let slots = exchange::slots(n);
-    let schedule = exchange::schedule(n);
-    let align = backends
-        .iter()
-        .map(|&b| crate::backend::default_buffer_type(b, "meta AllReduce").alignment())
-        .max()
-        .unwrap_or(1)
-        .max(64);
-    let slot_bytes = need
-        .iter()
-        .map(|&c| reductions[c].targets[0].nbytes())
-        .max()
-        .unwrap_or(0)
-        .next_multiple_of(align);
-    let scratch: Vec<Buffer> = backends
+    let copies = plan_copies(backends, &mut reductions);
+    let direct = plan_direct(backends, &mut reductions);
+    Planned {
+        reductions,
+        copies,
+        direct,
+    }
+}
+
+/// Scratch memory of `bytes` on each backend's device.
+fn alloc_scratch(backends: &[Backend], bytes: usize) -> Vec<Buffer> {
+    backends
         .iter()
         .map(|&b| {
             let buft = crate::backend::default_buffer_type(b, "meta AllReduce");
-            let raw = crate::buffer::alloc(buft, 2 * slots * slot_bytes);
+            let raw = crate::buffer::alloc(buft, bytes);
             // SAFETY: returned by the buffer type.
             unsafe { Buffer::from_ptr(raw) }.unwrap_or_else(|| {
                 abort(
                     file!(),
                     line!(),
                     &format!(
-                        "meta AllReduce: cannot allocate {} bytes of scratch memory on {}",
-                        2 * slots * slot_bytes,
+                        "meta AllReduce: cannot allocate {bytes} bytes of scratch memory on {}",
                         b.name_string()
                     ),
                 )
             })
         })
+        .collect()
+}
+
+/// Bytes per scratch slot for the cuts `need`: the largest target, aligned for every device.
+fn slot_size(backends: &[Backend], reductions: &[Reduction], need: &[usize]) -> usize {
+    let align = backends
+        .iter()
+        .map(|&b| crate::backend::default_buffer_type(b, "meta AllReduce").alignment())
+        .max()
+        .unwrap_or(1)
+        .max(64);
+    need.iter()
+        .map(|&c| reductions[c].targets[0].nbytes())
+        .max()
+        .unwrap_or(0)
+        .next_multiple_of(align)
+}
+
+/// The copies path's plan, for the cuts on the copies or the backend path (its fallback).
+fn plan_copies(backends: &[Backend], reductions: &mut [Reduction]) -> Option<CopyPlan> {
+    let n = backends.len();
+    let need: Vec<usize> = (0..reductions.len())
+        .filter(|&c| {
+            matches!(reductions[c].path, Path::Copies | Path::Backend)
+                && reductions[c].targets[0].nbytes() > 0
+        })
         .collect();
+    if n < 2 || need.is_empty() {
+        return None;
+    }
+    let slots = exchange::slots(n);
+    let schedule = exchange::schedule(n);
+    let slot_bytes = slot_size(backends, reductions, &need);
+    let scratch = alloc_scratch(backends, 2 * slots * slot_bytes);
     let bases: Vec<*mut u8> = scratch
         .iter()
         .map(|&b| crate::buffer::base(b) as *mut u8)
@@ -416,17 +502,14 @@ pub fn plan(
         reductions[c].copies = Some(cuts.len());
         cuts.push(CutOps { stages, refresh });
     }
-    (
-        reductions,
-        Some(CopyPlan {
-            scratch,
-            headers,
-            _arena: arena,
-            cuts,
-            slot_bytes,
-            runs: 0,
-        }),
-    )
+    Some(CopyPlan {
+        scratch,
+        headers,
+        _arena: arena,
+        cuts,
+        slot_bytes,
+        runs: 0,
+    })
 }
 
 /// Boxes a header (stable address for graphs) and returns its handle.
@@ -471,69 +554,296 @@ pub trait RunAll {
     fn run_all(&mut self, graphs: &[Graph]) -> ggml_status;
 }
 
-/// Leaves the sum of the reduction's targets on every device.
-pub fn run(
-    r: &Reducer,
-    backends: &[Backend],
-    red: &Reduction,
-    copies: Option<&mut CopyPlan>,
-    runner: &mut dyn RunAll,
-    warned: &mut bool,
-) -> ggml_status {
-    if red.targets[0].nbytes() == 0 || backends.len() < 2 {
-        return GGML_STATUS_SUCCESS;
+/// The direct path's memory and operations for the direct cuts of one plan.
+///
+/// Each device's sub-graph writes its partial sum into a slot of its scratch memory instead of
+/// the target (the plan's clone of the target's header, [`Planned::output`]); after it, every
+/// device waits for the others' sub-graphs (one event each) and one graph on the device adds
+/// all partials — read from the other devices' memory — into its target. One cross-device wait
+/// per device and cut, no copies.
+///
+/// Slot reuse: direct cut `d` of a plan writes partial slot `d % 2` (slot 2 for the last one
+/// when the plan has an odd number), so the next write to a slot on device k comes two direct
+/// cuts later, after k waited at the cut in between for device j's sub-graph, which j queued
+/// after its add of the slot's previous partials. Plans with one direct cut use another path.
+/// Intermediate sums (more than two devices) live in further slots of the adding device.
+struct DirectPlan {
+    scratch: Vec<Buffer>,
+    #[allow(clippy::vec_box)]
+    headers: Vec<Box<ggml_tensor>>,
+    _arena: GraphArena,
+    cuts: Vec<DirectCut>,
+    slot_bytes: usize,
+}
+
+struct DirectCut {
+    /// Per device: where its sub-graph writes its partial sum.
+    partials: Vec<Tensor>,
+    /// Per device: the adds of all partials into its target.
+    graphs: Vec<Graph>,
+    /// Headers to bring up to date before a run (as in [`CutOps::refresh`]).
+    refresh: Vec<(usize, Tensor, Refresh)>,
+}
+
+#[derive(Clone, Copy)]
+enum Refresh {
+    /// A partial: the whole header of the target (op, sources, shape), placed in scratch.
+    Partial,
+    /// A scratch slot: the layout of the target.
+    Layout,
+    /// An add node: layout and memory of its destination.
+    Node,
+}
+
+impl Drop for DirectPlan {
+    fn drop(&mut self) {
+        for b in self.scratch.drain(..) {
+            // SAFETY: our scratch buffer; the owner synchronized the backends before dropping
+            // the plan.
+            unsafe { crate::buffer::free(b) };
+        }
     }
-    match red.path {
-        Path::Own => {
-            let cuda = r.cuda.as_ref().expect("chosen only with CUDA");
-            cuda.run(backends, &red.targets);
-            return GGML_STATUS_SUCCESS;
-        }
-        Path::Backend => {
-            let f = r.backend_fn.expect("chosen only with a backend AllReduce");
-            let mut bs = [ptr::null_mut(); GGML_BACKEND_META_MAX_DEVICES];
-            let mut ts = [ptr::null_mut(); GGML_BACKEND_META_MAX_DEVICES];
-            for (j, (b, t)) in backends.iter().zip(&red.targets).enumerate() {
-                bs[j] = b.as_ptr();
-                ts[j] = t.as_ptr();
-            }
-            // SAFETY: n live backends and their n live tensors of equal layout.
-            if unsafe { f(bs.as_mut_ptr(), ts.as_mut_ptr(), backends.len()) } {
-                return GGML_STATUS_SUCCESS;
-            }
-            if !*warned {
-                *warned = true;
-                log_info!("meta backend: the backend's AllReduce declined; using copies and adds");
-            }
-        }
-        Path::Copies => {}
-    }
-    let cp = copies.expect("a copy plan for every cut not on the own path");
-    let cut = red.copies.expect("copies planned for this cut");
-    cp.refresh(cut);
-    let set = cp.runs % 2;
-    cp.runs += 1;
-    for st in &cp.cuts[cut].stages {
-        for &(from, to, src, dst) in &st.transfers {
-            crate::tensor::copy_async(Some(backends[from]), backends[to], src, dst[set]);
-        }
-        match &r.events {
-            Some(ev) => {
-                for &j in &st.receivers {
-                    backends[j].event_record(ev[j]);
+}
+
+impl DirectPlan {
+    fn refresh(&mut self, cut: usize) {
+        let DirectPlan { headers, cuts, .. } = self;
+        for &(i, like, what) in &cuts[cut].refresh {
+            let h = &mut headers[i];
+            match what {
+                Refresh::Partial => {
+                    let (buffer, data) = (h.buffer, h.data);
+                    **h = like.header();
+                    h.buffer = buffer;
+                    h.data = data;
+                    h.view_src = ptr::null_mut();
+                    h.view_offs = 0;
                 }
-                for (k, waits) in st.waits.iter().enumerate() {
-                    for &j in waits {
-                        backends[k].event_wait(ev[j]);
+                Refresh::Layout | Refresh::Node => {
+                    h.type_ = like.type_();
+                    h.ne = like.ne_all();
+                    h.nb = like.nb_all();
+                    if matches!(what, Refresh::Node) {
+                        h.view_src = like.view_src().map_or(like.as_ptr(), |v| v.as_ptr());
+                        h.view_offs = like.view_src().map_or(0, |_| like.view_offs());
+                        h.buffer = like.buffer();
+                        h.data = like.data();
                     }
                 }
             }
-            None => backends.iter().for_each(|b| b.synchronize()),
-        }
-        let s = runner.run_all(&st.graphs[set]);
-        if s != GGML_STATUS_SUCCESS {
-            return s;
         }
     }
-    GGML_STATUS_SUCCESS
+}
+
+fn plan_direct(backends: &[Backend], reductions: &mut [Reduction]) -> Option<DirectPlan> {
+    let n = backends.len();
+    let need: Vec<usize> = (0..reductions.len())
+        .filter(|&c| reductions[c].path == Path::Direct)
+        .collect();
+    if n < 2 || need.is_empty() {
+        return None;
+    }
+    let ring = if need.len() % 2 == 1 { 3 } else { 2 };
+    let temps = n - 2;
+    let slot_bytes = slot_size(backends, reductions, &need);
+    let scratch = alloc_scratch(backends, (ring + temps) * slot_bytes);
+    let slot_addr = |j: usize, s: usize| -> *mut c_void {
+        let base = crate::buffer::base(scratch[j]) as *mut u8;
+        // SAFETY: slot s < ring + temps lies inside the scratch buffer of device j.
+        unsafe { base.add(s * slot_bytes) as *mut c_void }
+    };
+    let arena = GraphArena::new(need.len() * n, n - 1);
+    let mut headers: Vec<Box<ggml_tensor>> = Vec::new();
+    let mut cuts = Vec::with_capacity(need.len());
+    for (d, &c) in need.iter().enumerate() {
+        let targets = &reductions[c].targets;
+        let slot = if ring == 3 && d + 1 == need.len() {
+            2
+        } else {
+            d % 2
+        };
+        let mut refresh = Vec::new();
+        let partials: Vec<Tensor> = (0..n)
+            .map(|j| {
+                let mut h = targets[j].header();
+                h.view_src = ptr::null_mut();
+                h.view_offs = 0;
+                h.buffer = scratch[j].as_ptr();
+                h.data = slot_addr(j, slot);
+                let (i, t) = keep(&mut headers, h);
+                refresh.push((i, targets[j], Refresh::Partial));
+                t
+            })
+            .collect();
+        let mut graphs = Vec::with_capacity(n);
+        for j in 0..n {
+            let g = arena.graph(n - 1);
+            let mut made = 0;
+            let mut last: Option<Tensor> = None;
+            let root = exchange::reference_expr(partials.clone(), |a, b| {
+                made += 1;
+                let dst = if made == n - 1 {
+                    targets[j]
+                } else {
+                    let mut h = scratch_header(targets[j]);
+                    h.buffer = scratch[j].as_ptr();
+                    h.data = slot_addr(j, ring + made - 1);
+                    let (i, t) = keep(&mut headers, h);
+                    refresh.push((i, targets[j], Refresh::Layout));
+                    t
+                };
+                let (i, node) = keep(&mut headers, add_node(dst, a, b));
+                refresh.push((i, dst, Refresh::Node));
+                if let Some(prev) = last {
+                    g.note_use_count(prev, 1);
+                }
+                g.push_node(node);
+                g.note_use_count(node, 0);
+                last = Some(node);
+                node
+            });
+            debug_assert!(root.is_some() && made == n - 1);
+            graphs.push(g);
+        }
+        reductions[c].direct = Some(cuts.len());
+        cuts.push(DirectCut {
+            partials,
+            graphs,
+            refresh,
+        });
+    }
+    Some(DirectPlan {
+        scratch,
+        headers,
+        _arena: arena,
+        cuts,
+        slot_bytes,
+    })
+}
+
+impl Planned {
+    /// Brings the cut's headers up to the targets' current shapes and memory; called before
+    /// the sub-graph that computes the partials runs (it may write into a direct-path slot).
+    pub fn prepare(&mut self, cut: usize) {
+        let red = &self.reductions[cut];
+        if let (Some(d), Some(dp)) = (red.direct, self.direct.as_mut()) {
+            dp.refresh(d);
+        }
+        if let (Some(c), Some(cp)) = (red.copies, self.copies.as_mut()) {
+            cp.refresh(c);
+        }
+    }
+
+    /// Where device `dev`'s sub-graph writes the partial sums of cut `cut`: a scratch slot on
+    /// the direct path, else (None) the target itself.
+    pub fn output(&self, cut: usize, dev: usize) -> Option<Tensor> {
+        let d = self.reductions[cut].direct?;
+        Some(self.direct.as_ref()?.cuts[d].partials[dev])
+    }
+
+    /// Whether the scratch memory still holds every target (else the plan is rebuilt).
+    pub fn fits(&self) -> bool {
+        let ok = |bytes: usize, which: fn(&Reduction) -> bool| {
+            self.reductions
+                .iter()
+                .filter(|r| which(r))
+                .all(|r| r.targets[0].nbytes() <= bytes)
+        };
+        self.copies
+            .as_ref()
+            .is_none_or(|cp| ok(cp.slot_bytes, |r| r.copies.is_some()))
+            && self
+                .direct
+                .as_ref()
+                .is_none_or(|dp| ok(dp.slot_bytes, |r| r.direct.is_some()))
+    }
+
+    /// Leaves the sum of cut `cut`'s targets on every device (after [`prepare`](Self::prepare)
+    /// and the cut's sub-graph).
+    pub fn run(
+        &mut self,
+        cut: usize,
+        r: &Reducer,
+        backends: &[Backend],
+        runner: &mut dyn RunAll,
+        warned: &mut bool,
+    ) -> ggml_status {
+        let red = &self.reductions[cut];
+        if red.targets[0].nbytes() == 0 || backends.len() < 2 {
+            return GGML_STATUS_SUCCESS;
+        }
+        match red.path {
+            Path::Own => {
+                let cuda = r.cuda.as_ref().expect("chosen only with CUDA");
+                cuda.run(backends, &red.targets);
+                return GGML_STATUS_SUCCESS;
+            }
+            Path::Direct => {
+                let dp = self.direct.as_mut().expect("planned with the direct cuts");
+                let d = red.direct.expect("a direct cut");
+                let ev = r.events.as_ref().expect("chosen only with events");
+                for (b, &e) in backends.iter().zip(ev) {
+                    b.event_record(e);
+                }
+                for (j, b) in backends.iter().enumerate() {
+                    for (k, &e) in ev.iter().enumerate() {
+                        if k != j {
+                            b.event_wait(e);
+                        }
+                    }
+                }
+                return runner.run_all(&dp.cuts[d].graphs);
+            }
+            Path::Backend => {
+                let f = r.backend_fn.expect("chosen only with a backend AllReduce");
+                let mut bs = [ptr::null_mut(); GGML_BACKEND_META_MAX_DEVICES];
+                let mut ts = [ptr::null_mut(); GGML_BACKEND_META_MAX_DEVICES];
+                for (j, (b, t)) in backends.iter().zip(&red.targets).enumerate() {
+                    bs[j] = b.as_ptr();
+                    ts[j] = t.as_ptr();
+                }
+                // SAFETY: n live backends and their n live tensors of equal layout.
+                if unsafe { f(bs.as_mut_ptr(), ts.as_mut_ptr(), backends.len()) } {
+                    return GGML_STATUS_SUCCESS;
+                }
+                if !*warned {
+                    *warned = true;
+                    log_info!(
+                        "meta backend: the backend's AllReduce declined; using copies and adds"
+                    );
+                }
+            }
+            Path::Copies => {}
+        }
+        let cp = self
+            .copies
+            .as_mut()
+            .expect("a copy plan for every cut on the copies or backend path");
+        let c = red.copies.expect("copies planned for this cut");
+        let set = cp.runs % 2;
+        cp.runs += 1;
+        for st in &cp.cuts[c].stages {
+            for &(from, to, src, dst) in &st.transfers {
+                crate::tensor::copy_async(Some(backends[from]), backends[to], src, dst[set]);
+            }
+            match &r.events {
+                Some(ev) => {
+                    for &j in &st.receivers {
+                        backends[j].event_record(ev[j]);
+                    }
+                    for (k, waits) in st.waits.iter().enumerate() {
+                        for &j in waits {
+                            backends[k].event_wait(ev[j]);
+                        }
+                    }
+                }
+                None => backends.iter().for_each(|b| b.synchronize()),
+            }
+            let s = runner.run_all(&st.graphs[set]);
+            if s != GGML_STATUS_SUCCESS {
+                return s;
+            }
+        }
+        GGML_STATUS_SUCCESS
+    }
 }

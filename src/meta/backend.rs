@@ -14,7 +14,7 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr;
 use std::sync::{Mutex, MutexGuard};
 
-use super::allreduce::{self, CopyPlan, Reducer, Reduction};
+use super::allreduce::{self, Planned, Reducer};
 use super::buffer::{self, Plan};
 use super::device::MetaDevice;
 use super::op;
@@ -349,9 +349,8 @@ struct GraphPlan {
     generation: u64,
     /// Holds the sub-graphs' ggml graphs; dropped with the plan (after them).
     subgraphs: Vec<SubGraph>,
-    reductions: Vec<Reduction>,
-    /// The copies path's scratch memory and operations (when some cut uses it).
-    copies: Option<CopyPlan>,
+    /// The AllReduces of the cuts, with the memory and operations their paths own.
+    reductions: Planned,
     /// Host zeros for `SubGraph::zero` (uploaded asynchronously, so they live with the plan).
     zeros: Vec<u8>,
     _arena: GraphArena,
@@ -370,9 +369,7 @@ impl GraphPlan {
     /// Whether the memory the plan owns still covers the tensors (the same graph structure
     /// can come back with larger shapes).
     fn fits(&self) -> bool {
-        self.copies
-            .as_ref()
-            .is_none_or(|cp| cp.fits(&self.reductions))
+        self.reductions.fits()
             && self
                 .subgraphs
                 .iter()
@@ -585,41 +582,53 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
             start = k + 1;
         }
     }
+    // The AllReduces first: the direct path moves each cut's partial sums out of the graph's
+    // memory (`Planned::output`), which the sub-graphs must then write.
+    let cuts: Vec<Vec<Tensor>> = bounds
+        .iter()
+        .filter(|&&(_, _, r)| r && n > 1)
+        .map(|&(_, b, _)| kept[b - 1].1.clone())
+        .collect();
+    let planned = allreduce::plan(&m.reducer, &m.simple, cuts);
     let max_len = bounds.iter().map(|b| b.1 - b.0).max().unwrap_or(0);
     let arena = GraphArena::new(bounds.len() * n, max_len);
     let mut subgraphs = Vec::with_capacity(bounds.len());
-    let mut cuts: Vec<Vec<Tensor>> = Vec::new();
+    let mut n_cuts = 0;
     let mut zero_bytes = 0;
     for &(a, b, r) in &bounds {
+        let reduce = (r && n > 1).then(|| {
+            n_cuts += 1;
+            n_cuts - 1
+        });
+        // where device j's node writes: its own tensor, or the direct path's partial slot
+        let out = |k: usize, j: usize| match reduce {
+            Some(c) if k + 1 == b => planned.output(c, j).unwrap_or(kept[k].1[j]),
+            _ => kept[k].1[j],
+        };
         let mut graphs = Vec::with_capacity(n);
         for j in 0..n {
             let graph = arena.graph(b - a);
-            for (k, (t, simple)) in kept.iter().enumerate().take(b).skip(a) {
+            for (k, (t, _)) in kept.iter().enumerate().take(b).skip(a) {
                 if !zeroed[k].contains(&j) {
-                    graph.push_node(simple[j]);
-                    graph.note_use_count(simple[j], uses_of(&uses, *t));
+                    graph.push_node(out(k, j));
+                    graph.note_use_count(out(k, j), uses_of(&uses, *t));
                 }
             }
             graphs.push(graph);
         }
-        let zero: Vec<(usize, Tensor)> = zeroed[a].iter().map(|&j| (j, kept[a].1[j])).collect();
+        let zero: Vec<(usize, Tensor)> = zeroed[a].iter().map(|&j| (j, out(a, j))).collect();
         zero_bytes = zero
             .iter()
             .map(|(_, t)| t.nbytes())
             .fold(zero_bytes, usize::max);
-        let reduce = (r && n > 1).then(|| {
-            cuts.push(kept[b - 1].1.clone());
-            cuts.len() - 1
-        });
         subgraphs.push(SubGraph {
             graphs,
             zero,
             reduce,
         });
     }
-    let (reductions, copies) = allreduce::plan(&m.reducer, &m.simple, cuts);
     if debug_enabled() {
-        for (c, r) in reductions.iter().enumerate() {
+        for (c, r) in planned.reductions.iter().enumerate() {
             log_info!(
                 "meta plan: AllReduce {c:3} of '{}' ({} bytes): {:?}",
                 r.targets[0].name_string(),
@@ -632,8 +641,7 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         nodes,
         generation,
         subgraphs,
-        reductions,
-        copies,
+        reductions: planned,
         zeros: vec![0; zero_bytes],
         _arena: arena,
     })
@@ -797,6 +805,9 @@ fn run_plan(m: &MetaBackend, st: &mut State, plan: &mut GraphPlan) -> ggml_statu
             };
         }
         let t = prof.is_some().then(std::time::Instant::now);
+        if let Some(c) = sg.reduce {
+            plan.reductions.prepare(c);
+        }
         let status = runner.compute(&sg.graphs);
         if let (Some(p), Some(t)) = (prof.as_deref_mut(), t) {
             p.launching += t.elapsed();
@@ -807,14 +818,9 @@ fn run_plan(m: &MetaBackend, st: &mut State, plan: &mut GraphPlan) -> ggml_statu
         }
         if let Some(c) = sg.reduce {
             let t = prof.is_some().then(std::time::Instant::now);
-            let status = allreduce::run(
-                &m.reducer,
-                &m.simple,
-                &plan.reductions[c],
-                plan.copies.as_mut(),
-                &mut runner,
-                warned_fallback,
-            );
+            let status =
+                plan.reductions
+                    .run(c, &m.reducer, &m.simple, &mut runner, warned_fallback);
             if let (Some(p), Some(t)) = (prof.as_deref_mut(), t) {
                 p.reducing += t.elapsed();
                 p.reductions += 1;
