@@ -34,6 +34,7 @@
 // build= is `ours` for llama_bench, `upstream` for llama_bench_ref; model= the file name without
 // directory and .gguf. Errors go to stderr; exit
 // status 1 on any failure. libllama's log is shown from WARN up unless --verbose.
+#include "llama_cli.h" // tools/model: log filter, --devices and --tensor-split
 #include "llama.h"
 #include "ggml.h"
 #include "ggml-backend.h"
@@ -77,17 +78,6 @@ struct Opts {
     bool verbose = false;
 };
 
-bool g_verbose = false;
-ggml_log_level g_last_level = GGML_LOG_LEVEL_INFO;
-
-void log_cb(ggml_log_level level, const char * text, void *) {
-    if (level != GGML_LOG_LEVEL_CONT) g_last_level = level;
-    if (g_verbose || g_last_level >= GGML_LOG_LEVEL_WARN) {
-        fputs(text, stderr);
-        fflush(stderr);
-    }
-}
-
 void usage() {
     fprintf(stderr,
         "usage: llama_bench --model PATH [--split-mode none|layer|row|tensor] [--devices LIST]\n"
@@ -107,28 +97,7 @@ void usage() {
     exit(1);
 }
 
-int parse_int(const char * s, const char * flag, int min) {
-    char * end = nullptr;
-    errno = 0;
-    const long v = strtol(s, &end, 10);
-    if (!end || *end || errno || v < min || v > 1000000000L) {
-        fprintf(stderr, "llama_bench: %s needs an integer >= %d, got '%s'\n", flag, min, s);
-        exit(1);
-    }
-    return (int) v;
-}
-
-std::vector<std::string> split_list(const std::string & s) {
-    std::vector<std::string> out;
-    size_t start = 0;
-    while (start <= s.size()) {
-        size_t p = s.find(',', start);
-        if (p == std::string::npos) p = s.size();
-        if (p > start) out.push_back(s.substr(start, p - start));
-        start = p + 1;
-    }
-    return out;
-}
+int parse_int(const char * s, const char * flag, int min) { return llama_cli::parse_int("llama_bench", s, flag, min); }
 
 double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -157,7 +126,7 @@ int quantize(int argc, char ** argv, int i) {
     for (const auto & t : types) if (type == t.name) ftype = &t.ftype;
     if (!ftype) fail("--quantize: unsupported type '%s' (q4_0, q4_1, q5_0, q5_1, q8_0)", type.c_str());
 
-    llama_log_set(log_cb, nullptr);
+    llama_log_set(llama_cli::log_cb, nullptr);
     llama_backend_init();
     llama_model_quantize_params qp = llama_model_quantize_default_params();
     qp.nthread = threads;
@@ -242,46 +211,26 @@ int main(int argc, char ** argv) {
     // LLAMA_BENCH_VERBOSE=1 is --verbose for runs whose command line a script fixes (e.g. to
     // see GGML_META_PROFILE's report, which goes through the log)
     const char * verbose_env = getenv("LLAMA_BENCH_VERBOSE");
-    g_verbose = o.verbose || (verbose_env && strcmp(verbose_env, "1") == 0);
-    llama_log_set(log_cb, nullptr);
+    llama_cli::verbose = o.verbose || (verbose_env && strcmp(verbose_env, "1") == 0);
+    llama_log_set(llama_cli::log_cb, nullptr);
     llama_backend_init();
 
     printf("build: %s\n", LLAMA_BENCH_BUILD_NAME);
     printf("model: %s\n", o.model.c_str());
-    printf("devices_available:");
-    for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
-        ggml_backend_dev_t d = ggml_backend_dev_get(i);
-        printf(" %s(%s)", ggml_backend_dev_name(d), ggml_backend_dev_description(d));
-    }
-    printf("\n");
+    llama_cli::print_devices_available();
 
-    // The device list: NULL-terminated array of ggml_backend_dev_t.
     std::vector<ggml_backend_dev_t> devs;
-    std::string devices_label = "default";
-    if (!o.devices.empty()) {
-        devices_label.clear();
-        for (const auto & name : split_list(o.devices)) {
-            ggml_backend_dev_t d = ggml_backend_dev_by_name(name.c_str());
-            if (!d) fail("unknown device '%s' (see devices_available)", name.c_str());
-            devs.push_back(d);
-            devices_label += (devices_label.empty() ? "" : ",") + std::string(ggml_backend_dev_name(d));
-        }
-        if (devs.empty()) fail("empty --devices list");
-        devs.push_back(nullptr);
-    }
-    printf("devices: %s\n", devices_label.c_str());
-
     std::vector<float> tsplit;
-    if (!o.tensor_split.empty()) {
-        tsplit.assign(llama_max_devices(), 0.0f);
-        const auto parts = split_list(o.tensor_split);
-        if (parts.size() > tsplit.size()) fail("too many --tensor-split values");
-        for (size_t i = 0; i < parts.size(); ++i) {
-            char * end = nullptr;
-            tsplit[i] = strtof(parts[i].c_str(), &end);
-            if (!end || *end || !(tsplit[i] >= 0.0f)) fail("bad --tensor-split value '%s'", parts[i].c_str());
-        }
+    std::string err;
+    if (!llama_cli::resolve_devices(o.devices, devs, err) || !llama_cli::parse_tensor_split(o.tensor_split, tsplit, err)) {
+        fail("%s", err.c_str());
     }
+    std::string devices_label;
+    for (auto * d : devs) {
+        if (d) devices_label += (devices_label.empty() ? "" : ",") + std::string(ggml_backend_dev_name(d));
+    }
+    if (devices_label.empty()) devices_label = "default";
+    printf("devices: %s\n", devices_label.c_str());
 
     llama_model_params mp = llama_model_default_params();
     mp.devices      = devs.empty() ? nullptr : devs.data();
@@ -330,15 +279,7 @@ int main(int argc, char ** argv) {
         for (auto & tk : toks) tk = pick(rng);
         if (add_bos && bos >= 0) toks[0] = bos;
 
-        llama_context_params cp = llama_context_default_params();
-        cp.n_ctx           = (uint32_t) t.n_tokens;
-        cp.n_batch         = (uint32_t) o.n_batch;
-        cp.n_ubatch        = (uint32_t) o.n_ubatch;
-        cp.n_seq_max       = 1;
-        cp.n_threads       = o.threads;
-        cp.n_threads_batch = o.threads;
-        cp.flash_attn_type = fa;
-        cp.no_perf         = true;
+        const llama_context_params cp = llama_cli::context_params(t.n_tokens, o.n_batch, o.n_ubatch, o.threads, fa);
         llama_context * ctx = llama_init_from_model(model, cp);
         if (!ctx) fail("failed to create a context for %s", t.name.c_str());
         const int n_batch = std::max(1, std::min(o.n_batch, (int) llama_n_batch(ctx)));

@@ -251,16 +251,14 @@ pub struct Reduction {
 
 /// The copies path's memory and pre-built operations for all cuts of one plan.
 pub struct CopyPlan {
-    /// Per device: scratch memory for `slots(n)` slots in two sets.
-    scratch: Vec<Buffer>,
+    /// Per device: `slots(n)` slots in two sets.
+    scratch: Scratch,
     /// Backing storage of the slot and add-node headers the graphs point at (boxed: their
     /// addresses must not move while the vector grows).
     #[allow(clippy::vec_box)]
     headers: Vec<Box<ggml_tensor>>,
     _arena: GraphArena,
     cuts: Vec<CutOps>,
-    /// Bytes per slot: the largest target when the plan was built.
-    slot_bytes: usize,
     /// AllReduces run so far (selects the slot set).
     runs: usize,
 }
@@ -299,16 +297,6 @@ impl CopyPlan {
                 h.buffer = like.buffer();
                 h.data = like.data();
             }
-        }
-    }
-}
-
-impl Drop for CopyPlan {
-    fn drop(&mut self) {
-        for b in self.scratch.drain(..) {
-            // SAFETY: our scratch buffer; the owner synchronized the backends before dropping
-            // the plan.
-            unsafe { crate::buffer::free(b) };
         }
     }
 }
@@ -361,26 +349,65 @@ pub fn plan(r: &Reducer, backends: &[Backend], cuts: Vec<Vec<Tensor>>) -> Planne
     }
 }
 
-/// Scratch memory of `bytes` on each backend's device.
-fn alloc_scratch(backends: &[Backend], bytes: usize) -> Vec<Buffer> {
-    backends
-        .iter()
-        .map(|&b| {
-            let buft = crate::backend::default_buffer_type(b, "meta AllReduce");
-            let raw = crate::buffer::alloc(buft, bytes);
-            // SAFETY: returned by the buffer type.
-            unsafe { Buffer::from_ptr(raw) }.unwrap_or_else(|| {
-                abort(
-                    file!(),
-                    line!(),
-                    &format!(
-                        "meta AllReduce: cannot allocate {bytes} bytes of scratch memory on {}",
-                        b.name_string()
-                    ),
-                )
+/// Scratch memory of `slots` equal slots on every simple device, owned by a plan and freed with
+/// it (plans are dropped only after the backends were synchronized).
+struct Scratch {
+    buffers: Vec<Buffer>,
+    slots: usize,
+    /// The largest target when the plan was built, aligned.
+    slot_bytes: usize,
+}
+
+impl Scratch {
+    fn alloc(backends: &[Backend], slots: usize, slot_bytes: usize) -> Scratch {
+        let bytes = slots * slot_bytes;
+        let buffers = backends
+            .iter()
+            .map(|&b| {
+                let buft = crate::backend::default_buffer_type(b, "meta AllReduce");
+                let raw = crate::buffer::alloc(buft, bytes);
+                // SAFETY: returned by the buffer type.
+                unsafe { Buffer::from_ptr(raw) }.unwrap_or_else(|| {
+                    abort(
+                        file!(),
+                        line!(),
+                        &format!(
+                            "meta AllReduce: cannot allocate {bytes} bytes of scratch memory on {}",
+                            b.name_string()
+                        ),
+                    )
+                })
             })
-        })
-        .collect()
+            .collect();
+        Scratch {
+            buffers,
+            slots,
+            slot_bytes,
+        }
+    }
+
+    /// Places header `h` in slot `s` of device `dev`.
+    fn place(&self, h: &mut ggml_tensor, dev: usize, s: usize) {
+        ggml_assert!(
+            s < self.slots,
+            "meta AllReduce: scratch slot {s} of {}",
+            self.slots
+        );
+        let b = self.buffers[dev];
+        h.buffer = b.as_ptr();
+        // SAFETY: slot s < slots starts inside the buffer of slots * slot_bytes bytes.
+        h.data =
+            unsafe { (crate::buffer::base(b) as *mut u8).add(s * self.slot_bytes) } as *mut c_void;
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for b in self.buffers.drain(..) {
+            // SAFETY: our buffer, no longer used by queued work (see the type's doc).
+            unsafe { crate::buffer::free(b) };
+        }
+    }
 }
 
 /// Bytes per scratch slot for the cuts `need`: the largest target, aligned for every device.
@@ -413,11 +440,7 @@ fn plan_copies(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Cop
     let slots = exchange::slots(n);
     let schedule = exchange::schedule(n);
     let slot_bytes = slot_size(backends, reductions, &need);
-    let scratch = alloc_scratch(backends, 2 * slots * slot_bytes);
-    let bases: Vec<*mut u8> = scratch
-        .iter()
-        .map(|&b| crate::buffer::base(b) as *mut u8)
-        .collect();
+    let scratch = Scratch::alloc(backends, 2 * slots, slot_bytes);
     let max_adds = schedule
         .iter()
         .flat_map(|s| (0..n).map(move |j| s.adds_on(j).count()))
@@ -432,16 +455,13 @@ fn plan_copies(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Cop
         // slot headers: [set][device][slot]
         let mut slot_t = [Vec::with_capacity(n), Vec::with_capacity(n)];
         for (set, per_set) in slot_t.iter_mut().enumerate() {
-            for j in 0..n {
+            for (j, &target) in targets.iter().enumerate() {
                 let mut per_dev = Vec::with_capacity(slots);
                 for s in 0..slots {
-                    let mut h = scratch_header(targets[j]);
-                    h.buffer = scratch[j].as_ptr();
-                    // SAFETY: inside the scratch buffer: (set * slots + s + 1) * slot_bytes
-                    // <= 2 * slots * slot_bytes bytes from its base.
-                    h.data = unsafe { bases[j].add((set * slots + s) * slot_bytes) } as *mut c_void;
+                    let mut h = scratch_header(target);
+                    scratch.place(&mut h, j, set * slots + s);
                     let (i, t) = keep(&mut headers, h);
-                    refresh.push((i, targets[j], false));
+                    refresh.push((i, target, false));
                     per_dev.push(t);
                 }
                 per_set.push(per_dev);
@@ -507,7 +527,6 @@ fn plan_copies(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Cop
         headers,
         _arena: arena,
         cuts,
-        slot_bytes,
         runs: 0,
     })
 }
@@ -568,12 +587,11 @@ pub trait RunAll {
 /// after its add of the slot's previous partials. Plans with one direct cut use another path.
 /// Intermediate sums (more than two devices) live in further slots of the adding device.
 struct DirectPlan {
-    scratch: Vec<Buffer>,
+    scratch: Scratch,
     #[allow(clippy::vec_box)]
     headers: Vec<Box<ggml_tensor>>,
     _arena: GraphArena,
     cuts: Vec<DirectCut>,
-    slot_bytes: usize,
 }
 
 struct DirectCut {
@@ -593,16 +611,6 @@ enum Refresh {
     Layout,
     /// An add node: layout and memory of its destination.
     Node,
-}
-
-impl Drop for DirectPlan {
-    fn drop(&mut self) {
-        for b in self.scratch.drain(..) {
-            // SAFETY: our scratch buffer; the owner synchronized the backends before dropping
-            // the plan.
-            unsafe { crate::buffer::free(b) };
-        }
-    }
 }
 
 impl DirectPlan {
@@ -646,12 +654,7 @@ fn plan_direct(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Dir
     let ring = if need.len() % 2 == 1 { 3 } else { 2 };
     let temps = n - 2;
     let slot_bytes = slot_size(backends, reductions, &need);
-    let scratch = alloc_scratch(backends, (ring + temps) * slot_bytes);
-    let slot_addr = |j: usize, s: usize| -> *mut c_void {
-        let base = crate::buffer::base(scratch[j]) as *mut u8;
-        // SAFETY: slot s < ring + temps lies inside the scratch buffer of device j.
-        unsafe { base.add(s * slot_bytes) as *mut c_void }
-    };
+    let scratch = Scratch::alloc(backends, ring + temps, slot_bytes);
     let arena = GraphArena::new(need.len() * n, n - 1);
     let mut headers: Vec<Box<ggml_tensor>> = Vec::new();
     let mut cuts = Vec::with_capacity(need.len());
@@ -668,28 +671,26 @@ fn plan_direct(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Dir
                 let mut h = targets[j].header();
                 h.view_src = ptr::null_mut();
                 h.view_offs = 0;
-                h.buffer = scratch[j].as_ptr();
-                h.data = slot_addr(j, slot);
+                scratch.place(&mut h, j, slot);
                 let (i, t) = keep(&mut headers, h);
                 refresh.push((i, targets[j], Refresh::Partial));
                 t
             })
             .collect();
         let mut graphs = Vec::with_capacity(n);
-        for j in 0..n {
+        for (j, &target) in targets.iter().enumerate() {
             let g = arena.graph(n - 1);
             let mut made = 0;
             let mut last: Option<Tensor> = None;
             let root = exchange::reference_expr(partials.clone(), |a, b| {
                 made += 1;
                 let dst = if made == n - 1 {
-                    targets[j]
+                    target
                 } else {
-                    let mut h = scratch_header(targets[j]);
-                    h.buffer = scratch[j].as_ptr();
-                    h.data = slot_addr(j, ring + made - 1);
+                    let mut h = scratch_header(target);
+                    scratch.place(&mut h, j, ring + made - 1);
                     let (i, t) = keep(&mut headers, h);
-                    refresh.push((i, targets[j], Refresh::Layout));
+                    refresh.push((i, target, Refresh::Layout));
                     t
                 };
                 let (i, node) = keep(&mut headers, add_node(dst, a, b));
@@ -717,7 +718,6 @@ fn plan_direct(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Dir
         headers,
         _arena: arena,
         cuts,
-        slot_bytes,
     })
 }
 
@@ -751,11 +751,11 @@ impl Planned {
         };
         self.copies
             .as_ref()
-            .is_none_or(|cp| ok(cp.slot_bytes, |r| r.copies.is_some()))
+            .is_none_or(|cp| ok(cp.scratch.slot_bytes, |r| r.copies.is_some()))
             && self
                 .direct
                 .as_ref()
-                .is_none_or(|dp| ok(dp.slot_bytes, |r| r.direct.is_some()))
+                .is_none_or(|dp| ok(dp.scratch.slot_bytes, |r| r.direct.is_some()))
     }
 
     /// Leaves the sum of cut `cut`'s targets on every device (after [`prepare`](Self::prepare)

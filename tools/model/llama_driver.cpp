@@ -47,6 +47,7 @@
 #ifdef LLAMA_DRIVER_TEST_DEVICE
 #include "test_device.h" // ctests/: the TESTGPU0/1 devices, for multi-backend runs on a CPU-only host
 #endif
+#include "llama_cli.h" // log filter, --devices and --tensor-split (shared with bench/llama_bench.cpp)
 #include "llama.h"
 #include "ggml.h"
 #include "ggml-backend.h"
@@ -89,17 +90,6 @@ struct Opts {
     bool verbose = false;
 };
 
-bool g_verbose = false;
-ggml_log_level g_last_level = GGML_LOG_LEVEL_INFO;
-
-void log_cb(ggml_log_level level, const char * text, void *) {
-    if (level != GGML_LOG_LEVEL_CONT) g_last_level = level;
-    if (g_verbose || g_last_level >= GGML_LOG_LEVEL_WARN) {
-        fputs(text, stderr);
-        fflush(stderr);
-    }
-}
-
 void usage() {
     fprintf(stderr,
         "usage: llama_driver --model PATH [--split-mode none|layer|row|tensor] [--devices LIST]\n"
@@ -109,24 +99,7 @@ void usage() {
         "                    [--stop-eog] [--load-all-backends] [--verbose] [--seed N]\n");
 }
 
-int parse_int(const char * s, const char * flag) {
-    char * end = nullptr;
-    long v = strtol(s, &end, 10);
-    if (!end || *end) { fprintf(stderr, "llama_driver: bad integer for %s: %s\n", flag, s); exit(1); }
-    return (int) v;
-}
-
-std::vector<std::string> split_list(const std::string & s) {
-    std::vector<std::string> out;
-    size_t start = 0;
-    while (start <= s.size()) {
-        size_t p = s.find(',', start);
-        if (p == std::string::npos) p = s.size();
-        if (p > start) out.push_back(s.substr(start, p - start));
-        start = p + 1;
-    }
-    return out;
-}
+int parse_int(const char * s, const char * flag) { return llama_cli::parse_int("llama_driver", s, flag, 0); }
 
 double now_ms() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -253,8 +226,8 @@ int main(int argc, char ** argv) {
     else if (o.flash_attn == "auto") fa = LLAMA_FLASH_ATTN_TYPE_AUTO;
     else { fprintf(stderr, "llama_driver: bad --flash-attn %s\n", o.flash_attn.c_str()); return 1; }
 
-    g_verbose = o.verbose;
-    llama_log_set(log_cb, nullptr);
+    llama_cli::verbose = o.verbose;
+    llama_log_set(llama_cli::log_cb, nullptr);
     if (o.load_all) ggml_backend_load_all();
     if (o.test_device) {
 #ifdef LLAMA_DRIVER_TEST_DEVICE
@@ -272,36 +245,21 @@ int main(int argc, char ** argv) {
 
     printf("model: %s\n", o.model.c_str());
     printf("system: %s\n", llama_print_system_info());
-    printf("devices_available:");
-    for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
-        ggml_backend_dev_t d = ggml_backend_dev_get(i);
-        printf(" %s(%s)", ggml_backend_dev_name(d), ggml_backend_dev_description(d));
-    }
-    printf("\n");
+    llama_cli::print_devices_available();
 
-    // devices: NULL-terminated array of ggml_backend_dev_t
     std::vector<ggml_backend_dev_t> devs;
-    if (!o.devices.empty()) {
-        for (const auto & name : split_list(o.devices)) {
-            ggml_backend_dev_t d = ggml_backend_dev_by_name(name.c_str());
-            if (!d) { fprintf(stderr, "llama_driver: unknown device '%s'\n", name.c_str()); return 1; }
-            devs.push_back(d);
-        }
-        if (devs.empty()) { fprintf(stderr, "llama_driver: empty --devices\n"); return 1; }
-        printf("devices:");
-        for (auto * d : devs) printf(" %s", ggml_backend_dev_name(d));
-        printf("\n");
-        devs.push_back(nullptr);
-    } else {
-        printf("devices: default\n");
-    }
-
     std::vector<float> tsplit;
-    if (!o.tensor_split.empty()) {
-        tsplit.assign(llama_max_devices(), 0.0f);
-        const auto parts = split_list(o.tensor_split);
-        if (parts.size() > tsplit.size()) { fprintf(stderr, "llama_driver: too many --tensor-split values\n"); return 1; }
-        for (size_t i = 0; i < parts.size(); ++i) tsplit[i] = strtof(parts[i].c_str(), nullptr);
+    std::string err;
+    if (!llama_cli::resolve_devices(o.devices, devs, err) || !llama_cli::parse_tensor_split(o.tensor_split, tsplit, err)) {
+        fprintf(stderr, "llama_driver: %s\n", err.c_str());
+        return 1;
+    }
+    if (devs.empty()) {
+        printf("devices: default\n");
+    } else {
+        printf("devices:");
+        for (auto * d : devs) if (d) printf(" %s", ggml_backend_dev_name(d));
+        printf("\n");
     }
 
     llama_model_params mp = llama_model_default_params();
@@ -322,15 +280,7 @@ int main(int argc, char ** argv) {
     const double t_load1 = now_ms();
     if (!model) { fprintf(stderr, "llama_driver: failed to load model %s\n", o.model.c_str()); return 1; }
 
-    llama_context_params cp = llama_context_default_params();
-    cp.n_ctx           = (uint32_t) o.n_ctx;
-    cp.n_batch         = (uint32_t) o.n_batch;
-    cp.n_ubatch        = (uint32_t) o.n_ubatch;
-    cp.n_seq_max       = 1;
-    cp.n_threads       = o.threads;
-    cp.n_threads_batch = o.threads;
-    cp.flash_attn_type = fa;
-    cp.no_perf         = true;
+    const llama_context_params cp = llama_cli::context_params(o.n_ctx, o.n_batch, o.n_ubatch, o.threads, fa);
     llama_context * ctx = llama_init_from_model(model, cp);
     const double t_ctx1 = now_ms();
     if (!ctx) { fprintf(stderr, "llama_driver: failed to create context\n"); llama_model_free(model); return 1; }

@@ -1,0 +1,112 @@
+// llama_cli.h — what the libllama programs of this repository (tools/model/llama_driver.cpp,
+// bench/llama_bench.cpp) share: the log filter, list and number parsing, and turning --devices
+// and --tensor-split into libllama's model parameters. Public API only (llama.h, ggml-backend.h),
+// so the programs build against upstream's libraries as well as against ours.
+#pragma once
+
+#include "llama.h"
+#include "ggml-backend.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace llama_cli {
+
+// libllama's and ggml's log: everything when verbose, otherwise warnings and errors only
+// (a continuation line follows the level of the line it continues).
+inline bool verbose = false;
+inline ggml_log_level last_level = GGML_LOG_LEVEL_INFO;
+
+inline void log_cb(ggml_log_level level, const char * text, void *) {
+    if (level != GGML_LOG_LEVEL_CONT) last_level = level;
+    if (verbose || last_level >= GGML_LOG_LEVEL_WARN) {
+        fputs(text, stderr);
+        fflush(stderr);
+    }
+}
+
+// An integer flag value in [min, 1e9]; exits with status 1 and a message naming `prog` otherwise.
+inline int parse_int(const char * prog, const char * s, const char * flag, int min) {
+    char * end = nullptr;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (!end || *end || errno || v < min || v > 1000000000L) {
+        fprintf(stderr, "%s: %s needs an integer >= %d, got '%s'\n", prog, flag, min, s);
+        exit(1);
+    }
+    return (int) v;
+}
+
+// "a,b,,c" -> {"a", "b", "c"}
+inline std::vector<std::string> split_list(const std::string & s) {
+    std::vector<std::string> out;
+    size_t start = 0;
+    while (start <= s.size()) {
+        size_t p = s.find(',', start);
+        if (p == std::string::npos) p = s.size();
+        if (p > start) out.push_back(s.substr(start, p - start));
+        start = p + 1;
+    }
+    return out;
+}
+
+// "devices_available: CPU(...) CUDA0(...)"
+inline void print_devices_available() {
+    printf("devices_available:");
+    for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
+        ggml_backend_dev_t d = ggml_backend_dev_get(i);
+        printf(" %s(%s)", ggml_backend_dev_name(d), ggml_backend_dev_description(d));
+    }
+    printf("\n");
+}
+
+// The --devices list as libllama's NULL-terminated device array (empty list: empty result,
+// libllama's default devices). Returns false with `err` set on an unknown name or an empty list.
+inline bool resolve_devices(const std::string & list, std::vector<ggml_backend_dev_t> & devs, std::string & err) {
+    devs.clear();
+    if (list.empty()) return true;
+    for (const auto & name : split_list(list)) {
+        ggml_backend_dev_t d = ggml_backend_dev_by_name(name.c_str());
+        if (!d) { err = "unknown device '" + name + "' (see devices_available)"; return false; }
+        devs.push_back(d);
+    }
+    if (devs.empty()) { err = "empty --devices list"; return false; }
+    devs.push_back(nullptr);
+    return true;
+}
+
+// The --tensor-split proportions, one per device up to llama_max_devices() (empty: default).
+inline bool parse_tensor_split(const std::string & s, std::vector<float> & out, std::string & err) {
+    out.clear();
+    if (s.empty()) return true;
+    out.assign(llama_max_devices(), 0.0f);
+    const auto parts = split_list(s);
+    if (parts.size() > out.size()) { err = "too many --tensor-split values"; return false; }
+    for (size_t i = 0; i < parts.size(); ++i) {
+        char * end = nullptr;
+        out[i] = strtof(parts[i].c_str(), &end);
+        if (!end || *end || !(out[i] >= 0.0f)) { err = "bad --tensor-split value '" + parts[i] + "'"; return false; }
+    }
+    return true;
+}
+
+// One sequence, the given sizes and threads, no performance counters.
+inline llama_context_params context_params(int n_ctx, int n_batch, int n_ubatch, int threads,
+                                           llama_flash_attn_type fa) {
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx           = (uint32_t) n_ctx;
+    cp.n_batch         = (uint32_t) n_batch;
+    cp.n_ubatch        = (uint32_t) n_ubatch;
+    cp.n_seq_max       = 1;
+    cp.n_threads       = threads;
+    cp.n_threads_batch = threads;
+    cp.flash_attn_type = fa;
+    cp.no_perf         = true;
+    return cp;
+}
+
+} // namespace llama_cli
