@@ -154,9 +154,13 @@ foreach(model_entry IN LISTS meta_models)
         if(cfg MATCHES "^tgpu([234])(_direct)?$")
             set(n_dev ${CMAKE_MATCH_1})
             set(steps_test meta/steps/${model}/${cfg})
+            set(copies some)   # the copies AllReduce (no CUDA here)
+            if(cfg MATCHES "_direct$")
+                set(copies none)
+            endif()
             add_test(NAME ${steps_test} COMMAND "${CMAKE_COMMAND}"
                 -D "DRIVER=$<TARGET_FILE:llama_driver>" -D "ARGS=${tp_args}" -D "N_DEV=${n_dev}"
-                -D N_PREDICT=12 -P "${CMAKE_CURRENT_SOURCE_DIR}/meta_steps.cmake")
+                -D N_PREDICT=12 -D COPIES=${copies} -P "${CMAKE_CURRENT_SOURCE_DIR}/meta_steps.cmake")
             # every op on the test devices: the CPU's router soft_max of the MoE model would
             # make the scheduler wait between splits, which is not the meta backend's doing
             set_tests_properties(${steps_test} PROPERTIES

@@ -1,25 +1,29 @@
 //! The meta backend's AllReduce: after a cut, every device holds a partial sum of the same
 //! tensor; afterwards every device holds the total, with the same bits everywhere.
 //!
-//! Three paths, chosen per cut when a graph plan is built ([`Reducer::choose`]):
+//! Four paths, chosen per cut when a graph plan is built ([`Reducer::choose`]):
 //! * **backend**: the simple backend's own `ggml_backend_allreduce_tensor` (CUDA with NCCL);
 //!   if it declines at run time the copies path runs instead;
 //! * **own**: our CUDA kernels ([`super::cuda`]), for contiguous f32 tensors on CUDA devices;
 //!   preferred at decode sizes, where NCCL's latency dominates;
 //! * **copies**: any backend — asynchronous copies between devices and in-place adds, staged as
-//!   [`exchange::schedule`] says (butterfly for powers of two, gather-and-add otherwise).
+//!   [`exchange::schedule`] says (butterfly for powers of two, gather-and-add otherwise);
+//! * **direct** (forced only, until measured on GPUs): sub-graphs write their partials into
+//!   plan-owned slots and every device adds all of them, read in place, into its own target
+//!   ([`DirectPlan`]); for devices that compute on each other's memory.
 //!
-//! `GGML_META_ALLREDUCE=backend|own|copies` forces a path (for measurement; an unavailable
+//! `GGML_META_ALLREDUCE=backend|own|copies|direct` forces a path (for measurement; an unavailable
 //! path falls back to copies). `GGML_META_NO_BACKEND_ALLREDUCE=1` (older switch) means: not
 //! the backend's.
 //!
 //! Nothing is allocated per AllReduce: the copies path's scratch memory, tensor headers and
 //! one-node add graphs belong to the graph plan and are reused by every run of it (stable
 //! headers also keep the CUDA backend's graph cache, keyed by a graph's first node, hitting).
-//! Nothing waits on the host either, where the devices have events: the copies of a stage are
-//! ordered before its adds, and reads of a partial before its overwrite, by ggml events. Only
-//! devices without events (the CPU, whose operations complete synchronously anyway) get a
-//! `synchronize` between the copies and the adds of a stage.
+//! Nothing waits on the host either, where the devices have events and asynchronous copies
+//! between each other: the copies of a stage are ordered before its adds, and reads of a partial
+//! before its overwrite, by ggml events. Devices without events (the CPU, whose operations
+//! complete synchronously anyway) get a `synchronize` between the copies and the adds of a
+//! stage, and a backend whose `cpy_tensor_async` declines makes ggml's copy wait for both sides.
 //!
 //! Scratch reuse across runs: each stage has two slot sets used by alternate AllReduces of a
 //! plan. An AllReduce's copy into a slot is queued on the sender after the sender waited for the
@@ -68,6 +72,9 @@ impl Path {
 /// What a meta backend can reduce with, decided when it starts.
 pub struct Reducer {
     backend_fn: Option<AllReduceFn>,
+    /// The backend's AllReduce declined once (the pinned CUDA backend offers the entry point
+    /// and declines without NCCL): later plans do not choose it.
+    backend_declined: std::sync::atomic::AtomicBool,
     cuda: Option<CudaAllReduce>,
     forced: Option<Path>,
     /// One event per simple device ("received"), when every device has events.
@@ -91,12 +98,22 @@ impl Reducer {
             );
         }
         let no_backend = std::env::var("GGML_META_NO_BACKEND_ALLREDUCE").is_ok_and(|v| v != "0");
-        let backend_fn =
-            if no_backend || matches!(forced, Some(Path::Own | Path::Copies | Path::Direct)) {
-                None
-            } else {
-                backend_allreduce(devices[0])
-            };
+        // One collective over the same GPU twice (`CUDA0,CUDA0`) is not valid NCCL use.
+        let repeats_gpu = devices.iter().enumerate().any(|(i, &d)| {
+            super::cuda::cuda_ordinal(d).is_some_and(|o| {
+                devices[..i]
+                    .iter()
+                    .any(|&e| super::cuda::cuda_ordinal(e) == Some(o))
+            })
+        });
+        let backend_fn = if no_backend
+            || repeats_gpu
+            || matches!(forced, Some(Path::Own | Path::Copies | Path::Direct))
+        {
+            None
+        } else {
+            backend_allreduce(devices[0])
+        };
         let cuda = if n > 1 && matches!(forced, None | Some(Path::Own | Path::Direct)) {
             let any_cuda = devices.iter().any(|d| {
                 // SAFETY: a device's registry lives as long as the device.
@@ -148,6 +165,7 @@ impl Reducer {
         };
         Reducer {
             backend_fn,
+            backend_declined: std::sync::atomic::AtomicBool::new(false),
             cuda,
             forced,
             events,
@@ -171,16 +189,18 @@ impl Reducer {
     /// The path for a cut like `t` when the direct path is not an option.
     pub fn choose_besides_direct(&self, t: Tensor) -> Path {
         let own_ok = self.cuda.is_some() && CudaAllReduce::supports(t);
+        let backend_ok = self.backend_fn.is_some()
+            && !self
+                .backend_declined
+                .load(std::sync::atomic::Ordering::Relaxed);
         match self.forced {
             Some(Path::Own | Path::Direct) if own_ok => Path::Own,
             Some(Path::Backend) => Path::Backend,
             Some(_) => Path::Copies,
-            None if own_ok
-                && (self.backend_fn.is_none() || t.nbytes() <= OWN_MAX_BYTES_NEXT_TO_BACKEND) =>
-            {
+            None if own_ok && (!backend_ok || t.nbytes() <= OWN_MAX_BYTES_NEXT_TO_BACKEND) => {
                 Path::Own
             }
-            None if self.backend_fn.is_some() => Path::Backend,
+            None if backend_ok => Path::Backend,
             None => Path::Copies,
         }
     }
@@ -335,8 +355,8 @@ pub fn plan(r: &Reducer, backends: &[Backend], cuts: Vec<Vec<Tensor>>) -> Planne
     let direct: Vec<usize> = (0..reductions.len())
         .filter(|&c| reductions[c].path == Path::Direct && reductions[c].targets[0].nbytes() > 0)
         .collect();
-    if direct.len() < 2 {
-        for red in reductions.iter_mut().filter(|x| x.path == Path::Direct) {
+    for red in reductions.iter_mut().filter(|x| x.path == Path::Direct) {
+        if direct.len() < 2 || red.targets[0].nbytes() == 0 {
             red.path = r.choose_besides_direct(red.targets[0]);
         }
     }
@@ -741,8 +761,26 @@ impl Planned {
         Some(self.direct.as_ref()?.cuts[d].partials[dev])
     }
 
-    /// Whether the scratch memory still holds every target (else the plan is rebuilt).
+    /// Whether the plan owns device memory (scratch) that queued work may use.
+    pub fn owns_device_memory(&self) -> bool {
+        self.copies.is_some() || self.direct.is_some()
+    }
+
+    /// Whether the plan still serves every target (else it is rebuilt): the scratch holds them,
+    /// a cut planned while empty is still empty, and no direct cut became empty (the direct
+    /// path's slot reuse counts on every direct cut's exchange).
     pub fn fits(&self) -> bool {
+        let still_planned = self.reductions.iter().all(|r| {
+            let empty = r.targets[0].nbytes() == 0;
+            match r.path {
+                Path::Copies | Path::Backend => empty || r.copies.is_some(),
+                Path::Direct => !empty && r.direct.is_some(),
+                Path::Own => true,
+            }
+        });
+        if !still_planned {
+            return false;
+        }
         let ok = |bytes: usize, which: fn(&Reduction) -> bool| {
             self.reductions
                 .iter()
@@ -769,6 +807,7 @@ impl Planned {
         warned: &mut bool,
     ) -> ggml_status {
         let red = &self.reductions[cut];
+        // (a direct cut is never empty here: `fits` rebuilds the plan first)
         if red.targets[0].nbytes() == 0 || backends.len() < 2 {
             return GGML_STATUS_SUCCESS;
         }

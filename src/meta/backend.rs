@@ -22,8 +22,9 @@ use super::split::Split;
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log_error, log_info};
 
-/// Graph plans kept per meta backend (least recently used dropped first).
-const PLAN_CACHE: usize = 8;
+/// Graph plans kept per meta backend (least recently used dropped first): more than the
+/// scheduler's splits of one step when some op runs outside the meta device in every layer.
+const PLAN_CACHE: usize = 32;
 
 pub struct MetaBackend {
     pub dev: &'static MetaDevice,
@@ -337,8 +338,10 @@ fn simple_proc(b: Backend, name: &CStr) -> Option<*mut c_void> {
 
 /// A run of nodes between two cuts: one ggml graph per device over its tensors.
 struct SubGraph {
-    /// Per device, tensors to zero before the sub-graph runs (see `empty_contraction`).
-    zero: Vec<(usize, Tensor)>,
+    /// Per device, tensors to zero before the sub-graph runs (see `empty_contraction`): where
+    /// to write (the node, or its direct-path partial slot) and the node (whose size counts:
+    /// the slot's header is brought up to date only when its cut is prepared).
+    zero: Vec<(usize, Tensor, Tensor)>,
     graphs: Vec<Graph>,
     /// Index into `GraphPlan::reductions`: the AllReduce after this sub-graph.
     reduce: Option<usize>,
@@ -374,7 +377,7 @@ impl GraphPlan {
                 .subgraphs
                 .iter()
                 .flat_map(|sg| &sg.zero)
-                .all(|(_, t)| t.nbytes() <= self.zeros.len())
+                .all(|(_, _, like)| like.nbytes() <= self.zeros.len())
     }
 }
 
@@ -431,15 +434,13 @@ unsafe extern "C" fn graph_compute(
     let t0 = profile_enabled().then(std::time::Instant::now);
     let generation = buffer::generation();
     if st.plans.iter().any(|p| p.generation != generation) {
-        // stale plans own scratch memory that queued work may still read
-        synchronize_all(m);
-        st.plans.retain(|p| p.generation == generation);
+        drop_plans(m, &mut st.plans, |p| p.generation != generation);
     }
     let mut found = st.plans.iter().position(|p| p.is_for(g, generation));
     if let Some(i) = found {
         if !st.plans[i].fits() {
-            synchronize_all(m);
-            st.plans.remove(i);
+            let stale: *const GraphPlan = &st.plans[i];
+            drop_plans(m, &mut st.plans, |p| std::ptr::eq(p, stale));
             found = None;
         }
     }
@@ -447,8 +448,8 @@ unsafe extern "C" fn graph_compute(
         Some(i) => st.plans.remove(i),
         None => {
             if st.plans.len() >= PLAN_CACHE {
-                synchronize_all(m);
-                st.plans.remove(0);
+                let oldest: *const GraphPlan = &st.plans[0];
+                drop_plans(m, &mut st.plans, |p| std::ptr::eq(p, oldest));
             }
             let nodes = g.nodes().map(|t| t.as_ptr() as usize).collect();
             let p = match build_plan(m, g, nodes) {
@@ -473,10 +474,19 @@ unsafe extern "C" fn graph_compute(
     status
 }
 
-fn synchronize_all(m: &MetaBackend) {
-    for b in &m.simple {
-        b.synchronize();
+/// Drops the plans `which` selects. Plans owning device memory (AllReduce scratch) that queued
+/// work may still use are dropped after the backends finished: a host wait, but only when a plan
+/// with scratch goes (buffers changed, or more distinct graphs than the cache holds).
+fn drop_plans(m: &MetaBackend, plans: &mut Vec<GraphPlan>, which: impl Fn(&GraphPlan) -> bool) {
+    if plans
+        .iter()
+        .any(|p| which(p) && p.reductions.owns_device_memory())
+    {
+        for b in &m.simple {
+            b.synchronize();
+        }
     }
+    plans.retain(|p| !which(p));
 }
 
 fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan, String> {
@@ -616,10 +626,13 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
             }
             graphs.push(graph);
         }
-        let zero: Vec<(usize, Tensor)> = zeroed[a].iter().map(|&j| (j, out(a, j))).collect();
+        let zero: Vec<(usize, Tensor, Tensor)> = zeroed[a]
+            .iter()
+            .map(|&j| (j, out(a, j), kept[a].1[j]))
+            .collect();
         zero_bytes = zero
             .iter()
-            .map(|(_, t)| t.nbytes())
+            .map(|(_, _, like)| like.nbytes())
             .fold(zero_bytes, usize::max);
         subgraphs.push(SubGraph {
             graphs,
@@ -791,23 +804,24 @@ fn run_plan(m: &MetaBackend, st: &mut State, plan: &mut GraphPlan) -> ggml_statu
     let mut prof = profile_enabled().then(|| profile.get_or_insert_with(Profile::default));
     let mut runner = Runner { m, workers };
     for sg in &plan.subgraphs {
-        for &(j, t) in &sg.zero {
-            // SAFETY: the plan's zeros cover the tensor and outlive the queued upload (plans
-            // are dropped only after a synchronize).
+        // the cut's headers first: a zeroed node may write into its direct-path slot
+        if let Some(c) = sg.reduce {
+            plan.reductions.prepare(c);
+        }
+        for &(j, t, like) in &sg.zero {
+            // SAFETY: the plan's zeros cover the tensor (`fits`) and outlive the queued upload
+            // (plans are dropped only after a synchronize).
             unsafe {
                 crate::tensor::set_async(
                     m.simple[j],
                     t,
                     plan.zeros.as_ptr() as *const c_void,
                     0,
-                    t.nbytes(),
+                    like.nbytes(),
                 )
             };
         }
         let t = prof.is_some().then(std::time::Instant::now);
-        if let Some(c) = sg.reduce {
-            plan.reductions.prepare(c);
-        }
         let status = runner.compute(&sg.graphs);
         if let (Some(p), Some(t)) = (prof.as_deref_mut(), t) {
             p.launching += t.elapsed();

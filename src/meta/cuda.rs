@@ -20,6 +20,10 @@
 //! re-recorded by the next AllReduce only after all waits on them were issued (CUDA waits
 //! capture the event's state when issued).
 //!
+//! The direct path of the meta backend (`allreduce.rs`) relies on the peer access checked here:
+//! there the CUDA backend's own add kernel reads the other GPUs' partials (a debug build of the
+//! CUDA backend asserts that sources are in its own device's buffers; release builds do not).
+//!
 //! What this relies on from the pinned CUDA backend (`ggml-cuda.cu`): its devices are named
 //! `CUDA<ordinal>` under the registry `CUDA`; its events (`event_new`) carry a `cudaEvent_t` in
 //! `context` and `event_wait` makes the backend's stream wait for `context` as a `cudaEvent_t`
@@ -57,8 +61,8 @@ pub struct CudaAllReduce {
     /// Per simple device: the ggml event recorded on its backend after its partial is ready.
     ready: Vec<Event>,
     ready_devices: Vec<Device>,
-    /// The devices' primary contexts (retained), per simple device.
-    ctxs: Vec<(i32, sys::CUcontext)>,
+    /// The distinct GPUs: ordinal, driver device and primary context (retained).
+    ctxs: Vec<(i32, sys::CUdevice, sys::CUcontext)>,
     /// One launcher per distinct GPU (one for `CUDA0,CUDA0`).
     launchers: Vec<Launcher>,
 }
@@ -86,7 +90,7 @@ fn check(r: sys::CUresult, what: &str) -> Result<(), String> {
 }
 
 /// The CUDA ordinal of a ggml device of the CUDA backend (`CUDA<n>` in registry `CUDA`).
-fn cuda_ordinal(dev: Device) -> Option<i32> {
+pub(super) fn cuda_ordinal(dev: Device) -> Option<i32> {
     // SAFETY: a device's registry lives as long as the device.
     let reg = unsafe { Reg::from_ptr(dev.reg()) }?;
     if reg.name_string() != "CUDA" {
@@ -158,7 +162,7 @@ impl CudaAllReduce {
             launchers: Vec::new(),
         };
         for &o in &ordinals {
-            if this.ctxs.iter().any(|&(x, _)| x == o) {
+            if this.ctxs.iter().any(|&(x, _, _)| x == o) {
                 continue;
             }
             let mut dev = 0;
@@ -169,19 +173,19 @@ impl CudaAllReduce {
                 unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) },
                 "cuDevicePrimaryCtxRetain",
             )?;
-            this.ctxs.push((o, ctx));
+            this.ctxs.push((o, dev, ctx));
         }
         // Peer access between every pair of distinct GPUs (the CUDA backend enables it too).
-        for &(a, ctx_a) in &this.ctxs {
+        for &(a, dev_a, ctx_a) in &this.ctxs {
             let _cur = CurrentCtx::enter(ctx_a)?;
-            for &(b, ctx_b) in &this.ctxs {
+            for &(b, dev_b, ctx_b) in &this.ctxs {
                 if a == b {
                     continue;
                 }
                 let mut can = 0;
-                // SAFETY: out-pointer to a local; ordinals were checked by cuDeviceGet.
+                // SAFETY: out-pointer to a local; both devices come from cuDeviceGet.
                 check(
-                    unsafe { sys::cuDeviceCanAccessPeer(&mut can, a, b) },
+                    unsafe { sys::cuDeviceCanAccessPeer(&mut can, dev_a, dev_b) },
                     "cuDeviceCanAccessPeer",
                 )?;
                 if can == 0 {
@@ -202,7 +206,7 @@ impl CudaAllReduce {
         }
         let code = CString::new(ptx(n)).map_err(|e| e.to_string())?;
         let name = CString::new(kernel_name(n)).map_err(|e| e.to_string())?;
-        for (i, &(o, ctx)) in this.ctxs.iter().enumerate() {
+        for (i, &(o, _, ctx)) in this.ctxs.iter().enumerate() {
             let _cur = CurrentCtx::enter(ctx)?;
             let mut module = ptr::null_mut();
             // SAFETY: a NUL-terminated PTX image; the driver compiles it for this GPU.
@@ -359,32 +363,36 @@ impl CudaAllReduce {
 
 impl Drop for CudaAllReduce {
     fn drop(&mut self) {
+        // Our streams first (queued kernels may still wait for the ready events), then the
+        // events and modules; the caller's current context is restored at the end.
+        if let Some(cur) = self
+            .launchers
+            .first()
+            .and_then(|l| CurrentCtx::enter(l.ctx).ok())
+        {
+            for l in self.launchers.drain(..) {
+                // SAFETY: objects created in `new` in this context; errors at teardown are
+                // ignored.
+                unsafe {
+                    if cur.switch(l.ctx).is_ok() {
+                        if !l.stream.is_null() {
+                            sys::cuStreamSynchronize(l.stream);
+                            sys::cuStreamDestroy_v2(l.stream);
+                        }
+                        if !l.done.context.is_null() {
+                            sys::cuEventDestroy_v2(l.done.context as sys::CUevent);
+                        }
+                        sys::cuModuleUnload(l.module);
+                    }
+                }
+            }
+        }
         for (d, e) in self.ready_devices.iter().zip(self.ready.drain(..)) {
             d.event_free(e);
         }
-        for l in self.launchers.drain(..) {
-            // SAFETY: objects created in `new` in this context; errors at teardown are ignored.
-            unsafe {
-                if sys::cuCtxSetCurrent(l.ctx) == sys::CUresult::CUDA_SUCCESS {
-                    if !l.stream.is_null() {
-                        sys::cuStreamSynchronize(l.stream);
-                        sys::cuStreamDestroy_v2(l.stream);
-                    }
-                    if !l.done.context.is_null() {
-                        sys::cuEventDestroy_v2(l.done.context as sys::CUevent);
-                    }
-                    sys::cuModuleUnload(l.module);
-                }
-            }
-        }
-        for &(o, _) in &self.ctxs {
-            let mut dev = 0;
+        for &(_, dev, _) in &self.ctxs {
             // SAFETY: releases the retain of `new`.
-            unsafe {
-                if sys::cuDeviceGet(&mut dev, o) == sys::CUresult::CUDA_SUCCESS {
-                    sys::cuDevicePrimaryCtxRelease_v2(dev);
-                }
-            }
+            unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };
         }
     }
 }

@@ -29,7 +29,7 @@ inline void log_cb(ggml_log_level level, const char * text, void *) {
     }
 }
 
-// An integer flag value in [min, 1e9]; exits with status 1 and a message naming `prog` otherwise.
+// An integer flag value in [min, 1e9] (min >= -1e9); exits with status 1 and a message naming `prog` otherwise.
 inline int parse_int(const char * prog, const char * s, const char * flag, int min) {
     char * end = nullptr;
     errno = 0;

@@ -99,7 +99,7 @@ void usage() {
         "                    [--stop-eog] [--load-all-backends] [--verbose] [--seed N]\n");
 }
 
-int parse_int(const char * s, const char * flag) { return llama_cli::parse_int("llama_driver", s, flag, 0); }
+int parse_int(const char * s, const char * flag) { return llama_cli::parse_int("llama_driver", s, flag, -1000000000); }
 
 double now_ms() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
