@@ -273,10 +273,8 @@ pub struct Reduction {
 pub struct CopyPlan {
     /// Per device: `slots(n)` slots in two sets.
     scratch: Scratch,
-    /// Backing storage of the slot and add-node headers the graphs point at (boxed: their
-    /// addresses must not move while the vector grows).
-    #[allow(clippy::vec_box)]
-    headers: Vec<Box<ggml_tensor>>,
+    /// The slot and add-node headers the graphs point at.
+    headers: Headers,
     _arena: GraphArena,
     cuts: Vec<CutOps>,
     /// AllReduces run so far (selects the slot set).
@@ -307,16 +305,12 @@ impl CopyPlan {
     fn refresh(&mut self, cut: usize) {
         let CopyPlan { headers, cuts, .. } = self;
         for &(i, like, memory) in &cuts[cut].refresh {
-            let h = &mut headers[i];
-            h.type_ = like.type_();
-            h.ne = like.ne_all();
-            h.nb = like.nb_all();
-            if memory {
-                h.view_src = like.view_src().map_or(like.as_ptr(), |v| v.as_ptr());
-                h.view_offs = like.view_src().map_or(0, |_| like.view_offs());
-                h.buffer = like.buffer();
-                h.data = like.data();
-            }
+            headers.update(i, |h| {
+                take_layout(h, like);
+                if memory {
+                    take_memory(h, like);
+                }
+            });
         }
     }
 }
@@ -467,7 +461,7 @@ fn plan_copies(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Cop
         .max()
         .unwrap_or(1);
     let arena = GraphArena::new(need.len() * schedule.len() * n * 2, max_adds);
-    let mut headers: Vec<Box<ggml_tensor>> = Vec::new();
+    let mut headers = Headers::new();
     let mut cuts = Vec::with_capacity(need.len());
     for &c in &need {
         let targets = &reductions[c].targets;
@@ -480,7 +474,7 @@ fn plan_copies(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Cop
                 for s in 0..slots {
                     let mut h = scratch_header(target);
                     scratch.place(&mut h, j, set * slots + s);
-                    let (i, t) = keep(&mut headers, h);
+                    let (i, t) = headers.push(h);
                     refresh.push((i, target, false));
                     per_dev.push(t);
                 }
@@ -517,10 +511,8 @@ fn plan_copies(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Cop
                     let mut last: Option<Tensor> = None;
                     for (i, a) in adds.iter().enumerate() {
                         let dst = at(set, j, a.dst);
-                        let (h, node) = keep(
-                            &mut headers,
-                            add_node(dst, at(set, j, a.a), at(set, j, a.b)),
-                        );
+                        let (h, node) =
+                            headers.push(add_node(dst, at(set, j, a.a), at(set, j, a.b)));
                         refresh.push((h, dst, true));
                         if let Some(prev) = last {
                             g.note_use_count(prev, 1);
@@ -551,14 +543,59 @@ fn plan_copies(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Cop
     })
 }
 
-/// Boxes a header (stable address for graphs) and returns its handle.
-#[allow(clippy::vec_box)]
-fn keep(headers: &mut Vec<Box<ggml_tensor>>, h: ggml_tensor) -> (usize, Tensor) {
-    let mut b = Box::new(h);
-    // SAFETY: boxed, non-null, alive as long as `headers` (the plan).
-    let t = unsafe { Tensor::from_ptr(&mut *b) }.expect("non-null");
-    headers.push(b);
-    (headers.len() - 1, t)
+/// Tensor headers a plan owns and hands to ggml graphs by address: each allocated once and never
+/// moved (no `Box` is kept, whose uniqueness would conflict with the addresses C holds), changed
+/// only through [`Headers::update`], freed with the plan.
+struct Headers(Vec<std::ptr::NonNull<ggml_tensor>>);
+
+// SAFETY: plain heap objects; the plan that owns them is used under the meta backend's lock.
+unsafe impl Send for Headers {}
+
+impl Headers {
+    fn new() -> Headers {
+        Headers(Vec::new())
+    }
+
+    /// Stores `h` and returns its index and its handle (valid while `self` lives).
+    fn push(&mut self, h: ggml_tensor) -> (usize, Tensor) {
+        let p = std::ptr::NonNull::from(Box::leak(Box::new(h)));
+        self.0.push(p);
+        // SAFETY: a live header owned by `self`, which outlives the graphs that use it.
+        let t = unsafe { Tensor::from_ptr(p.as_ptr()) }.expect("non-null");
+        (self.0.len() - 1, t)
+    }
+
+    /// Changes header `i` in place.
+    fn update(&mut self, i: usize, f: impl FnOnce(&mut ggml_tensor)) {
+        // SAFETY: our allocation, alive until Drop. ggml reads these headers only inside the
+        // graph computations the meta backend issues on this thread, never during an update;
+        // the reference lives for the call only.
+        f(unsafe { &mut *self.0[i].as_ptr() })
+    }
+}
+
+impl Drop for Headers {
+    fn drop(&mut self) {
+        for p in self.0.drain(..) {
+            // SAFETY: allocated by `push` with Box; the graphs using it go with the plan.
+            drop(unsafe { Box::from_raw(p.as_ptr()) });
+        }
+    }
+}
+
+/// `like`'s type and shape.
+fn take_layout(h: &mut ggml_tensor, like: Tensor) {
+    h.type_ = like.type_();
+    h.ne = like.ne_all();
+    h.nb = like.nb_all();
+}
+
+/// `like`'s memory, as a view of it (what an in-place op writing into `like` is).
+fn take_memory(h: &mut ggml_tensor, like: Tensor) {
+    h.view_src = like.view_src().map_or(like.as_ptr(), |v| v.as_ptr());
+    h.view_offs = like.view_src().map_or(0, |_| like.view_offs());
+    h.buffer = like.buffer();
+    h.data = like.data();
 }
 
 /// A leaf with `t`'s layout (not placed yet).
@@ -581,10 +618,7 @@ fn add_node(dst: Tensor, a: Tensor, b: Tensor) -> ggml_tensor {
     h.flags = GGML_TENSOR_FLAG_COMPUTE;
     h.src[0] = a.as_ptr();
     h.src[1] = b.as_ptr();
-    h.view_src = dst.view_src().map_or(dst.as_ptr(), |v| v.as_ptr());
-    h.view_offs = dst.view_src().map_or(0, |_| dst.view_offs());
-    h.buffer = dst.buffer();
-    h.data = dst.data();
+    take_memory(&mut h, dst);
     h
 }
 
@@ -608,8 +642,7 @@ pub trait RunAll {
 /// Intermediate sums (more than two devices) live in further slots of the adding device.
 struct DirectPlan {
     scratch: Scratch,
-    #[allow(clippy::vec_box)]
-    headers: Vec<Box<ggml_tensor>>,
+    headers: Headers,
     _arena: GraphArena,
     cuts: Vec<DirectCut>,
 }
@@ -637,28 +670,21 @@ impl DirectPlan {
     fn refresh(&mut self, cut: usize) {
         let DirectPlan { headers, cuts, .. } = self;
         for &(i, like, what) in &cuts[cut].refresh {
-            let h = &mut headers[i];
-            match what {
+            headers.update(i, |h| match what {
                 Refresh::Partial => {
                     let (buffer, data) = (h.buffer, h.data);
-                    **h = like.header();
+                    *h = like.header();
                     h.buffer = buffer;
                     h.data = data;
                     h.view_src = ptr::null_mut();
                     h.view_offs = 0;
                 }
-                Refresh::Layout | Refresh::Node => {
-                    h.type_ = like.type_();
-                    h.ne = like.ne_all();
-                    h.nb = like.nb_all();
-                    if matches!(what, Refresh::Node) {
-                        h.view_src = like.view_src().map_or(like.as_ptr(), |v| v.as_ptr());
-                        h.view_offs = like.view_src().map_or(0, |_| like.view_offs());
-                        h.buffer = like.buffer();
-                        h.data = like.data();
-                    }
+                Refresh::Layout => take_layout(h, like),
+                Refresh::Node => {
+                    take_layout(h, like);
+                    take_memory(h, like);
                 }
-            }
+            });
         }
     }
 }
@@ -676,7 +702,7 @@ fn plan_direct(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Dir
     let slot_bytes = slot_size(backends, reductions, &need);
     let scratch = Scratch::alloc(backends, ring + temps, slot_bytes);
     let arena = GraphArena::new(need.len() * n, n - 1);
-    let mut headers: Vec<Box<ggml_tensor>> = Vec::new();
+    let mut headers = Headers::new();
     let mut cuts = Vec::with_capacity(need.len());
     for (d, &c) in need.iter().enumerate() {
         let targets = &reductions[c].targets;
@@ -692,7 +718,7 @@ fn plan_direct(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Dir
                 h.view_src = ptr::null_mut();
                 h.view_offs = 0;
                 scratch.place(&mut h, j, slot);
-                let (i, t) = keep(&mut headers, h);
+                let (i, t) = headers.push(h);
                 refresh.push((i, targets[j], Refresh::Partial));
                 t
             })
@@ -709,11 +735,11 @@ fn plan_direct(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Dir
                 } else {
                     let mut h = scratch_header(target);
                     scratch.place(&mut h, j, ring + made - 1);
-                    let (i, t) = keep(&mut headers, h);
+                    let (i, t) = headers.push(h);
                     refresh.push((i, target, Refresh::Layout));
                     t
                 };
-                let (i, node) = keep(&mut headers, add_node(dst, a, b));
+                let (i, node) = headers.push(add_node(dst, a, b));
                 refresh.push((i, dst, Refresh::Node));
                 if let Some(prev) = last {
                     g.note_use_count(prev, 1);
