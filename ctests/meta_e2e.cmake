@@ -28,7 +28,7 @@
 #   meta/e2e/fa_off_fails                 tensor mode with --flash-attn off: libllama refuses the
 #                                         context; both builds exit 1 with its message, no signal
 #
-# Upstream's meta backend (ggml-backend-meta.cpp, still linked until the Rust one lands) crashes
+# Upstream's meta backend (ggml-backend-meta.cpp, which the pristine reference build links) crashes
 # on simple CPU devices (its meta buffer type claims is_host: SIGSEGV in the first decode's
 # set_rows, or in the loader's read with --no-mmap), so every cpu* test fails against it.
 #

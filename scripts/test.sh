@@ -38,7 +38,7 @@ ctest --test-dir build/static --output-on-failure -j "$jobs"
 # ---------------------------------------------------------------------------------------------
 # cargo test — the Rust tests link the crate with ggml core and the CPU backend from the static
 # build above. GGML_BACKEND_RS_TEST_LIBS is a ';'-separated list of absolute paths:
-#   libggml-base.a (ggml core C/C++ only: ggml.c, ggml-alloc.c, ggml-backend-meta.cpp, ...),
+#   libggml-base.a (ggml core C/C++ only: ggml.c, ggml-alloc.c, gguf.cpp, ...; the backend layer is ours),
 #   libggml.a (ggml_backend_rs_builtin_regs), libggml-cpu.a, then libgomp.so (OpenMP, when the
 #   CPU backend uses it) and libstdc++.so.
 # The archives and the crate refer to each other: build.rs links them inside
