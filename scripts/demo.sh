@@ -25,10 +25,12 @@ mkdir -p "$work"
 "$bin/write_model" --n-embd 128 --n-layer 4 --n-head 8 --n-head-kv 4 --n-ff 384 --n-vocab 2048 \
     --type f16 --out "$work/demo.gguf"
 
+# Tokens and a digest of the logits per run (speed is measured by bench/, not here: a single
+# short run on a tiny model says nothing about it).
 run() { # name driver args...
     local name=$1 driver=$2; shift 2
     "$bin/$driver" --model "$work/demo.gguf" --n-predict 24 --threads 2 --logits-out "$work/$name.bin" "$@" \
-        | grep -E '^(devices|tokens|digest|timing):' | sed "s/^/  /"
+        | grep -E '^(devices|tokens|digest):' | sed "s/^/  /"
 }
 echo; echo "== ours, one device (CPU)";               run ours-cpu  llama_driver     --split-mode none --devices CPU
 echo; echo "== ours, TESTGPU0 + CPU (scheduler splits)"; run ours-tgpu llama_driver     --test-device --devices TESTGPU0 --split-mode layer
