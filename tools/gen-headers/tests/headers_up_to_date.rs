@@ -24,4 +24,3 @@ fn committed_headers_are_up_to_date() {
         stale.join(", ")
     );
 }
-
