@@ -3,6 +3,10 @@
 # in, shared and static, runs the ctests of both, then the crate's own tests.
 #
 #   ./scripts/test.sh              build dirs: build/shared, build/static (kept between runs)
+#   ./scripts/test.sh --quick [RE] one tree (build/shared) and its ctests matching the regular
+#                                  expression RE (all when omitted); no static tree, no cargo
+#                                  test: for iterating on a change, not a substitute for the
+#                                  full run
 #
 # Environment: LLAMA_CPP_DIR (optional) a llama.cpp tree instead of the pin; JOBS (default: nproc).
 set -euo pipefail
@@ -19,6 +23,20 @@ fi
 
 step() { printf '\n==> %s\n' "$*"; }
 SECONDS=0
+
+if [[ "${1:-}" == "--quick" ]]; then
+    filter=(); [[ -n "${2:-}" ]] && filter=(-R "$2")
+    step "configure + build: shared (quick)"
+    cmake -S . -B build/shared "${common[@]}" -DBUILD_SHARED_LIBS=ON
+    cmake --build build/shared -j "$jobs"
+    step "ctest: shared ${2:+(matching $2)}"
+    ctest --test-dir build/shared --output-on-failure -j "$jobs" "${filter[@]}"
+    step "quick tests passed (${SECONDS}s)"
+    exit 0
+elif [[ $# -gt 0 ]]; then
+    echo "usage: $0 [--quick [REGEX]]" >&2
+    exit 2
+fi
 
 # Shared: also builds the pristine reference ggml for the differential tests.
 step "configure + build: shared"
