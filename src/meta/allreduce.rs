@@ -3,7 +3,9 @@
 //!
 //! Four paths, chosen per cut when a graph plan is built ([`Reducer::choose`]):
 //! * **backend**: the simple backend's own `ggml_backend_allreduce_tensor` (CUDA with NCCL);
-//!   if it declines at run time the copies path runs instead;
+//!   if it declines at run time (the pinned CUDA backend offers the entry point without NCCL
+//!   too), later plans do not choose it, and the cut runs our CUDA kernel where it can, else
+//!   the copies path;
 //! * **own**: our CUDA kernels ([`super::cuda`]), for contiguous f32 tensors on CUDA devices;
 //!   preferred at decode sizes, where NCCL's latency dominates;
 //! * **copies**: any backend — asynchronous copies between devices and in-place adds, staged as
@@ -871,11 +873,22 @@ impl Planned {
                 if unsafe { f(bs.as_mut_ptr(), ts.as_mut_ptr(), backends.len()) } {
                     return GGML_STATUS_SUCCESS;
                 }
+                r.backend_declined
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
                 if !*warned {
                     *warned = true;
                     log_info!(
-                        "meta backend: the backend's AllReduce declined; using copies and adds"
+                        "meta backend: the backend's AllReduce declined (a CUDA build without \
+                         NCCL?); not asked again"
                     );
+                }
+                if let Some(cuda) = r
+                    .cuda
+                    .as_ref()
+                    .filter(|_| CudaAllReduce::supports(red.targets[0]))
+                {
+                    cuda.run(backends, &red.targets);
+                    return GGML_STATUS_SUCCESS;
                 }
             }
             Path::Copies => {}
