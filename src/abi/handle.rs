@@ -400,6 +400,13 @@ impl Device {
             None => false,
         }
     }
+    /// An optional entry point of this device's registry (`get_proc_address`), if offered.
+    pub fn reg_proc(&self, name: &CStr) -> Option<*mut c_void> {
+        // SAFETY: a device's registry lives as long as the device.
+        let reg = unsafe { Reg::from_ptr(self.reg()) }?;
+        let p = reg.proc_address(name);
+        (!p.is_null()).then_some(p)
+    }
     pub fn event_new(&self) -> ggml_backend_event_t {
         match self.iface().event_new {
             // SAFETY: as above.

@@ -117,10 +117,9 @@ impl Reducer {
             backend_allreduce(devices[0])
         };
         let cuda = if n > 1 && matches!(forced, None | Some(Path::Own | Path::Direct)) {
-            let any_cuda = devices.iter().any(|d| {
-                // SAFETY: a device's registry lives as long as the device.
-                unsafe { Reg::from_ptr(d.reg()) }.is_some_and(|r| r.name_string() == "CUDA")
-            });
+            let any_cuda = devices
+                .iter()
+                .any(|&d| super::cuda::cuda_ordinal(d).is_some());
             match CudaAllReduce::new(devices) {
                 Ok(c) => Some(c),
                 Err(e) => {
@@ -206,10 +205,6 @@ impl Reducer {
             None => Path::Copies,
         }
     }
-
-    pub fn has_events(&self) -> bool {
-        self.events.is_some()
-    }
 }
 
 impl Drop for Reducer {
@@ -224,11 +219,9 @@ impl Drop for Reducer {
 }
 
 fn backend_allreduce(dev: Device) -> Option<AllReduceFn> {
-    // SAFETY: a device's registry lives as long as the device.
-    let reg = unsafe { Reg::from_ptr(dev.reg()) }?;
-    let p = reg.proc_address(c"ggml_backend_allreduce_tensor");
+    let p = dev.reg_proc(c"ggml_backend_allreduce_tensor")?;
     // SAFETY: the registry documents this entry with the AllReduceFn signature.
-    (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, AllReduceFn>(p) })
+    Some(unsafe { std::mem::transmute::<*mut c_void, AllReduceFn>(p) })
 }
 
 /// `bool (*)(ggml_backend_dev_t dev, ggml_backend_dev_t peer)`: whether `dev`'s backends can
@@ -243,14 +236,9 @@ fn direct_reads_ok(devices: &[Device], cuda_peer_access: bool) -> bool {
         return true;
     }
     devices.iter().all(|&a| {
-        // SAFETY: a device's registry lives as long as the device.
-        let Some(reg) = (unsafe { Reg::from_ptr(a.reg()) }) else {
+        let Some(p) = a.reg_proc(c"ggml_backend_rs_dev_reads_peer") else {
             return false;
         };
-        let p = reg.proc_address(c"ggml_backend_rs_dev_reads_peer");
-        if p.is_null() {
-            return false;
-        }
         // SAFETY: the entry is documented with the ReadsPeerFn signature.
         let f = unsafe { std::mem::transmute::<*mut c_void, ReadsPeerFn>(p) };
         devices
@@ -286,11 +274,8 @@ pub struct CopyPlan {
 /// The copies path of one cut.
 struct CutOps {
     stages: Vec<StageOps>,
-    /// Headers to bring up to date before a run: (index into `headers`, the tensor whose
-    /// layout — and, for add nodes, memory — it takes). Plans outlive shape changes (the
-    /// scheduler re-allocates a graph of the same structure for another batch size), so the
-    /// layout is read from the targets each time, as the sub-graphs read theirs.
-    refresh: Vec<(usize, Tensor, bool)>,
+    /// Headers to bring up to date before a run (see [`Refresh`]).
+    refresh: Vec<(usize, Tensor, Refresh)>,
 }
 
 struct StageOps {
@@ -301,20 +286,6 @@ struct StageOps {
     receivers: Vec<usize>,
     /// Per slot set, per device: the device's adds of this stage as one graph.
     graphs: [Vec<Graph>; 2],
-}
-
-impl CopyPlan {
-    fn refresh(&mut self, cut: usize) {
-        let CopyPlan { headers, cuts, .. } = self;
-        for &(i, like, memory) in &cuts[cut].refresh {
-            headers.update(i, |h| {
-                take_layout(h, like);
-                if memory {
-                    take_memory(h, like);
-                }
-            });
-        }
-    }
 }
 
 /// The AllReduces of one graph plan: per cut its path, and the memory and pre-built operations
@@ -477,7 +448,7 @@ fn plan_copies(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Cop
                     let mut h = scratch_header(target);
                     scratch.place(&mut h, j, set * slots + s);
                     let (i, t) = headers.push(h);
-                    refresh.push((i, target, false));
+                    refresh.push((i, target, Refresh::Layout));
                     per_dev.push(t);
                 }
                 per_set.push(per_dev);
@@ -508,22 +479,17 @@ fn plan_copies(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Cop
             let mut graphs = [Vec::with_capacity(n), Vec::with_capacity(n)];
             for (set, g_set) in graphs.iter_mut().enumerate() {
                 for j in 0..n {
-                    let adds: Vec<_> = stage.adds_on(j).collect();
-                    let g = arena.graph(adds.len());
-                    let mut last: Option<Tensor> = None;
-                    for (i, a) in adds.iter().enumerate() {
-                        let dst = at(set, j, a.dst);
-                        let (h, node) =
-                            headers.push(add_node(dst, at(set, j, a.a), at(set, j, a.b)));
-                        refresh.push((h, dst, true));
-                        if let Some(prev) = last {
-                            g.note_use_count(prev, 1);
-                        }
-                        g.push_node(node);
-                        g.note_use_count(node, if i + 1 == adds.len() { 0 } else { 1 });
-                        last = Some(node);
-                    }
-                    g_set.push(g);
+                    let nodes: Vec<Tensor> = stage
+                        .adds_on(j)
+                        .map(|a| {
+                            let dst = at(set, j, a.dst);
+                            let (h, node) =
+                                headers.push(add_node(dst, at(set, j, a.a), at(set, j, a.b)));
+                            refresh.push((h, dst, Refresh::Node));
+                            node
+                        })
+                        .collect();
+                    g_set.push(chain_graph(&arena, &nodes));
                 }
             }
             stages.push(StageOps {
@@ -624,6 +590,17 @@ fn add_node(dst: Tensor, a: Tensor, b: Tensor) -> ggml_tensor {
     h
 }
 
+/// One graph of add nodes in execution order; each feeds only later nodes of the chain, so
+/// ggml's use counts are 1, and 0 for the last (read after the graph, by the next sub-graph).
+fn chain_graph(arena: &GraphArena, nodes: &[Tensor]) -> Graph {
+    let g = arena.graph(nodes.len());
+    for (i, &node) in nodes.iter().enumerate() {
+        g.push_node(node);
+        g.note_use_count(node, if i + 1 == nodes.len() { 0 } else { 1 });
+    }
+    g
+}
+
 /// How the adds of a stage run: queued on each backend, or on the meta backend's threads.
 pub trait RunAll {
     fn run_all(&mut self, graphs: &[Graph]) -> ggml_status;
@@ -654,10 +631,13 @@ struct DirectCut {
     partials: Vec<Tensor>,
     /// Per device: the adds of all partials into its target.
     graphs: Vec<Graph>,
-    /// Headers to bring up to date before a run (as in [`CutOps::refresh`]).
+    /// Headers to bring up to date before a run (see [`Refresh`]).
     refresh: Vec<(usize, Tensor, Refresh)>,
 }
 
+/// How a plan-owned header follows the tensor it was made from. Plans outlive shape changes
+/// (the scheduler re-allocates a graph of the same structure for another batch size), so
+/// layouts are read from the targets before each run, as the sub-graphs read theirs.
 #[derive(Clone, Copy)]
 enum Refresh {
     /// A partial: the whole header of the target (op, sources, shape), placed in scratch.
@@ -668,11 +648,11 @@ enum Refresh {
     Node,
 }
 
-impl DirectPlan {
-    fn refresh(&mut self, cut: usize) {
-        let DirectPlan { headers, cuts, .. } = self;
-        for &(i, like, what) in &cuts[cut].refresh {
-            headers.update(i, |h| match what {
+impl Headers {
+    /// Brings the headers of `list` (index, tensor followed, how) up to date.
+    fn refresh(&mut self, list: &[(usize, Tensor, Refresh)]) {
+        for &(i, like, what) in list {
+            self.update(i, |h| match what {
                 Refresh::Partial => {
                     let (buffer, data) = (h.buffer, h.data);
                     *h = like.header();
@@ -727,9 +707,8 @@ fn plan_direct(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Dir
             .collect();
         let mut graphs = Vec::with_capacity(n);
         for (j, &target) in targets.iter().enumerate() {
-            let g = arena.graph(n - 1);
             let mut made = 0;
-            let mut last: Option<Tensor> = None;
+            let mut nodes = Vec::with_capacity(n - 1);
             let root = exchange::reference_expr(partials.clone(), |a, b| {
                 made += 1;
                 let dst = if made == n - 1 {
@@ -743,16 +722,11 @@ fn plan_direct(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Dir
                 };
                 let (i, node) = headers.push(add_node(dst, a, b));
                 refresh.push((i, dst, Refresh::Node));
-                if let Some(prev) = last {
-                    g.note_use_count(prev, 1);
-                }
-                g.push_node(node);
-                g.note_use_count(node, 0);
-                last = Some(node);
+                nodes.push(node);
                 node
             });
             debug_assert!(root.is_some() && made == n - 1);
-            graphs.push(g);
+            graphs.push(chain_graph(&arena, &nodes));
         }
         reductions[c].direct = Some(cuts.len());
         cuts.push(DirectCut {
@@ -775,10 +749,10 @@ impl Planned {
     pub fn prepare(&mut self, cut: usize) {
         let red = &self.reductions[cut];
         if let (Some(d), Some(dp)) = (red.direct, self.direct.as_mut()) {
-            dp.refresh(d);
+            dp.headers.refresh(&dp.cuts[d].refresh);
         }
         if let (Some(c), Some(cp)) = (red.copies, self.copies.as_mut()) {
-            cp.refresh(c);
+            cp.headers.refresh(&cp.cuts[c].refresh);
         }
     }
 

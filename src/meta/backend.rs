@@ -14,7 +14,7 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr;
 use std::sync::{Mutex, MutexGuard};
 
-use super::allreduce::{self, Planned, Reducer};
+use super::allreduce::{self, Planned, Reducer, RunAll};
 use super::buffer::{self, Plan};
 use super::device::MetaDevice;
 use super::op;
@@ -327,11 +327,7 @@ pub unsafe extern "C" fn set_abort_callback(
 }
 
 fn simple_proc(b: Backend, name: &CStr) -> Option<*mut c_void> {
-    let dev = b.device_handle("meta backend");
-    // SAFETY: a device's registry lives as long as the device.
-    let reg = unsafe { Reg::from_ptr(dev.reg()) }?;
-    let p = reg.proc_address(name);
-    (!p.is_null()).then_some(p)
+    b.device_handle("meta backend").reg_proc(name)
 }
 
 // --- graph plans --------------------------------------------------------------------------
@@ -433,9 +429,7 @@ unsafe extern "C" fn graph_compute(
     let mut st = m.lock();
     let t0 = profile_enabled().then(std::time::Instant::now);
     let generation = buffer::generation();
-    if st.plans.iter().any(|p| p.generation != generation) {
-        drop_plans(m, &mut st.plans, |p| p.generation != generation);
-    }
+    drop_plans(m, &mut st.plans, |p| p.generation != generation);
     let mut found = st.plans.iter().position(|p| p.is_for(g, generation));
     if let Some(i) = found {
         if !st.plans[i].fits() {
@@ -594,9 +588,10 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
     }
     // The AllReduces first: the direct path moves each cut's partial sums out of the graph's
     // memory (`Planned::output`), which the sub-graphs must then write.
+    // (over one device there are no cuts: see the loop above)
     let cuts: Vec<Vec<Tensor>> = bounds
         .iter()
-        .filter(|&&(_, _, r)| r && n > 1)
+        .filter(|&&(_, _, r)| r)
         .map(|&(_, b, _)| kept[b - 1].1.clone())
         .collect();
     let planned = allreduce::plan(&m.reducer, &m.simple, cuts);
@@ -606,7 +601,7 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
     let mut n_cuts = 0;
     let mut zero_bytes = 0;
     for &(a, b, r) in &bounds {
-        let reduce = (r && n > 1).then(|| {
+        let reduce = r.then(|| {
             n_cuts += 1;
             n_cuts - 1
         });
@@ -822,7 +817,7 @@ fn run_plan(m: &MetaBackend, st: &mut State, plan: &mut GraphPlan) -> ggml_statu
             };
         }
         let t = prof.is_some().then(std::time::Instant::now);
-        let status = runner.compute(&sg.graphs);
+        let status = runner.run_all(&sg.graphs);
         if let (Some(p), Some(t)) = (prof.as_deref_mut(), t) {
             p.launching += t.elapsed();
             p.subgraphs += 1;
@@ -854,8 +849,8 @@ struct Runner<'a> {
     workers: &'a mut Option<super::workers::Workers>,
 }
 
-impl Runner<'_> {
-    fn compute(&mut self, graphs: &[Graph]) -> ggml_status {
+impl allreduce::RunAll for Runner<'_> {
+    fn run_all(&mut self, graphs: &[Graph]) -> ggml_status {
         let m = self.m;
         if m.threaded {
             let workers = self
@@ -870,11 +865,5 @@ impl Runner<'_> {
             }
         }
         GGML_STATUS_SUCCESS
-    }
-}
-
-impl allreduce::RunAll for Runner<'_> {
-    fn run_all(&mut self, graphs: &[Graph]) -> ggml_status {
-        self.compute(graphs)
     }
 }
