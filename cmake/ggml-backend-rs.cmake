@@ -58,7 +58,8 @@ function(ggml_backend_rs_add_crate)
         set(archive "${tdir}/release/libggml_backend_rs.a")
 
         # cargo tracks its own inputs; the glob (re-checked at every build) decides when to ask it.
-        file(GLOB_RECURSE rs_sources CONFIGURE_DEPENDS "${root}/src/*.rs")
+        file(GLOB_RECURSE rs_sources CONFIGURE_DEPENDS "${root}/src/*.rs" "${root}/crates/*.rs"
+            "${root}/crates/*/Cargo.toml")
         set(deps ${rs_sources})
         foreach(f Cargo.toml Cargo.lock build.rs cbindgen.toml)
             if(EXISTS "${root}/${f}")

@@ -1,29 +1,38 @@
 //! ggml-backend-rs: ggml's backend layer — buffers, backends, devices, the registry with
-//! dynamic loading — implemented in Rust behind ggml's C ABI, so that an unchanged
-//! llama.cpp (libllama, ggml-cpu, ggml-cuda, ...) links against it in place of upstream's
-//! `ggml-backend.cpp`, `ggml-backend-reg.cpp` and `ggml-backend-dl.cpp`.
+//! dynamic loading, the scheduler and the meta device — implemented in Rust behind ggml's C
+//! ABI, so that an unchanged llama.cpp (libllama, ggml-cpu, ggml-cuda, ...) links against it in
+//! place of upstream's `ggml-backend.cpp`, `ggml-backend-reg.cpp`, `ggml-backend-dl.cpp` and
+//! `ggml-backend-meta.cpp`.
 //!
-//! Layout: [`abi`] mirrors the C types and wraps their vtables in typed handles (the only
-//! place that dereferences C pointers); [`buffer`], [`tensor`], [`backend`] and
-//! [`registry`] hold the behaviour; `ffi` holds the exported functions, which validate
-//! arguments and call the rest.
+//! Layout: the pure rules (split states, view mapping, transfer planning, the AllReduce
+//! schedule, ggml's op vocabulary) are the workspace member `ggml-backend-rs-core`, which
+//! forbids `unsafe`. This crate is the edge around it: [`abi`] mirrors the C types and wraps
+//! their vtables in typed handles; [`buffer`], [`tensor`], [`backend`], [`registry`],
+//! [`sched`] and [`meta`] hold the behaviour; `ffi` holds the exported functions, which
+//! validate arguments and call the rest.
+//!
+//! Panics: every profile builds with `panic = "abort"`, and no panic can unwind into C in any
+//! case: since Rust 1.81 (this crate needs 1.85) a panic that reaches an `extern "C"` function's
+//! boundary aborts the process.
 
-// Test binaries need unwinding for the test harness (cargo ignores `panic` for them); build.rs
-// sets this cfg only for them. Even then no panic crosses into C: an `extern "C"` function
-// aborts instead of unwinding.
-#[cfg(all(not(panic = "abort"), not(ggml_backend_rs_test_build)))]
-compile_error!(
-    "ggml-backend-rs must be built with panic = \"abort\": a panic must never unwind into C"
-);
-
+// A test binary without ggml to link (plain `cargo test`, see build.rs) leaves the crate out.
+#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
 pub mod abi;
+#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
 mod log;
 
+#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
 pub mod backend;
+#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
 pub mod buffer;
+#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
 pub mod meta;
+#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
 pub mod registry;
+#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
 pub mod sched;
+#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
 pub mod tensor;
 
+#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
 mod ffi;

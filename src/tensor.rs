@@ -9,42 +9,14 @@ use std::ffi::c_void;
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log_debug};
 
-/// A strided transfer: `n_copies` blocks of `size` bytes; block `i` is at
-/// `offset + i*stride_tensor` in the tensor and `i*stride_data` in host memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Strided {
-    pub offset: usize,
-    pub size: usize,
-    pub n_copies: usize,
-    pub stride_tensor: usize,
-    pub stride_data: usize,
-}
+pub use ggml_backend_rs_core::transfer::Strided;
 
-impl Strided {
-    /// One past the last tensor byte touched, or `None` when that overflows.
-    pub fn tensor_end(&self) -> Option<usize> {
-        if self.n_copies == 0 || self.size == 0 {
-            return Some(self.offset);
-        }
-        (self.n_copies - 1)
-            .checked_mul(self.stride_tensor)?
-            .checked_add(self.offset)?
-            .checked_add(self.size)
-    }
-
-    /// Offsets (tensor, host) of block `i`; only called for blocks whose end was checked.
-    fn block(&self, i: usize) -> (usize, usize) {
-        (self.offset + i * self.stride_tensor, i * self.stride_data)
-    }
-
-    fn check_host_span(&self, func: &str) {
-        let span = if self.n_copies == 0 {
-            Some(0)
-        } else {
-            (self.n_copies - 1).checked_mul(self.stride_data)
-        };
-        ggml_assert!(span.is_some(), "{func}: n_copies * stride_data overflows");
-    }
+/// Aborts when the host side of `s` (its last block's start) overflows the address space.
+fn check_host_span(s: &Strided, func: &str) {
+    ggml_assert!(
+        s.host_span().is_some(),
+        "{func}: n_copies * stride_data overflows"
+    );
 }
 
 /// The buffer that holds `tensor`'s data, checked to exist.
@@ -125,7 +97,7 @@ pub fn memset(tensor: Tensor, value: u8, offset: usize, size: usize) {
 /// Host memory `data + i*stride_data .. + size` is readable for every block `i`.
 pub unsafe fn set_2d(tensor: Tensor, data: *const c_void, s: Strided) {
     let buf = data_buffer(tensor, "ggml_backend_tensor_set_2d");
-    s.check_host_span("ggml_backend_tensor_set_2d");
+    check_host_span(&s, "ggml_backend_tensor_set_2d");
     match buf.iface().set_tensor_2d {
         Some(set_2d) if s.n_copies > 1 => {
             if s.size == 0 {
@@ -163,7 +135,7 @@ pub unsafe fn set_2d(tensor: Tensor, data: *const c_void, s: Strided) {
 /// Host memory `data + i*stride_data .. + size` is writable for every block `i`.
 pub unsafe fn get_2d(tensor: Tensor, data: *mut c_void, s: Strided) {
     let buf = data_buffer(tensor, "ggml_backend_tensor_get_2d");
-    s.check_host_span("ggml_backend_tensor_get_2d");
+    check_host_span(&s, "ggml_backend_tensor_get_2d");
     // Upstream tests `set_tensor_2d` here; a buffer with only one of the pair would then call
     // a NULL `get_tensor_2d`. We test the entry we are about to call.
     match buf.iface().get_tensor_2d {
@@ -271,7 +243,7 @@ pub unsafe fn set_2d_async(backend: Backend, tensor: Tensor, data: *const c_void
         "ggml_backend_tensor_set_2d_async: tensor '{}' not allocated",
         tensor.name_string()
     );
-    s.check_host_span("ggml_backend_tensor_set_2d_async");
+    check_host_span(&s, "ggml_backend_tensor_set_2d_async");
     match backend.iface().set_tensor_2d_async {
         Some(f) if s.n_copies > 1 => {
             if s.size == 0 {
@@ -314,7 +286,7 @@ pub unsafe fn get_2d_async(backend: Backend, tensor: Tensor, data: *mut c_void, 
         "ggml_backend_tensor_get_2d_async: tensor '{}' not allocated",
         tensor.name_string()
     );
-    s.check_host_span("ggml_backend_tensor_get_2d_async");
+    check_host_span(&s, "ggml_backend_tensor_get_2d_async");
     // As in get_2d: test the entry that will be called (upstream tests the set entry).
     match backend.iface().get_tensor_2d_async {
         Some(f) if s.n_copies > 1 => {
@@ -417,37 +389,4 @@ pub fn copy_async(backend_src: Option<Backend>, backend_dst: Backend, src: Tenso
     }
     backend_dst.synchronize();
     copy(src, dst);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Strided;
-
-    fn s(offset: usize, size: usize, n_copies: usize, stride_tensor: usize) -> Strided {
-        Strided {
-            offset,
-            size,
-            n_copies,
-            stride_tensor,
-            stride_data: 0,
-        }
-    }
-
-    #[test]
-    fn tensor_end_covers_last_block() {
-        assert_eq!(s(4, 8, 3, 16).tensor_end(), Some(4 + 2 * 16 + 8));
-        assert_eq!(s(4, 8, 1, 1000).tensor_end(), Some(12));
-    }
-
-    #[test]
-    fn empty_transfers_end_at_offset() {
-        assert_eq!(s(7, 0, 5, 16).tensor_end(), Some(7));
-        assert_eq!(s(7, 8, 0, 16).tensor_end(), Some(7));
-    }
-
-    #[test]
-    fn overflowing_strides_are_rejected() {
-        assert_eq!(s(0, 1, 3, usize::MAX / 2 + 1).tensor_end(), None);
-        assert_eq!(s(usize::MAX, 1, 1, 0).tensor_end(), None);
-    }
 }

@@ -6,6 +6,7 @@
 
 #![allow(non_camel_case_types)]
 
+use ggml_backend_rs_core::Op;
 use std::ffi::{c_char, c_int, c_void};
 
 pub const GGML_MAX_DIMS: usize = 4;
@@ -153,7 +154,9 @@ pub struct ggml_context {
     _private: [u8; 0],
 }
 
-// Values of the view operations in `enum ggml_op` at the pin; checked by the ctest `abi_layout`.
+// Values of `enum ggml_op` at the pin that C-facing code names; checked by the ctest
+// `abi_layout`, and against the core's typed vocabulary (whose values the test below checks
+// against the linked ggml) right here.
 pub const GGML_OP_RESHAPE: ggml_op = 36;
 pub const GGML_OP_VIEW: ggml_op = 37;
 pub const GGML_OP_PERMUTE: ggml_op = 38;
@@ -162,6 +165,16 @@ pub const GGML_OP_TRANSPOSE: ggml_op = 39;
 pub const GGML_OP_NONE: ggml_op = 0;
 pub const GGML_OP_MUL_MAT_ID: ggml_op = 30;
 pub const GGML_OP_ROPE: ggml_op = 48;
+
+const _: () = {
+    assert!(GGML_OP_RESHAPE == Op::Reshape as ggml_op);
+    assert!(GGML_OP_VIEW == Op::View as ggml_op);
+    assert!(GGML_OP_PERMUTE == Op::Permute as ggml_op);
+    assert!(GGML_OP_TRANSPOSE == Op::Transpose as ggml_op);
+    assert!(GGML_OP_NONE == Op::None as ggml_op);
+    assert!(GGML_OP_MUL_MAT_ID == Op::MulMatId as ggml_op);
+    assert!(GGML_OP_ROPE == Op::Rope as ggml_op);
+};
 
 /// `enum ggml_tensor_flag`.
 pub const GGML_TENSOR_FLAG_INPUT: i32 = 1;
@@ -207,6 +220,7 @@ extern "C" {
     pub fn ggml_hash_size(min_sz: usize) -> usize;
     pub fn ggml_view_tensor(ctx: *mut ggml_context, src: *mut ggml_tensor) -> *mut ggml_tensor;
     pub fn ggml_op_desc(t: *const ggml_tensor) -> *const c_char;
+    pub fn ggml_op_name(op: ggml_op) -> *const c_char;
 
     pub fn ggml_gallocr_new_n(
         bufts: *mut super::backend::ggml_backend_buffer_type_t,
@@ -234,4 +248,20 @@ extern "C" {
         ctx: *mut ggml_context,
         backend: *mut super::backend::ggml_backend,
     ) -> *mut super::backend::ggml_backend_buffer;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    /// Every value and name of the core's `Op` is the linked ggml's (`ggml_op_name`).
+    #[test]
+    fn ops_match_the_linked_ggml() {
+        for op in Op::ALL {
+            // SAFETY: ggml_op_name returns a static string for every value below GGML_OP_COUNT.
+            let name = unsafe { CStr::from_ptr(ggml_op_name(op as ggml_op)) };
+            assert_eq!(name.to_str(), Ok(op.name()), "op value {}", op as i32);
+        }
+    }
 }

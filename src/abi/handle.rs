@@ -537,12 +537,14 @@ impl Tensor {
     pub fn op(&self) -> ggml_op {
         self.raw().op
     }
+    /// The op as the typed vocabulary of the core; `None` for a value ggml (at the pin) does
+    /// not define.
+    pub fn op_kind(&self) -> Option<ggml_backend_rs_core::Op> {
+        ggml_backend_rs_core::Op::try_from(self.op()).ok()
+    }
     /// Ops that only reinterpret their source's memory (no computation).
     pub fn is_view_op(&self) -> bool {
-        matches!(
-            self.op(),
-            GGML_OP_VIEW | GGML_OP_RESHAPE | GGML_OP_PERMUTE | GGML_OP_TRANSPOSE
-        )
+        self.op_kind().is_some_and(|op| op.is_view())
     }
     /// The op's name as ggml prints it (the unary op's name for GGML_OP_UNARY).
     pub fn op_desc(&self) -> String {

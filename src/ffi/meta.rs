@@ -222,8 +222,8 @@ pub extern "C" fn ggml_backend_meta_get_split_state(
 ) -> ggml_backend_meta_split_state {
     let t = handle_arg!(tensor, Tensor, "ggml_backend_meta_get_split_state");
     match buffer::derived(t) {
-        Ok(d) if d.reduce && !assume_sync => meta::Split::Partial.to_c(),
-        Ok(d) => d.split.to_c(),
+        Ok(d) if d.reduce && !assume_sync => meta::split::to_c(&meta::Split::Partial),
+        Ok(d) => meta::split::to_c(&d.split),
         Err(e) => abort(file!(), line!(), &e),
     }
 }

@@ -38,9 +38,9 @@ use std::ptr;
 use super::backend::GraphArena;
 use super::cuda::CudaAllReduce;
 use super::exchange::{self, Loc};
-use super::op;
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log_info};
+use ggml_backend_rs_core::Op;
 
 /// `bool (*)(ggml_backend_t * backends, struct ggml_tensor ** tensors, size_t n)`: a backend's
 /// own AllReduce (CUDA with NCCL), found through its registry.
@@ -569,7 +569,7 @@ fn take_memory(h: &mut ggml_tensor, like: Tensor) {
 /// A leaf with `t`'s layout (not placed yet).
 fn scratch_header(t: Tensor) -> ggml_tensor {
     let mut h = t.header();
-    h.op = op::NONE;
+    h.op = Op::None as i32;
     h.op_params = [0; 16];
     h.src = [ptr::null_mut(); GGML_MAX_SRC];
     h.view_src = ptr::null_mut();
@@ -581,7 +581,7 @@ fn scratch_header(t: Tensor) -> ggml_tensor {
 /// `dst = a + b` in place: an ADD whose result is `dst`'s memory.
 fn add_node(dst: Tensor, a: Tensor, b: Tensor) -> ggml_tensor {
     let mut h = scratch_header(dst);
-    h.op = op::ADD;
+    h.op = Op::Add as i32;
     // backends skip nodes that graph building did not mark as needing computation
     h.flags = GGML_TENSOR_FLAG_COMPUTE;
     h.src[0] = a.as_ptr();

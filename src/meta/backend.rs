@@ -17,10 +17,10 @@ use std::sync::{Mutex, MutexGuard};
 use super::allreduce::{self, Planned, Reducer, RunAll};
 use super::buffer::{self, Plan};
 use super::device::MetaDevice;
-use super::op;
 use super::split::Split;
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log_error, log_info};
+use ggml_backend_rs_core::Op;
 
 /// Graph plans kept per meta backend (least recently used dropped first): more than the
 /// scheduler's splits of one step when some op runs outside the meta device in every layer.
@@ -498,7 +498,7 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         let t = all[i];
         i += 1;
         let Some(mb) = buffer::holding(t) else {
-            if t.is_view_op() || t.op() == op::NONE {
+            if t.is_view_op() || t.op_kind() == Some(Op::None) {
                 continue;
             }
             return Err(format!(
@@ -657,7 +657,7 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
 
 /// A matmul with a non-empty result whose weight slice on this device is empty.
 fn empty_contraction(t: Tensor) -> bool {
-    matches!(t.op(), op::MUL_MAT | op::MUL_MAT_ID)
+    matches!(t.op_kind(), Some(Op::MulMat | Op::MulMatId))
         && t.nelements() > 0
         && t.src(0).is_some_and(|w| w.nelements() == 0)
 }
@@ -699,11 +699,11 @@ fn moe_tail(all: &[Tensor], i: usize, uses: &std::collections::HashMap<usize, i3
     let mut k = i + 1;
     let once = |t: Tensor| uses_of(uses, t) == 1;
     let split_of = |t: Tensor| buffer::derived(t).ok().map(|d| d.split);
-    if all[i].op() != op::MUL_MAT_ID {
+    if all[i].op_kind() != Some(Op::MulMatId) {
         return tail;
     }
     if let Some(&t) = all.get(k) {
-        if t.op() == op::ADD_ID
+        if t.op_kind() == Some(Op::AddId)
             && t.src(0) == Some(cur)
             && once(cur)
             && t.src(1).and_then(split_of) == Some(Split::Partial)
@@ -714,7 +714,7 @@ fn moe_tail(all: &[Tensor], i: usize, uses: &std::collections::HashMap<usize, i3
         }
     }
     if let Some(&t) = all.get(k) {
-        if t.op() == op::MUL
+        if t.op_kind() == Some(Op::Mul)
             && t.src(0) == Some(cur)
             && once(cur)
             && t.src(1).and_then(split_of) == Some(Split::Mirrored)
@@ -731,7 +731,7 @@ fn moe_tail(all: &[Tensor], i: usize, uses: &std::collections::HashMap<usize, i3
     }
     let views = &all[k..k + n_used];
     let views_ok = views.iter().enumerate().all(|(e, v)| {
-        v.op() == op::VIEW
+        v.op_kind() == Some(Op::View)
             && v.src(0) == Some(cur)
             && v.view_offs() == e * cur.nb(1)
             && v.ne(0) == cur.ne(0)
@@ -743,7 +743,7 @@ fn moe_tail(all: &[Tensor], i: usize, uses: &std::collections::HashMap<usize, i3
     let adds = &all[k + n_used..k + 2 * n_used - 1];
     let mut acc = views[0];
     for (e, a) in adds.iter().enumerate() {
-        let ok = a.op() == op::ADD
+        let ok = a.op_kind() == Some(Op::Add)
             && a.src(0) == Some(acc)
             && a.src(1) == Some(views[e + 1])
             && (e + 1 == adds.len() || once(*a));

@@ -18,9 +18,11 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::device::MetaDevice;
 use super::rules::{self, Derived, DeviceLayout, Layout, Src};
-use super::split::{DimSplit, Split};
+use super::split::Split;
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log_error};
+use ggml_backend_rs_core::op::{Op, UnknownOp};
+pub use ggml_backend_rs_core::transfer::{pieces, Piece};
 
 /// Placeholder base address of every meta buffer. Non-canonical on x86-64 and outside the
 /// user address space elsewhere: a stray dereference faults at once instead of reading
@@ -188,7 +190,7 @@ fn layout(t: Tensor) -> Layout {
     }
 }
 
-fn named(t: Tensor, e: String) -> String {
+fn named(t: Tensor, e: impl std::fmt::Display) -> String {
     format!(
         "meta backend: cannot split tensor '{}' ({}) across devices: {e}",
         t.name_string(),
@@ -202,7 +204,7 @@ fn named(t: Tensor, e: String) -> String {
 /// in graph order, so what compute and transfers read afterwards is current.
 pub fn derived(t: Tensor) -> Result<Derived, String> {
     let Some(mb) = holding(t) else {
-        return Err(named(t, "not in a meta buffer".into()));
+        return Err(named(t, "not in a meta buffer"));
     };
     if let Some(e) = mb.lock().map.get(&(t.as_ptr() as usize)) {
         if e.snapshot == Snapshot::of(t) {
@@ -265,7 +267,7 @@ fn compute(t: Tensor, mb: &MetaBuffer) -> Result<(Derived, Option<Vec<DeviceLayo
         }
         let (mem, layouts) = mapped.map_err(|e| named(t, e))?;
         // view ops, and views made by ggml_view_tensor (op NONE), are their memory
-        if t.is_view_op() || t.op() == super::op::NONE {
+        if t.is_view_op() || t.op_kind() == Some(Op::None) {
             return Ok((plain(mem), Some(layouts)));
         }
         let d = op_rule(t, n)?;
@@ -321,7 +323,10 @@ fn op_rule(t: Tensor, n: usize) -> Result<Derived, String> {
             ne: s.ne_all(),
         });
     }
-    rules::derive(t.op(), &t.op_params(), t.ne_all(), &srcs, n).map_err(|e| named(t, e))
+    let Some(op) = t.op_kind() else {
+        return Err(named(t, UnknownOp(t.op())));
+    };
+    rules::derive(op, &t.op_params(), t.ne_all(), &srcs, n).map_err(|e| named(t, e))
 }
 
 // --- per-device tensors -------------------------------------------------------------------
@@ -335,8 +340,7 @@ fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), S
     // Layouts, and each device's view source (for views).
     let (layouts, bases): (Vec<DeviceLayout>, Option<Vec<Tensor>>) = match t.view_src() {
         Some(base) => {
-            let bmb =
-                holding(base).ok_or_else(|| named(t, "view source not in a meta buffer".into()))?;
+            let bmb = holding(base).ok_or_else(|| named(t, "view source not in a meta buffer"))?;
             let bases = bmb.simple_tensors(base).ok_or_else(|| {
                 named(
                     t,
@@ -576,80 +580,6 @@ pub unsafe fn alloc_ctx_tensors(
 
 // --- data transfers -----------------------------------------------------------------------
 
-/// One strided copy between host memory and device `device`'s tensor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Piece {
-    pub device: usize,
-    /// Offset from the start of the caller's host range.
-    pub host_offset: usize,
-    pub strided: crate::tensor::Strided,
-}
-
-/// The pieces that move bytes `[offset, offset+size)` of a contiguous tensor split as `d`.
-pub fn pieces(t: &Layout, d: &DimSplit, offset: usize, size: usize) -> Result<Vec<Piece>, String> {
-    let bytes = |k: i64| -> Result<usize, String> {
-        if d.axis == 0 {
-            if k % t.blck != 0 {
-                return Err(format!("{k} elements are not whole blocks of {}", t.blck));
-            }
-            Ok((k / t.blck) as usize * t.nb[0])
-        } else {
-            Ok(k as usize * t.nb[d.axis])
-        }
-    };
-    let chunk = bytes(t.ne[d.axis])?;
-    let mut out = Vec::new();
-    if size == 0 || chunk == 0 {
-        return Ok(out);
-    }
-    let ivs = d.intervals();
-    let chunk_of: Vec<usize> = (0..d.n)
-        .map(|j| bytes(d.extent(j)))
-        .collect::<Result<_, _>>()?;
-    if offset % chunk == 0 && size % chunk == 0 {
-        let c0 = offset / chunk;
-        for iv in &ivs {
-            let (hb, len, db) = (bytes(iv.host_start)?, bytes(iv.len)?, bytes(iv.dev_start)?);
-            let cj = chunk_of[iv.device];
-            out.push(Piece {
-                device: iv.device,
-                host_offset: hb,
-                strided: crate::tensor::Strided {
-                    offset: c0 * cj + db,
-                    size: len,
-                    n_copies: size / chunk,
-                    stride_tensor: cj,
-                    stride_data: chunk,
-                },
-            });
-        }
-        return Ok(out);
-    }
-    let end = offset + size;
-    for c in offset / chunk..=(end - 1) / chunk {
-        for iv in &ivs {
-            let (hb, len, db) = (bytes(iv.host_start)?, bytes(iv.len)?, bytes(iv.dev_start)?);
-            let lo = (c * chunk + hb).max(offset);
-            let hi = (c * chunk + hb + len).min(end);
-            if lo >= hi {
-                continue;
-            }
-            out.push(Piece {
-                device: iv.device,
-                host_offset: lo - offset,
-                strided: crate::tensor::Strided {
-                    offset: c * chunk_of[iv.device] + db + (lo - c * chunk - hb),
-                    size: hi - lo,
-                    n_copies: 1,
-                    stride_tensor: 0,
-                    stride_data: 0,
-                },
-            });
-        }
-    }
-    Ok(out)
-}
-
 /// How a transfer of `t` is carried out: per device, what to do.
 pub enum Plan {
     /// The same bytes on every device (reads come from device 0).
@@ -678,7 +608,9 @@ pub fn plan(t: Tensor, offset: usize, size: usize, what: &str) -> (Plan, Vec<Ten
             if !t.is_contiguous() {
                 fail("transfers of a split tensor need a contiguous tensor".into());
             }
-            Plan::Pieces(pieces(&layout(t), ds, offset, size).unwrap_or_else(|e| fail(e)))
+            Plan::Pieces(
+                pieces(&layout(t), ds, offset, size).unwrap_or_else(|e| fail(e.to_string())),
+            )
         }
     };
     (plan, simple)
@@ -923,48 +855,5 @@ pub fn set_usage(buffer: Buffer, usage: ggml_backend_buffer_usage) {
         for b in mb.simple.iter().flatten() {
             crate::buffer::set_usage(*b, usage);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::meta::rules::tests::f32_layout;
-
-    #[test]
-    fn whole_tensor_pieces_are_strided() {
-        let t = f32_layout([6, 3, 1, 1]);
-        let p = pieces(&t, &DimSplit::single(0, vec![2, 4]), 0, 72).unwrap();
-        assert_eq!(p.len(), 2);
-        assert_eq!(p[1].host_offset, 8);
-        assert_eq!(p[1].strided.n_copies, 3);
-        assert_eq!(p[1].strided.stride_tensor, 16);
-        assert_eq!(p[1].strided.stride_data, 24);
-    }
-
-    #[test]
-    fn unaligned_ranges_are_cut_per_row() {
-        let t = f32_layout([6, 3, 1, 1]);
-        // bytes 12..40: row 0 elements 3..6, row 1 elements 0..4
-        let p = pieces(&t, &DimSplit::single(0, vec![2, 4]), 12, 28).unwrap();
-        let got: Vec<(usize, usize, usize, usize)> = p
-            .iter()
-            .map(|p| (p.device, p.host_offset, p.strided.offset, p.strided.size))
-            .collect();
-        assert_eq!(got, vec![(1, 0, 4, 12), (0, 12, 8, 8), (1, 20, 16, 8)]);
-    }
-
-    #[test]
-    fn quantized_rows_split_in_blocks() {
-        // q8_0-like: 32 elements per 34-byte block, 64 columns, 2 rows
-        let t = Layout {
-            ne: [64, 2, 1, 1],
-            nb: [34, 68, 136, 136],
-            blck: 32,
-        };
-        let p = pieces(&t, &DimSplit::single(0, vec![32, 32]), 0, 136).unwrap();
-        assert_eq!(p[1].host_offset, 34);
-        assert_eq!(p[1].strided.size, 34);
-        assert!(pieces(&t, &DimSplit::single(0, vec![16, 48]), 0, 136).is_err());
     }
 }

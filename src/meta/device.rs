@@ -11,7 +11,7 @@ use std::ffi::{c_char, c_void, CString};
 use std::ptr;
 use std::sync::Mutex;
 
-use super::split::{RawSplitState, Split};
+use super::split::{RawSplitState, Split, StateError};
 use crate::abi::*;
 use crate::log::{abort, ggml_assert};
 
@@ -96,7 +96,7 @@ impl MetaDevice {
     }
 
     /// The split of a statically allocated tensor (weights, caches), from the callback.
-    pub fn callback_split(&self, t: Tensor) -> Result<Split, String> {
+    pub fn callback_split(&self, t: Tensor) -> Result<Split, StateError> {
         let Some(cb) = self.callback else {
             return Ok(Split::Mirrored);
         };
@@ -111,7 +111,7 @@ impl MetaDevice {
         };
         let ne = [t.ne(0), t.ne(1), t.ne(2), t.ne(3)];
         let blck = t.blck_size();
-        Split::from_c(&raw, ne, self.n(), |axis| if axis == 0 { blck } else { 1 })
+        Split::from_raw(&raw, ne, self.n(), |axis| if axis == 0 { blck } else { 1 })
     }
 
     fn simple_bufts(&self) -> impl Iterator<Item = Buft> + '_ {

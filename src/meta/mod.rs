@@ -26,11 +26,10 @@ pub mod backend;
 pub mod buffer;
 mod cuda;
 pub mod device;
-pub mod exchange;
-pub mod op;
-pub mod rules;
 pub mod split;
 mod workers;
+
+pub use ggml_backend_rs_core::{exchange, rules};
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -2,11 +2,219 @@
 //! strides and view offsets) and the per-op rules that say which split an op's result has
 //! given its sources' splits — or that the combination cannot be computed device by device.
 //!
-//! Pure functions over plain data ([`Layout`], [`Split`]); `meta::buffer` feeds them from
-//! ggml tensors. Errors are messages; the caller names the tensor and aborts.
+//! Pure functions over plain data ([`Layout`], [`Split`], [`Op`]); the root crate's
+//! `meta::buffer` feeds them from ggml tensors. Errors are [`RuleError`] values; the caller
+//! names the tensor and aborts with the error's message.
 
-use super::op;
-use super::split::{DimSplit, Split};
+use std::fmt;
+
+use crate::op::Op;
+use crate::split::{DimSplit, Split};
+
+/// Why a split cannot be laid out, mapped through a view, or carried through an op.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RuleError {
+    /// `count` elements along dimension 0 are not whole quantization blocks of `blck`.
+    PartialBlocks { count: i64, blck: i64 },
+    /// A split tensor that owns its memory is not contiguous.
+    NotContiguous,
+    /// The source of a split view is not contiguous.
+    ViewSourceNotContiguous,
+    /// A view cuts a quantization block.
+    ViewCutsBlock,
+    /// No dimension of the view walks its source's split dimension, and none has extent 1.
+    ViewDoesNotWalk,
+    /// The view's rows (`span` bytes) overlap its steps of `step` bytes.
+    ViewRowsOverlap { span: usize, step: usize },
+    /// View dimension `dim` (stride `stride`) does not step whole slices of `chunk` bytes.
+    ViewStrideNotWhole {
+        dim: usize,
+        stride: usize,
+        chunk: usize,
+    },
+    /// A device slice boundary (at byte `byte`) falls inside a row of the view.
+    BoundaryInsideRow { byte: usize },
+    /// The view takes two separate pieces of one device's slice.
+    ViewTwoPieces,
+    /// The view reaches outside its source's split dimension.
+    ViewOutside,
+    /// Source `i`, which the op needs, is missing.
+    MissingSource(usize),
+    /// No rule computes the op device by device for these sources (slot, split).
+    Unsupported { sources: Vec<(usize, Split)> },
+    /// An operand (`what`) that must be mirrored is split.
+    NotMirrored { what: &'static str, split: Split },
+    /// A row-wise op whose source is split along dimension 0.
+    RowsSplit,
+    /// A non-linear op applied to a partial sum.
+    NotLinear,
+    /// soft_max with its rows split along dimension 0.
+    SoftMaxRowsSplit,
+    /// soft_max of a partial sum.
+    SoftMaxPartial,
+    /// soft_max with ALiBi over a head split (the slope depends on the global head index).
+    SoftMaxAlibi,
+    /// soft_max sinks that do not follow the heads.
+    SoftMaxSinks { sinks: Split, input: Split },
+    /// rope over anything but a head split.
+    Rope(Split),
+    /// PAD along the split dimension.
+    Padding,
+    /// A view op reached the op rules (view ops are mapped by memory layout).
+    ViewOpHasNoRule,
+    /// A slice of `extent` of `from` indices does not map to a whole part of `to`.
+    NotWholePart { extent: i64, from: i64, to: i64 },
+    /// A mirrored operand that is not broadcast along the split dimension.
+    CannotBroadcast { a: Split, b: Split },
+    /// Two operands whose splits an element-wise op cannot combine.
+    CannotCombine { a: Split, b: Split },
+    /// GLU without a source.
+    GluSource,
+    /// GLU of one fused source whose gate and up halves are not split alike.
+    GluHalves(Split),
+    /// A contraction split into different slices for the weight and the input.
+    ContractionDiffers { weight: Split, input: Split },
+    /// Batched matmul operands split into different heads.
+    BatchedHeads,
+    /// No rule for this matmul.
+    MatMul { weight: Split, input: Split },
+    /// flash_attn_ext without q, k and v.
+    FlashAttnSources,
+    /// q, k and v split into different heads.
+    FlashAttnHeads { q: Split, k: Split, v: Split },
+    /// Attention sinks that do not follow q's heads.
+    Sinks(Split),
+    /// q, k and v not split by heads.
+    FlashAttnNotHeads { q: Split, k: Split, v: Split },
+}
+
+impl fmt::Display for RuleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use RuleError::*;
+        match self {
+            PartialBlocks { count, blck } => write!(
+                f,
+                "{count} elements along dimension 0 are not whole blocks of {blck}"
+            ),
+            NotContiguous => f.write_str("a split tensor that owns its memory must be contiguous"),
+            ViewSourceNotContiguous => {
+                f.write_str("the view source of a split view must be contiguous")
+            }
+            ViewCutsBlock => f.write_str("the view cuts a quantization block"),
+            ViewDoesNotWalk => f.write_str("the view does not walk its source's split dimension"),
+            ViewRowsOverlap { span, step } => write!(
+                f,
+                "the view's rows ({span} bytes) overlap its steps of {step} bytes"
+            ),
+            ViewStrideNotWhole { dim, stride, chunk } => write!(
+                f,
+                "view dimension {dim} (stride {stride}) does not step whole slices of {chunk} bytes"
+            ),
+            BoundaryInsideRow { byte } => write!(
+                f,
+                "a device slice boundary (byte {byte}) falls inside a row of the view"
+            ),
+            ViewTwoPieces => {
+                f.write_str("the view takes two separate pieces of one device's slice")
+            }
+            ViewOutside => f.write_str("the view reaches outside its source's split dimension"),
+            MissingSource(i) => write!(f, "source {i} missing"),
+            Unsupported { sources } => {
+                f.write_str("no rule computes this op device by device for sources [")?;
+                for (k, (i, split)) in sources.iter().enumerate() {
+                    let sep = if k == 0 { "" } else { ", " };
+                    write!(f, "{sep}src{i} {}", split.describe())?;
+                }
+                f.write_str("]")
+            }
+            NotMirrored { what, split } => {
+                write!(f, "the {what} must be mirrored, not {}", split.describe())
+            }
+            RowsSplit => {
+                f.write_str("the op needs whole rows, but its source is split along dimension 0")
+            }
+            NotLinear => f.write_str("the op is not linear; its source is a partial sum"),
+            SoftMaxRowsSplit => {
+                f.write_str("soft_max needs whole rows, but its source is split along dimension 0")
+            }
+            SoftMaxPartial => f.write_str("soft_max of a partial sum"),
+            SoftMaxAlibi => f.write_str("soft_max with ALiBi over a head split"),
+            SoftMaxSinks { sinks, input } => write!(
+                f,
+                "soft_max sinks split as {} do not follow the heads of {}",
+                sinks.describe(),
+                input.describe()
+            ),
+            Rope(split) => write!(
+                f,
+                "rope needs whole rows and all tokens on each device, not {}",
+                split.describe()
+            ),
+            Padding => f.write_str("padding along the split dimension"),
+            ViewOpHasNoRule => f.write_str("internal: view ops are mapped by memory layout"),
+            NotWholePart { extent, from, to } => write!(
+                f,
+                "a slice of {extent} of {from} indices does not map to a whole part of {to}"
+            ),
+            CannotBroadcast { a, b } => write!(
+                f,
+                "cannot combine {} with {} (a mirrored operand must be broadcast along the split \
+                 dimension)",
+                a.describe(),
+                b.describe()
+            ),
+            CannotCombine { a, b } => write!(
+                f,
+                "cannot combine {} with {} in this op",
+                a.describe(),
+                b.describe()
+            ),
+            GluSource => f.write_str("glu needs a source"),
+            GluHalves(split) => write!(
+                f,
+                "glu of one fused source needs its gate and up halves split alike (two equal \
+                 segments), not {}",
+                split.describe()
+            ),
+            ContractionDiffers { weight, input } => write!(
+                f,
+                "contraction slices differ: weight {} vs input {}",
+                weight.describe(),
+                input.describe()
+            ),
+            BatchedHeads => f.write_str("batched matmul operands are split into different heads"),
+            MatMul { weight, input } => write!(
+                f,
+                "no rule for a matmul of weight {} (dimension {:?}) with input {}",
+                weight.describe(),
+                weight.as_dim().map(|d| d.axis),
+                input.describe()
+            ),
+            FlashAttnSources => f.write_str("flash_attn_ext needs q, k and v"),
+            FlashAttnHeads { q, k, v } => write!(
+                f,
+                "q, k and v are split into different heads ({}, {}, {})",
+                q.describe(),
+                k.describe(),
+                v.describe()
+            ),
+            Sinks(split) => write!(
+                f,
+                "attention sinks must follow q's heads, not {}",
+                split.describe()
+            ),
+            FlashAttnNotHeads { q, k, v } => write!(
+                f,
+                "flash_attn_ext needs q, k and v split by heads (dimension 2), got {}, {}, {}",
+                q.describe(),
+                k.describe(),
+                v.describe()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RuleError {}
 
 /// Shape and byte strides of a tensor, with the block size of its type (elements per
 /// `nb[0]` bytes: 1 except for quantized types).
@@ -30,7 +238,7 @@ impl Layout {
 
     /// Dense, in ggml's sense: rows of whole blocks (`nb[0]` bytes per block), then each
     /// dimension right after the previous one (dimensions of extent 1 may have any stride).
-    fn is_contiguous(&self) -> bool {
+    pub fn is_contiguous(&self) -> bool {
         let mut expect = self.nb[0];
         if self.ne[0] % self.blck != 0 {
             return false;
@@ -46,13 +254,13 @@ impl Layout {
     }
 
     /// Bytes taken by `count` indices along `axis` (whole blocks along dimension 0).
-    fn bytes(&self, axis: usize, count: i64) -> Result<usize, String> {
+    fn bytes(&self, axis: usize, count: i64) -> Result<usize, RuleError> {
         if axis == 0 {
             if count % self.blck != 0 {
-                return Err(format!(
-                    "{count} elements along dimension 0 are not whole blocks of {}",
-                    self.blck
-                ));
+                return Err(RuleError::PartialBlocks {
+                    count,
+                    blck: self.blck,
+                });
             }
             Ok((count / self.blck) as usize * self.nb[0])
         } else {
@@ -71,7 +279,7 @@ pub struct DeviceLayout {
 }
 
 /// Per-device layouts of a tensor that owns its memory (not a view), split as `split`.
-pub fn own_layouts(t: &Layout, split: &Split, n: usize) -> Result<Vec<DeviceLayout>, String> {
+pub fn own_layouts(t: &Layout, split: &Split, n: usize) -> Result<Vec<DeviceLayout>, RuleError> {
     let Split::Dim(d) = split else {
         return Ok(vec![
             DeviceLayout {
@@ -83,7 +291,7 @@ pub fn own_layouts(t: &Layout, split: &Split, n: usize) -> Result<Vec<DeviceLayo
         ]);
     };
     if !t.is_contiguous() {
-        return Err("a split tensor that owns its memory must be contiguous".into());
+        return Err(RuleError::NotContiguous);
     }
     let chunk = t.bytes(d.axis, t.ne[d.axis])?;
     (0..n)
@@ -115,7 +323,7 @@ pub fn map_view(
     v: &Layout,
     offs: usize,
     n: usize,
-) -> Result<(Split, Vec<DeviceLayout>), String> {
+) -> Result<(Split, Vec<DeviceLayout>), RuleError> {
     let Split::Dim(d) = split else {
         let same = DeviceLayout {
             ne: v.ne,
@@ -125,7 +333,7 @@ pub fn map_view(
         return Ok((split.clone(), vec![same; n]));
     };
     if !base.is_contiguous() {
-        return Err("the view source of a split view must be contiguous".into());
+        return Err(RuleError::ViewSourceNotContiguous);
     }
     let chunk = base.bytes(d.axis, base.ne[d.axis])?;
     let chunk_of = |j: usize| base.bytes(d.axis, d.extent(j));
@@ -139,7 +347,7 @@ pub fn map_view(
     // `rows` counts steps of `step` bytes: elements, or blocks when dimension 0 walks.
     let (e, step, rows, unit) = match e {
         Some(0) if v.ne[0] % v.blck != 0 => {
-            return Err("the view cuts a quantization block".into());
+            return Err(RuleError::ViewCutsBlock);
         }
         Some(e) => {
             let unit = if e == 0 { v.blck } else { 1 };
@@ -149,7 +357,7 @@ pub fn map_view(
         // dimensions of extent 1 becomes the split axis.
         None => match (0..4).find(|&k| v.ne[k] == 1) {
             Some(k) => (k, usize::MAX, 1, 1),
-            None => return Err("the view does not walk its source's split dimension".into()),
+            None => return Err(RuleError::ViewDoesNotWalk),
         },
     };
     // Everything below the walking dimension must fit within one step, so that each step's
@@ -164,17 +372,16 @@ pub fn map_view(
             .sum::<usize>()
             + v.nb[0];
         if span > step {
-            return Err(format!(
-                "the view's rows ({span} bytes) overlap its steps of {step} bytes"
-            ));
+            return Err(RuleError::ViewRowsOverlap { span, step });
         }
     }
     for k in 0..4 {
         if v.ne[k] > 1 && v.nb[k] >= chunk && v.nb[k] % chunk != 0 {
-            return Err(format!(
-                "view dimension {k} (stride {}) does not step whole slices of {chunk} bytes",
-                v.nb[k]
-            ));
+            return Err(RuleError::ViewStrideNotWhole {
+                dim: k,
+                stride: v.nb[k],
+                chunk,
+            });
         }
     }
 
@@ -198,9 +405,7 @@ pub fn map_view(
         let hi = row_of(he).min(rows);
         for b in [hb, he] {
             if b > w && step != usize::MAX && (b - w) % step != 0 && row_of(b) < rows {
-                return Err(format!(
-                    "a device slice boundary (byte {b}) falls inside a row of the view"
-                ));
+                return Err(RuleError::BoundaryInsideRow { byte: b });
             }
         }
         if lo >= hi {
@@ -209,14 +414,14 @@ pub fn map_view(
         let j = iv.device;
         if first_row[j].is_some() {
             // (runs that continue each other are already merged by `intervals`)
-            return Err("the view takes two separate pieces of one device's slice".into());
+            return Err(RuleError::ViewTwoPieces);
         }
         let pos = w + lo as usize * if step == usize::MAX { 0 } else { step };
         first_row[j] = Some((lo, db + (pos - hb)));
         extents[j] = hi - lo;
     }
     if extents.iter().sum::<i64>() != rows {
-        return Err("the view reaches outside its source's split dimension".into());
+        return Err(RuleError::ViewOutside);
     }
     for x in extents.iter_mut() {
         *x *= unit;
@@ -241,7 +446,36 @@ pub fn map_view(
             offs: c0 * chunk_j + in_chunk,
         });
     }
-    Ok((Split::dim(e, extents), layouts))
+    Ok((in_host_order(e, n, &first_row, &extents), layouts))
+}
+
+/// The split along view dimension `axis` in which device `j` holds the one run of `extents[j]`
+/// indices that starts at view row `first_row[j]`. Devices whose runs follow each other in
+/// device order share a segment; a run on a lower-numbered device than the one before it (a
+/// view that crosses a segment boundary of its source, e.g. the K and V parts of a fused QKV
+/// result) starts a new segment, so that the split places every index where it is.
+fn in_host_order(
+    axis: usize,
+    n: usize,
+    first_row: &[Option<(i64, usize)>],
+    extents: &[i64],
+) -> Split {
+    let mut runs: Vec<(i64, usize)> = (0..n)
+        .filter(|&j| extents[j] > 0)
+        .filter_map(|j| first_row[j].map(|(row, _)| (row, j)))
+        .collect();
+    runs.sort_unstable();
+    let mut ne = vec![0i64; n];
+    let mut last = None;
+    for (_, j) in runs {
+        if last.is_some_and(|l| j <= l) {
+            ne.extend(std::iter::repeat_n(0, n));
+        }
+        let seg = ne.len() - n;
+        ne[seg + j] = extents[j];
+        last = Some(j);
+    }
+    Split::Dim(DimSplit { axis, n, ne })
 }
 
 /// The split of the result of an op that writes its source's elements in order into a
@@ -251,7 +485,7 @@ pub fn map_reshape(
     split: &Split,
     dst_ne: [i64; 4],
     n: usize,
-) -> Result<Split, String> {
+) -> Result<Split, RuleError> {
     map_view(
         &Layout::logical(src_ne),
         split,
@@ -280,7 +514,7 @@ pub struct Derived {
 }
 
 impl Derived {
-    fn plain(split: Split) -> Result<Derived, String> {
+    fn plain(split: Split) -> Result<Derived, RuleError> {
         Ok(Derived {
             split,
             reduce: false,
@@ -290,23 +524,23 @@ impl Derived {
 
 /// The split of `op`'s result with shape `ne` given its sources `srcs` (index = source slot).
 pub fn derive(
-    op: i32,
+    op: Op,
     op_params: &[i32; 16],
     ne: [i64; 4],
     srcs: &[Option<Src>],
     n: usize,
-) -> Result<Derived, String> {
+) -> Result<Derived, RuleError> {
     let s = |i: usize| srcs.get(i).and_then(|s| s.as_ref());
-    let need = |i: usize| s(i).ok_or_else(|| format!("source {i} missing"));
+    let need = |i: usize| s(i).ok_or(RuleError::MissingSource(i));
     match op {
-        op::NONE => Derived::plain(Split::Mirrored),
+        Op::None => Derived::plain(Split::Mirrored),
 
         // Element-wise with broadcasting.
-        op::ADD | op::SUB | op::MUL | op::DIV => {
+        Op::Add | Op::Sub | Op::Mul | Op::Div => {
             let (a, b) = (need(0)?, need(1)?);
             binary(op, a, b, ne)
         }
-        op::ADD_ID => {
+        Op::AddId => {
             // (rows, bias per expert, expert ids)
             let (a, b, ids) = (need(0)?, need(1)?, need(2)?);
             mirrored(ids, "expert ids")?;
@@ -325,56 +559,51 @@ pub fn derive(
         }
 
         // Element-wise, any common split; partial sums only through linear ops.
-        op::SQR
-        | op::SQRT
-        | op::LOG
-        | op::SIN
-        | op::COS
-        | op::CLAMP
-        | op::LEAKY_RELU
-        | op::UNARY
-        | op::FILL
-        | op::SILU_BACK => same_split(srcs, ne, false),
-        op::SCALE => {
+        Op::Sqr
+        | Op::Sqrt
+        | Op::Log
+        | Op::Sin
+        | Op::Cos
+        | Op::Clamp
+        | Op::LeakyRelu
+        | Op::Unary
+        | Op::Fill
+        | Op::SiluBack => same_split(srcs, ne, false),
+        Op::Scale => {
             // x*s + b is linear only without the bias
             let bias = f32::from_bits(op_params[1] as u32);
             same_split(srcs, ne, bias == 0.0)
         }
-        op::GLU => glu(srcs, ne),
+        Op::Glu => glu(srcs, ne),
 
         // Reductions and normalisations along rows: the row must be whole on each device.
-        op::NORM
-        | op::RMS_NORM
-        | op::L2_NORM
-        | op::SUM_ROWS
-        | op::MEAN
-        | op::ARGMAX
-        | op::ARGSORT
-        | op::TOP_K
-        | op::CUMSUM => {
+        Op::Norm
+        | Op::RmsNorm
+        | Op::L2Norm
+        | Op::SumRows
+        | Op::Mean
+        | Op::Argmax
+        | Op::Argsort
+        | Op::TopK
+        | Op::Cumsum => {
             let a = need(0)?;
             match &a.split {
-                Split::Dim(d) if d.axis == 0 => {
-                    Err("the op needs whole rows, but its source is split along dimension 0".into())
-                }
-                Split::Partial => Err("the op is not linear; its source is a partial sum".into()),
+                Split::Dim(d) if d.axis == 0 => Err(RuleError::RowsSplit),
+                Split::Partial => Err(RuleError::NotLinear),
                 Split::Dim(d) => Derived::plain(carry(d, d.axis, a.ne, ne)?),
                 Split::Mirrored => Derived::plain(Split::Mirrored),
             }
         }
 
-        op::SOFT_MAX => {
+        Op::SoftMax => {
             let a = need(0)?;
             if let Split::Dim(d) = &a.split {
                 if d.axis == 0 {
-                    return Err(
-                        "soft_max needs whole rows, but its source is split along dimension 0"
-                            .into(),
-                    );
+                    return Err(RuleError::SoftMaxRowsSplit);
                 }
             }
             if matches!(a.split, Split::Partial) {
-                return Err("soft_max of a partial sum".into());
+                return Err(RuleError::SoftMaxPartial);
             }
             if let Some(mask) = s(1) {
                 broadcast_ok(&a.split, mask)?;
@@ -384,7 +613,7 @@ pub fn derive(
             let max_bias = f32::from_bits(op_params[1] as u32);
             if let Split::Dim(d) = &a.split {
                 if d.axis >= 2 && max_bias != 0.0 {
-                    return Err("soft_max with ALiBi over a head split".into());
+                    return Err(RuleError::SoftMaxAlibi);
                 }
             }
             if let Some(sinks) = s(2) {
@@ -396,25 +625,24 @@ pub fn derive(
                     _ => false,
                 };
                 if !ok {
-                    return Err(format!(
-                        "soft_max sinks split as {} do not follow the heads of {}",
-                        sinks.split.describe(),
-                        a.split.describe()
-                    ));
+                    return Err(RuleError::SoftMaxSinks {
+                        sinks: sinks.split.clone(),
+                        input: a.split.clone(),
+                    });
                 }
             }
             Derived::plain(a.split.clone())
         }
 
-        op::MUL_MAT | op::MUL_MAT_ID => {
+        Op::MulMat | Op::MulMatId => {
             let (w, x) = (need(0)?, need(1)?);
-            if op == op::MUL_MAT_ID {
+            if op == Op::MulMatId {
                 mirrored(need(2)?, "expert ids")?;
             }
-            mul_mat(w, x, ne, op == op::MUL_MAT_ID)
+            mul_mat(w, x, ne, op == Op::MulMatId)
         }
 
-        op::ROPE => {
+        Op::Rope => {
             let a = need(0)?;
             mirrored(need(1)?, "positions")?;
             if let Some(f) = s(2) {
@@ -425,14 +653,11 @@ pub fn derive(
             match &a.split {
                 Split::Mirrored => Derived::plain(Split::Mirrored),
                 Split::Dim(d) if d.axis == 1 => Derived::plain(a.split.clone()),
-                other => Err(format!(
-                    "rope needs whole rows and all tokens on each device, not {}",
-                    other.describe()
-                )),
+                other => Err(RuleError::Rope(other.clone())),
             }
         }
 
-        op::GET_ROWS => {
+        Op::GetRows => {
             let (table, ids) = (need(0)?, need(1)?);
             mirrored(ids, "row ids")?;
             match &table.split {
@@ -442,7 +667,7 @@ pub fn derive(
             }
         }
 
-        op::SET_ROWS => {
+        Op::SetRows => {
             // (rows to write, row ids, destination); the result is the destination.
             let (rows, ids, dst) = (need(0)?, need(1)?, need(2)?);
             mirrored(ids, "row ids")?;
@@ -457,7 +682,7 @@ pub fn derive(
             }
         }
 
-        op::CPY | op::CONT | op::DUP => {
+        Op::Cpy | Op::Cont | Op::Dup => {
             let a = need(0)?;
             match &a.split {
                 Split::Dim(_) => Derived::plain(map_reshape(a.ne, &a.split, ne, n)?),
@@ -465,7 +690,7 @@ pub fn derive(
             }
         }
 
-        op::REPEAT => {
+        Op::Repeat => {
             let a = need(0)?;
             match &a.split {
                 Split::Mirrored => Derived::plain(Split::Mirrored),
@@ -474,7 +699,7 @@ pub fn derive(
             }
         }
 
-        op::CONCAT => {
+        Op::Concat => {
             let dim = op_params[0] as usize;
             let (a, b) = (need(0)?, need(1)?);
             match (&a.split, &b.split) {
@@ -488,22 +713,20 @@ pub fn derive(
             }
         }
 
-        op::PAD => {
+        Op::Pad => {
             let a = need(0)?;
             if let Split::Dim(d) = &a.split {
                 if op_params[2 * d.axis] != 0 || op_params[2 * d.axis + 1] != 0 {
-                    return Err("padding along the split dimension".into());
+                    return Err(RuleError::Padding);
                 }
             }
             Derived::plain(a.split.clone())
         }
 
-        op::FLASH_ATTN_EXT => flash_attn(srcs),
+        Op::FlashAttnExt => flash_attn(srcs),
 
         // View ops are mapped from their view source's memory, not by a rule.
-        op::VIEW | op::RESHAPE | op::PERMUTE | op::TRANSPOSE => {
-            Err("internal: view ops are mapped by memory layout".into())
-        }
+        Op::View | Op::Reshape | Op::Permute | Op::Transpose => Err(RuleError::ViewOpHasNoRule),
 
         // Everything else must see the same values on every device.
         _ => {
@@ -517,32 +740,30 @@ pub fn derive(
     }
 }
 
-fn unsupported(srcs: &[Option<Src>]) -> String {
-    let states: Vec<String> = srcs
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| s.as_ref().map(|s| format!("src{i} {}", s.split.describe())))
-        .collect();
-    format!(
-        "no rule computes this op device by device for sources [{}]",
-        states.join(", ")
-    )
+fn unsupported(srcs: &[Option<Src>]) -> RuleError {
+    RuleError::Unsupported {
+        sources: srcs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().map(|s| (i, s.split.clone())))
+            .collect(),
+    }
 }
 
-fn mirrored(s: &Src, what: &str) -> Result<(), String> {
+fn mirrored(s: &Src, what: &'static str) -> Result<(), RuleError> {
     if s.split == Split::Mirrored {
         Ok(())
     } else {
-        Err(format!(
-            "the {what} must be mirrored, not {}",
-            s.split.describe()
-        ))
+        Err(RuleError::NotMirrored {
+            what,
+            split: s.split.clone(),
+        })
     }
 }
 
 /// Per-device extents of a result whose split axis has `ne_out[axis]` indices when the source
 /// had `ne_in[axis]` (e.g. GLU halves rows): proportional, and exact.
-fn scale_extents(d: &DimSplit, ne_in: [i64; 4], ne_out: [i64; 4]) -> Result<Vec<i64>, String> {
+fn scale_extents(d: &DimSplit, ne_in: [i64; 4], ne_out: [i64; 4]) -> Result<Vec<i64>, RuleError> {
     let (a, b) = (ne_in[d.axis], ne_out[d.axis]);
     if a == b {
         return Ok(d.extents());
@@ -551,9 +772,11 @@ fn scale_extents(d: &DimSplit, ne_in: [i64; 4], ne_out: [i64; 4]) -> Result<Vec<
         .iter()
         .map(|&e| {
             if a == 0 || (e * b) % a != 0 {
-                Err(format!(
-                    "a slice of {e} of {a} indices does not map to a whole part of {b}"
-                ))
+                Err(RuleError::NotWholePart {
+                    extent: e,
+                    from: a,
+                    to: b,
+                })
             } else {
                 Ok(e * b / a)
             }
@@ -564,7 +787,7 @@ fn scale_extents(d: &DimSplit, ne_in: [i64; 4], ne_out: [i64; 4]) -> Result<Vec<
 /// `d` carried to a result whose split axis is `axis` with `ne_out` indices: the same segments
 /// when the size is unchanged (a fused QKV result keeps its Q/K/V segments for the views that
 /// cut it apart), else one segment with proportional extents.
-fn carry(d: &DimSplit, axis: usize, ne_in: [i64; 4], ne_out: [i64; 4]) -> Result<Split, String> {
+fn carry(d: &DimSplit, axis: usize, ne_in: [i64; 4], ne_out: [i64; 4]) -> Result<Split, RuleError> {
     if ne_in[d.axis] == ne_out[axis] {
         return Ok(Split::Dim(DimSplit {
             axis,
@@ -578,42 +801,40 @@ fn carry(d: &DimSplit, axis: usize, ne_in: [i64; 4], ne_out: [i64; 4]) -> Result
 }
 
 /// `b` may be combined with `a`'s split: same split, or mirrored and broadcast along a's axis.
-fn broadcast_ok(a: &Split, b: &Src) -> Result<(), String> {
+fn broadcast_ok(a: &Split, b: &Src) -> Result<(), RuleError> {
     match (a, &b.split) {
         (_, Split::Mirrored) if matches!(a, Split::Mirrored) => Ok(()),
         (Split::Dim(d), Split::Mirrored) if b.ne[d.axis] == 1 => Ok(()),
         (x, y) if x.same_as(y) => Ok(()),
-        _ => Err(format!(
-            "cannot combine {} with {} (a mirrored operand must be broadcast along the split dimension)",
-            a.describe(),
-            b.split.describe()
-        )),
+        _ => Err(RuleError::CannotBroadcast {
+            a: a.clone(),
+            b: b.split.clone(),
+        }),
     }
 }
 
-fn binary(op: i32, a: &Src, b: &Src, ne: [i64; 4]) -> Result<Derived, String> {
+fn binary(op: Op, a: &Src, b: &Src, ne: [i64; 4]) -> Result<Derived, RuleError> {
     use Split::{Mirrored, Partial};
     match (&a.split, &b.split) {
         (Mirrored, Mirrored) => Derived::plain(Mirrored),
         // linear in the partial operand(s): a sum of sums, or a sum scaled by full values
-        (Partial, Partial) if op == op::ADD || op == op::SUB => Derived::plain(Partial),
-        (Partial, Mirrored) if op != op::ADD && op != op::SUB => Derived::plain(Partial),
-        (Mirrored, Partial) if op == op::MUL => Derived::plain(Partial),
+        (Partial, Partial) if matches!(op, Op::Add | Op::Sub) => Derived::plain(Partial),
+        (Partial, Mirrored) if !matches!(op, Op::Add | Op::Sub) => Derived::plain(Partial),
+        (Mirrored, Partial) if op == Op::Mul => Derived::plain(Partial),
         (Split::Dim(d), _) => {
             broadcast_ok(&a.split, b)?;
             Derived::plain(carry(d, d.axis, a.ne, ne)?)
         }
-        _ => Err(format!(
-            "cannot combine {} with {} in this op",
-            a.split.describe(),
-            b.split.describe()
-        )),
+        _ => Err(RuleError::CannotCombine {
+            a: a.split.clone(),
+            b: b.split.clone(),
+        }),
     }
 }
 
 /// Element-wise ops whose present sources all share one split. Partial sums pass only
 /// through linear ops (`linear`): applied to each summand, they give the op of the sum.
-fn same_split(srcs: &[Option<Src>], ne: [i64; 4], linear: bool) -> Result<Derived, String> {
+fn same_split(srcs: &[Option<Src>], ne: [i64; 4], linear: bool) -> Result<Derived, RuleError> {
     let mut it = srcs.iter().flatten();
     let Some(first) = it.next() else {
         return Derived::plain(Split::Mirrored);
@@ -624,9 +845,7 @@ fn same_split(srcs: &[Option<Src>], ne: [i64; 4], linear: bool) -> Result<Derive
         }
     }
     match &first.split {
-        Split::Partial if !linear => {
-            Err("the op is not linear; its source is a partial sum".into())
-        }
+        Split::Partial if !linear => Err(RuleError::NotLinear),
         Split::Dim(d) => Derived::plain(carry(d, d.axis, first.ne, ne)?),
         other => Derived::plain(other.clone()),
     }
@@ -635,21 +854,17 @@ fn same_split(srcs: &[Option<Src>], ne: [i64; 4], linear: bool) -> Result<Derive
 /// GLU: with two sources, element-wise; with one, each row is [gate | up] (or swapped) and
 /// the result takes half of it, so a row split must give every device the same number of
 /// gate and up columns, as two segments (libllama's fused `ffn_gate_up` weights).
-fn glu(srcs: &[Option<Src>], ne: [i64; 4]) -> Result<Derived, String> {
+fn glu(srcs: &[Option<Src>], ne: [i64; 4]) -> Result<Derived, RuleError> {
     let single = srcs.get(1).is_none_or(|s| s.is_none());
     let a = srcs
         .first()
         .and_then(|s| s.as_ref())
-        .ok_or("glu needs a source")?;
+        .ok_or(RuleError::GluSource)?;
     match &a.split {
         Split::Dim(d) if single && d.axis == 0 => {
             let halves_match = d.n_segments() == 2 && (0..d.n).all(|j| d.ne[j] == d.ne[d.n + j]);
             if !halves_match {
-                return Err(format!(
-                    "glu of one fused source needs its gate and up halves split alike (two \
-                     equal segments), not {}",
-                    a.split.describe()
-                ));
+                return Err(RuleError::GluHalves(a.split.clone()));
             }
             Derived::plain(Split::dim(0, d.ne[..d.n].to_vec()))
         }
@@ -658,9 +873,8 @@ fn glu(srcs: &[Option<Src>], ne: [i64; 4]) -> Result<Derived, String> {
 }
 
 /// `w` (ne = [k, m, ...]) times `x` (ne = [k, t, ...]) gives [m, t, ...].
-fn mul_mat(w: &Src, x: &Src, ne: [i64; 4], is_id: bool) -> Result<Derived, String> {
+fn mul_mat(w: &Src, x: &Src, ne: [i64; 4], is_id: bool) -> Result<Derived, RuleError> {
     use Split::*;
-    let d = |s: &Split| s.as_dim().map(|d| d.axis);
     match (&w.split, &x.split) {
         (Mirrored, Mirrored) => Derived::plain(Mirrored),
         // output rows split with the weight's rows
@@ -670,11 +884,10 @@ fn mul_mat(w: &Src, x: &Src, ne: [i64; 4], is_id: bool) -> Result<Derived, Strin
         // contraction split: every device holds a partial sum, reduced right after
         (Dim(a), Dim(b)) if a.axis == 0 && b.axis == 0 => {
             if a.extents() != b.extents() {
-                return Err(format!(
-                    "contraction slices differ: weight {} vs input {}",
-                    w.split.describe(),
-                    x.split.describe()
-                ));
+                return Err(RuleError::ContractionDiffers {
+                    weight: w.split.clone(),
+                    input: x.split.clone(),
+                });
             }
             Ok(Derived {
                 split: Mirrored,
@@ -691,26 +904,24 @@ fn mul_mat(w: &Src, x: &Src, ne: [i64; 4], is_id: bool) -> Result<Derived, Strin
                     .zip(b.extents())
                     .all(|(&p, q)| p * ratio == q);
             if !ok {
-                return Err("batched matmul operands are split into different heads".into());
+                return Err(RuleError::BatchedHeads);
             }
             Derived::plain(Split::dim(a.axis, scale_extents(b, x.ne, ne)?))
         }
         (Mirrored, Partial) | (Partial, Mirrored) => Derived::plain(Partial),
-        _ => Err(format!(
-            "no rule for a matmul of weight {} (dimension {:?}) with input {}",
-            w.split.describe(),
-            d(&w.split),
-            x.split.describe()
-        )),
+        _ => Err(RuleError::MatMul {
+            weight: w.split.clone(),
+            input: x.split.clone(),
+        }),
     }
 }
 
 /// q [d, t, h, s], k and v [d, kv, h_kv, s], mask, sinks [h] → result [d_v, h, t, s].
-fn flash_attn(srcs: &[Option<Src>]) -> Result<Derived, String> {
+fn flash_attn(srcs: &[Option<Src>]) -> Result<Derived, RuleError> {
     let get = |i: usize| srcs.get(i).and_then(|s| s.as_ref());
     let (q, k, v) = match (get(0), get(1), get(2)) {
         (Some(q), Some(k), Some(v)) => (q, k, v),
-        _ => return Err("flash_attn_ext needs q, k and v".into()),
+        _ => return Err(RuleError::FlashAttnSources),
     };
     if let Some(m) = get(3) {
         mirrored(m, "attention mask")?;
@@ -734,32 +945,25 @@ fn flash_attn(srcs: &[Option<Src>]) -> Result<Derived, String> {
                     .zip(b.extents())
                     .all(|(&qh, kh)| qh == kh * group);
             if !ok {
-                return Err(format!(
-                    "q, k and v are split into different heads ({}, {}, {})",
-                    q.split.describe(),
-                    k.split.describe(),
-                    v.split.describe()
-                ));
+                return Err(RuleError::FlashAttnHeads {
+                    q: q.split.clone(),
+                    k: k.split.clone(),
+                    v: v.split.clone(),
+                });
             }
             if let Some(sinks) = get(4) {
                 match &sinks.split {
                     Split::Dim(sd) if sd.axis == 0 && sd.extents() == heads => {}
-                    other => {
-                        return Err(format!(
-                            "attention sinks must follow q's heads, not {}",
-                            other.describe()
-                        ))
-                    }
+                    other => return Err(RuleError::Sinks(other.clone())),
                 }
             }
             Derived::plain(Split::dim(1, heads))
         }
-        _ => Err(format!(
-            "flash_attn_ext needs q, k and v split by heads (dimension 2), got {}, {}, {}",
-            q.split.describe(),
-            k.split.describe(),
-            v.split.describe()
-        )),
+        _ => Err(RuleError::FlashAttnNotHeads {
+            q: q.split.clone(),
+            k: k.split.clone(),
+            v: v.split.clone(),
+        }),
     }
 }
 
@@ -801,6 +1005,40 @@ pub(crate) mod tests {
         assert_eq!(s, Split::dim(0, vec![16, 48]));
         // a split that cuts a head in two cannot become a head split
         assert!(map_reshape([64, 5, 1, 1], &Split::dim(0, vec![8, 56]), [16, 4, 5, 1], 2).is_err());
+    }
+
+    /// Found by the property test `accepted_views_address_every_element`: a view that crosses a
+    /// segment boundary of its source was given a one-segment split in device order, which put
+    /// its first index on device 0 although device 1 holds it.
+    #[test]
+    fn a_view_across_segments_keeps_its_placement() {
+        // 10 rows over 3 devices in two segments: {1, 2, 1} then {2, 1, 3}; the view takes
+        // rows 2..6, i.e. device 1's rows 1..2 of segment 0, device 2's row 0, then device 0's
+        // rows 1..3 of segment 1 (host rows 4 and 5)
+        let base = f32_layout([4, 10, 1, 1]);
+        let d = Split::Dim(DimSplit {
+            axis: 1,
+            n: 3,
+            ne: vec![1, 2, 1, 2, 1, 3],
+        });
+        let v = Layout {
+            ne: [4, 4, 1, 1],
+            nb: base.nb,
+            blck: 1,
+        };
+        let (split, layouts) = map_view(&base, &d, &v, 2 * 16, 3).unwrap();
+        assert_eq!(
+            split,
+            Split::Dim(DimSplit {
+                axis: 1,
+                n: 3,
+                ne: vec![0, 1, 1, 2, 0, 0],
+            })
+        );
+        // device 0 holds its rows 1 and 2 (host rows 4, 5), device 1 its row 1, device 2 row 0
+        assert_eq!(layouts[0].offs, 16);
+        assert_eq!(layouts[1].offs, 16);
+        assert_eq!(layouts[2].offs, 0);
     }
 
     #[test]
@@ -905,27 +1143,27 @@ pub(crate) mod tests {
         let p = [0; 16];
         let w1 = src(Split::dim(1, vec![40, 56]), [64, 96, 1, 1]);
         let x = src(Split::Mirrored, [64, 5, 1, 1]);
-        let r = derive(op::MUL_MAT, &p, [96, 5, 1, 1], &[w1, x], 2).unwrap();
+        let r = derive(Op::MulMat, &p, [96, 5, 1, 1], &[w1, x], 2).unwrap();
         assert_eq!(r.split, Split::dim(0, vec![40, 56]));
         let w0 = src(Split::dim(0, vec![40, 56]), [96, 64, 1, 1]);
         let h = src(Split::dim(0, vec![40, 56]), [96, 5, 1, 1]);
-        let r = derive(op::MUL_MAT, &p, [64, 5, 1, 1], &[w0.clone(), h], 2).unwrap();
+        let r = derive(Op::MulMat, &p, [64, 5, 1, 1], &[w0.clone(), h], 2).unwrap();
         assert!(r.reduce);
         let bad = src(Split::dim(0, vec![48, 48]), [96, 5, 1, 1]);
-        assert!(derive(op::MUL_MAT, &p, [64, 5, 1, 1], &[w0.clone(), bad], 2).is_err());
+        assert!(derive(Op::MulMat, &p, [64, 5, 1, 1], &[w0.clone(), bad], 2).is_err());
         let xm = src(Split::Mirrored, [96, 5, 1, 1]);
-        assert!(derive(op::MUL_MAT, &p, [64, 5, 1, 1], &[w0, xm], 2).is_err());
+        assert!(derive(Op::MulMat, &p, [64, 5, 1, 1], &[w0, xm], 2).is_err());
     }
 
     #[test]
     fn row_ops_refuse_split_rows() {
         let p = [0; 16];
         let a = src(Split::dim(0, vec![32, 32]), [64, 5, 1, 1]);
-        assert!(derive(op::RMS_NORM, &p, [64, 5, 1, 1], &[a.clone()], 2).is_err());
-        assert!(derive(op::SOFT_MAX, &p, [64, 5, 1, 1], &[a], 2).is_err());
+        assert!(derive(Op::RmsNorm, &p, [64, 5, 1, 1], std::slice::from_ref(&a), 2).is_err());
+        assert!(derive(Op::SoftMax, &p, [64, 5, 1, 1], &[a], 2).is_err());
         let h = src(Split::dim(1, vec![1, 3]), [16, 4, 5, 1]);
         assert_eq!(
-            derive(op::RMS_NORM, &p, [16, 4, 5, 1], &[h], 2)
+            derive(Op::RmsNorm, &p, [16, 4, 5, 1], &[h], 2)
                 .unwrap()
                 .split,
             Split::dim(1, vec![1, 3])
@@ -937,12 +1175,12 @@ pub(crate) mod tests {
         let p = [0; 16];
         let a = src(Split::dim(1, vec![1, 3]), [16, 4, 5, 1]);
         let bias = src(Split::Mirrored, [16, 1, 1, 1]);
-        assert!(derive(op::MUL, &p, [16, 4, 5, 1], &[a.clone(), bias], 2).is_ok());
+        assert!(derive(Op::Mul, &p, [16, 4, 5, 1], &[a.clone(), bias], 2).is_ok());
         let full = src(Split::Mirrored, [16, 4, 5, 1]);
-        assert!(derive(op::ADD, &p, [16, 4, 5, 1], &[a.clone(), full.clone()], 2).is_err());
-        assert!(derive(op::ADD, &p, [16, 4, 5, 1], &[full.clone(), a], 2).is_err());
+        assert!(derive(Op::Add, &p, [16, 4, 5, 1], &[a.clone(), full.clone()], 2).is_err());
+        assert!(derive(Op::Add, &p, [16, 4, 5, 1], &[full.clone(), a], 2).is_err());
         assert_eq!(
-            derive(op::ADD, &p, [16, 4, 5, 1], &[full.clone(), full], 2)
+            derive(Op::Add, &p, [16, 4, 5, 1], &[full.clone(), full], 2)
                 .unwrap()
                 .split,
             Split::Mirrored
@@ -956,7 +1194,7 @@ pub(crate) mod tests {
         let k = src(Split::dim(2, vec![1, 1]), [16, 8, 2, 1]);
         let m = src(Split::Mirrored, [8, 5, 1, 1]);
         let r = derive(
-            op::FLASH_ATTN_EXT,
+            Op::FlashAttnExt,
             &p,
             [16, 4, 5, 1],
             &[q.clone(), k.clone(), k.clone(), m],
@@ -966,7 +1204,7 @@ pub(crate) mod tests {
         assert_eq!(r.split, Split::dim(1, vec![2, 2]));
         let k_bad = src(Split::dim(2, vec![2, 0]), [16, 8, 2, 1]);
         assert!(derive(
-            op::FLASH_ATTN_EXT,
+            Op::FlashAttnExt,
             &p,
             [16, 4, 5, 1],
             &[q, k_bad.clone(), k_bad],

@@ -1,0 +1,32 @@
+//! The safe core of ggml-backend-rs.
+//!
+//! Everything here is plain Rust over plain data: no C types, no pointers, no `unsafe`
+//! (forbidden below, so the compiler holds the line). The root crate is the edge: it reads
+//! ggml's tensors and graphs through its typed handles, turns them into the values defined
+//! here, calls these functions, and turns their answers back into C objects and calls.
+//!
+//! * [`op`]: ggml's graph operations as an enum, built from C's `int` with `TryFrom`;
+//! * [`split`]: how one tensor is distributed over the devices of a meta device (split
+//!   states, segments, the runs each device holds), checked when built from C's struct;
+//! * [`rules`]: per-device layouts, view mapping and the per-op rules that say which split an
+//!   op's result has, with typed errors;
+//! * [`transfer`]: strided transfers and the pieces that move a byte range of a split tensor;
+//! * [`exchange`]: the copy/add schedule of the AllReduce and the one summation order every
+//!   AllReduce path follows.
+//! * [`ptx`]: the text of our CUDA AllReduce kernels, which add in that order.
+//!
+//! `cargo test` in the repository root runs these tests (and the property tests in
+//! `tests/`) without ggml, CMake or a C compiler.
+
+#![forbid(unsafe_code)]
+#![warn(missing_debug_implementations)]
+
+pub mod exchange;
+pub mod op;
+pub mod ptx;
+pub mod rules;
+pub mod split;
+pub mod transfer;
+
+pub use op::Op;
+pub use split::Split;

@@ -1,0 +1,410 @@
+//! Split states: how one tensor is distributed over the `n` devices of a meta device.
+//!
+//! Pure data and arithmetic. The state a split-state callback writes (C's
+//! `ggml_backend_meta_split_state`, whose layout [`RawSplitState`] repeats) becomes a [`Split`]
+//! only through [`Split::from_raw`], which checks it; [`Split::to_raw`] is the way back.
+
+use std::fmt;
+
+/// Most devices one meta device may have (`GGML_BACKEND_META_MAX_DEVICES`).
+pub const MAX_DEVICES: usize = 16;
+
+/// Most segments one split may have (`ne` of the C struct holds 16 × 16 extents).
+pub const MAX_SEGMENTS: usize = 16;
+
+/// The axis values of C's `enum ggml_backend_meta_split_axis` that are not dimensions.
+pub const AXIS_MIRRORED: i32 = 10;
+pub const AXIS_PARTIAL: i32 = 11;
+pub const AXIS_NONE: i32 = 98;
+pub const AXIS_UNKNOWN: i32 = 99;
+
+/// Where the values of a tensor live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Split {
+    /// Every device holds all values.
+    Mirrored,
+    /// Every device holds a summand; the value is the sum over devices.
+    Partial,
+    /// Each device holds a slice along dimension `axis`.
+    Dim(DimSplit),
+}
+
+/// A split along one dimension. `ne[s * n + j]` is the extent of segment `s` on device `j`;
+/// in host order the dimension reads segment 0 (device 0, 1, ..), segment 1 (device 0, 1, ..), ..
+/// and each device stores its pieces of every segment one after another.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DimSplit {
+    pub axis: usize,
+    pub n: usize,
+    pub ne: Vec<i64>,
+}
+
+/// One contiguous run of indices along the split dimension that lives on one device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interval {
+    pub device: usize,
+    /// First index in the full (host) tensor.
+    pub host_start: i64,
+    /// First index in the device's slice.
+    pub dev_start: i64,
+    pub len: i64,
+}
+
+impl DimSplit {
+    /// One segment: device `j` holds `extents[j]` indices.
+    pub fn single(axis: usize, extents: Vec<i64>) -> DimSplit {
+        DimSplit {
+            axis,
+            n: extents.len(),
+            ne: extents,
+        }
+    }
+
+    pub fn n_segments(&self) -> usize {
+        self.ne.len() / self.n.max(1)
+    }
+
+    /// Indices of the split dimension that device `j` holds, over all segments.
+    pub fn extent(&self, j: usize) -> i64 {
+        (0..self.n_segments())
+            .map(|s| self.ne[s * self.n + j])
+            .sum()
+    }
+
+    pub fn extents(&self) -> Vec<i64> {
+        (0..self.n).map(|j| self.extent(j)).collect()
+    }
+
+    pub fn total(&self) -> i64 {
+        self.ne.iter().sum()
+    }
+
+    /// The runs of the split dimension in host order: empty ones skipped, and runs that
+    /// continue each other on the same device (across segments) merged. This is the split's
+    /// placement: two splits place values alike exactly when their runs are equal.
+    pub fn intervals(&self) -> Vec<Interval> {
+        let mut out: Vec<Interval> = Vec::with_capacity(self.ne.len());
+        let mut host = 0;
+        let mut dev = vec![0i64; self.n];
+        for s in 0..self.n_segments() {
+            for (j, dev_start) in dev.iter_mut().enumerate() {
+                let len = self.ne[s * self.n + j];
+                if len > 0 {
+                    match out.last_mut() {
+                        Some(last)
+                            if last.device == j
+                                && last.host_start + last.len == host
+                                && last.dev_start + last.len == *dev_start =>
+                        {
+                            last.len += len
+                        }
+                        _ => out.push(Interval {
+                            device: j,
+                            host_start: host,
+                            dev_start: *dev_start,
+                            len,
+                        }),
+                    }
+                }
+                host += len;
+                *dev_start += len;
+            }
+        }
+        out
+    }
+}
+
+impl Split {
+    pub fn dim(axis: usize, extents: Vec<i64>) -> Split {
+        Split::Dim(DimSplit::single(axis, extents))
+    }
+
+    pub fn as_dim(&self) -> Option<&DimSplit> {
+        match self {
+            Split::Dim(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// Same placement of values: same kind, and for dimension splits the same axis with every
+    /// index on the same device at the same position (segment boundaries that do not move
+    /// values do not matter). Element-wise combination needs exactly this.
+    pub fn same_as(&self, other: &Split) -> bool {
+        match (self, other) {
+            (Split::Dim(a), Split::Dim(b)) => a.axis == b.axis && a.intervals() == b.intervals(),
+            (a, b) => a == b,
+        }
+    }
+
+    /// Short text for messages: `MIRRORED`, `PARTIAL`, `AXIS_1{32,0,32}`.
+    pub fn describe(&self) -> String {
+        match self {
+            Split::Mirrored => "MIRRORED".into(),
+            Split::Partial => "PARTIAL".into(),
+            Split::Dim(d) => {
+                let e: Vec<String> = d.extents().iter().map(|x| x.to_string()).collect();
+                let seg = if d.n_segments() > 1 {
+                    format!(" in {} segments", d.n_segments())
+                } else {
+                    String::new()
+                };
+                format!("AXIS_{}{{{}}}{seg}", d.axis, e.join(","))
+            }
+        }
+    }
+
+    /// Converts a state received from C (a split-state callback) for a tensor whose
+    /// dimensions are `ne`, on `n` devices; `granule(axis)` is the granularity of extents
+    /// along that axis (the block size of quantized types along dimension 0).
+    pub fn from_raw(
+        c: &RawSplitState,
+        ne: [i64; 4],
+        n: usize,
+        granule: impl Fn(usize) -> i64,
+    ) -> Result<Split, StateError> {
+        match c.axis {
+            AXIS_MIRRORED => Ok(Split::Mirrored),
+            AXIS_PARTIAL => Ok(Split::Partial),
+            a @ 0..=3 => {
+                let axis = a as usize;
+                let n_seg = c.n_segments.max(1) as usize;
+                if n_seg > MAX_SEGMENTS || n_seg * n > c.ne.len() {
+                    return Err(StateError::TooManySegments {
+                        segments: n_seg,
+                        devices: n,
+                    });
+                }
+                let ext = c.ne[..n_seg * n].to_vec();
+                if let Some(&bad) = ext.iter().find(|&&e| e < 0) {
+                    return Err(StateError::NegativeExtent(bad));
+                }
+                let g = granule(axis).max(1);
+                if let Some(&bad) = ext.iter().find(|&&e| e % g != 0) {
+                    return Err(StateError::NotWholeGranules {
+                        extent: bad,
+                        granule: g,
+                    });
+                }
+                let split = DimSplit { axis, n, ne: ext };
+                if split.total() != ne[axis] {
+                    return Err(StateError::WrongTotal {
+                        total: split.total(),
+                        expected: ne[axis],
+                        axis,
+                    });
+                }
+                Ok(Split::Dim(split))
+            }
+            other => Err(StateError::InvalidAxis(other)),
+        }
+    }
+
+    /// The state as C receives it (`ggml_backend_meta_get_split_state`).
+    pub fn to_raw(&self) -> RawSplitState {
+        let mut out = RawSplitState {
+            axis: AXIS_MIRRORED,
+            ne: [0; MAX_SEGMENTS * MAX_DEVICES],
+            n_segments: 1,
+        };
+        match self {
+            Split::Mirrored => {}
+            Split::Partial => out.axis = AXIS_PARTIAL,
+            Split::Dim(d) => {
+                out.axis = d.axis as i32;
+                out.ne[..d.ne.len()].copy_from_slice(&d.ne);
+                out.n_segments = d.n_segments() as u32;
+            }
+        }
+        out
+    }
+}
+
+/// Why a split state from C was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StateError {
+    TooManySegments {
+        segments: usize,
+        devices: usize,
+    },
+    NegativeExtent(i64),
+    NotWholeGranules {
+        extent: i64,
+        granule: i64,
+    },
+    WrongTotal {
+        total: i64,
+        expected: i64,
+        axis: usize,
+    },
+    InvalidAxis(i32),
+}
+
+impl fmt::Display for StateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StateError::TooManySegments { segments, devices } => {
+                write!(f, "{segments} segments over {devices} devices do not fit")
+            }
+            StateError::NegativeExtent(e) => write!(f, "negative extent {e}"),
+            StateError::NotWholeGranules { extent, granule } => {
+                write!(f, "extent {extent} is not a multiple of {granule}")
+            }
+            StateError::WrongTotal {
+                total,
+                expected,
+                axis,
+            } => write!(
+                f,
+                "extents add up to {total} but the tensor has {expected} along axis {axis}"
+            ),
+            StateError::InvalidAxis(a) => write!(f, "invalid split axis {a}"),
+        }
+    }
+}
+
+impl std::error::Error for StateError {}
+
+/// `ggml_backend_meta_split_state` as C lays it out, with the axis as a plain integer: a
+/// callback may write any value, and only valid ones may become a [`Split`]. (The root crate
+/// checks at compile time that the layouts agree.)
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct RawSplitState {
+    pub axis: i32,
+    pub ne: [i64; MAX_SEGMENTS * MAX_DEVICES],
+    pub n_segments: u32,
+}
+
+/// The name of a split axis (`ggml_backend_meta_split_axis_name`).
+pub fn axis_name(axis: i32) -> Option<&'static std::ffi::CStr> {
+    Some(match axis {
+        0 => c"0",
+        1 => c"1",
+        2 => c"2",
+        3 => c"3",
+        AXIS_MIRRORED => c"MIRRORED",
+        AXIS_PARTIAL => c"PARTIAL",
+        AXIS_NONE => c"NONE",
+        AXIS_UNKNOWN => c"UNKNOWN",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(axis: i32, ne: &[i64], n_segments: u32) -> RawSplitState {
+        let mut r = RawSplitState {
+            axis,
+            ne: [0; 256],
+            n_segments,
+        };
+        r.ne[..ne.len()].copy_from_slice(ne);
+        r
+    }
+
+    #[test]
+    fn intervals_follow_segments_then_devices() {
+        // fused QKV: segments {Q 4, K 2, V 2} over 2 devices, Q {2,2}, K {1,1}, V {1,1}
+        let d = DimSplit {
+            axis: 1,
+            n: 2,
+            ne: vec![2, 2, 1, 1, 1, 1],
+        };
+        assert_eq!(d.extents(), vec![4, 4]);
+        let iv = d.intervals();
+        assert_eq!(iv.len(), 6);
+        assert_eq!(
+            iv[2],
+            Interval {
+                device: 0,
+                host_start: 4,
+                dev_start: 2,
+                len: 1
+            }
+        );
+        assert_eq!(
+            iv[5],
+            Interval {
+                device: 1,
+                host_start: 7,
+                dev_start: 3,
+                len: 1
+            }
+        );
+    }
+
+    #[test]
+    fn empty_slices_have_no_interval() {
+        let d = DimSplit::single(0, vec![0, 32, 32]);
+        let iv = d.intervals();
+        assert_eq!(iv.len(), 2);
+        assert_eq!(iv[0].device, 1);
+        assert_eq!(iv[0].host_start, 0);
+    }
+
+    #[test]
+    fn callback_states_are_validated() {
+        let ne = [64, 8, 1, 1];
+        let ok = Split::from_raw(&raw(1, &[3, 5], 1), ne, 2, |_| 1).unwrap();
+        assert_eq!(ok, Split::dim(1, vec![3, 5]));
+        assert!(Split::from_raw(&raw(1, &[3, 4], 1), ne, 2, |_| 1).is_err());
+        assert!(Split::from_raw(&raw(0, &[16, 48], 1), ne, 2, |_| 32).is_err());
+        assert!(Split::from_raw(&raw(0, &[32, 32], 1), ne, 2, |_| 32).is_ok());
+        assert!(Split::from_raw(&raw(7, &[], 1), ne, 2, |_| 1).is_err());
+        assert!(Split::from_raw(&raw(1, &[-1, 9], 1), ne, 2, |_| 1).is_err());
+        assert_eq!(
+            Split::from_raw(&raw(11, &[], 1), ne, 2, |_| 1).unwrap(),
+            Split::Partial
+        );
+    }
+
+    #[test]
+    fn equality_is_placement() {
+        // segments {1,2} and {3,4}: device 0 holds host 0 and 3..6, device 1 holds 1..3 and 6..10
+        let a = Split::Dim(DimSplit {
+            axis: 0,
+            n: 2,
+            ne: vec![1, 2, 3, 4],
+        });
+        // same extents per device, different placement
+        assert!(!a.same_as(&Split::dim(0, vec![4, 6])));
+        // a segment boundary that moves nothing: {2,0} then {2,6} places like {4,6}
+        let b = Split::Dim(DimSplit {
+            axis: 0,
+            n: 2,
+            ne: vec![2, 0, 2, 6],
+        });
+        assert!(b.same_as(&Split::dim(0, vec![4, 6])));
+        assert!(a.same_as(&a.clone()));
+        assert!(!a.same_as(&Split::dim(1, vec![4, 6])));
+        assert!(!Split::Mirrored.same_as(&Split::Partial));
+    }
+
+    #[test]
+    fn runs_continuing_on_one_device_merge() {
+        // device 1 holds nothing: device 0's Q, K and V pieces are one run
+        let d = DimSplit {
+            axis: 1,
+            n: 2,
+            ne: vec![4, 0, 2, 0, 2, 0],
+        };
+        assert_eq!(d.intervals().len(), 1);
+        assert_eq!(d.intervals()[0].len, 8);
+    }
+
+    #[test]
+    fn c_round_trip() {
+        let a = Split::Dim(DimSplit {
+            axis: 2,
+            n: 3,
+            ne: vec![1, 2, 3, 4, 5, 6],
+        });
+        let c = a.to_raw();
+        assert_eq!(c.n_segments, 2);
+        assert_eq!(c.axis, 2);
+        let r = raw(2, &c.ne[..6], 2);
+        assert_eq!(Split::from_raw(&r, [1, 1, 21, 1], 3, |_| 1).unwrap(), a);
+    }
+}
