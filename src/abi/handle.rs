@@ -169,6 +169,11 @@ impl Buffer {
         // SAFETY: the buffer is live; `usage` is a plain field that C code only reads.
         unsafe { (*self.as_ptr()).usage = usage }
     }
+    /// Sets the size field; for the buffer's creator, before the buffer is shared.
+    pub fn set_size_field(&self, size: usize) {
+        // SAFETY: the buffer is live; `size` is a plain field that C code only reads.
+        unsafe { (*self.as_ptr()).size = size }
+    }
     /// The buffer's type; aborts when a backend created a buffer without one.
     pub fn buft_handle(&self) -> Buft {
         // SAFETY: a buffer's type outlives the buffer.

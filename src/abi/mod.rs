@@ -9,6 +9,8 @@ pub use backend::*;
 pub use ggml::*;
 pub use meta::*;
 pub mod handle;
+pub mod header;
 mod layout_check;
 
 pub use handle::{Backend, Buffer, Buft, Device, Event, Graph, Reg, Tensor};
+pub use header::Headers;

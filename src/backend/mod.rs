@@ -89,7 +89,7 @@ pub fn tensor_alloc(buffer: Buffer, tensor: Tensor, addr: *mut c_void) -> ggml_s
         addr_n >= base,
         "{F}: address {addr:p} is below the buffer's base"
     );
-    if !crate::buffer::is_meta(buffer) {
+    if !crate::buffer::has_placeholder_addresses(buffer) {
         let size = buffer.buft_handle().alloc_size(tensor);
         let end = addr_n.checked_add(size);
         let limit = base.checked_add(buffer.size());

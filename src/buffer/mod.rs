@@ -5,9 +5,51 @@ pub mod cpu;
 pub mod multi;
 
 use std::ffi::c_void;
+use std::sync::Arc;
+
+use ggml_backend_rs_core::owned::Registry;
 
 use crate::abi::*;
 use crate::log::ggml_assert;
+
+/// What a buffer implemented in this crate adds to ggml's buffer vtable. The generic code
+/// below asks it, by buffer, where upstream's generic code would name a buffer kind.
+pub trait Extension: Send + Sync {
+    /// The buffer's tensors have placeholder addresses with no memory behind them: its base
+    /// exists even when its size is 0, and tensors are not checked against its size.
+    fn placeholder_addresses(&self) -> bool {
+        false
+    }
+
+    /// The buffer's usage was set to `usage` (after its own field changed).
+    fn usage_changed(&self, _usage: ggml_backend_buffer_usage) {}
+}
+
+static EXTENSIONS: Registry<dyn Extension> = Registry::new();
+
+/// Buffer types whose zero-size allocations go to their own `alloc_buffer` (their buffers
+/// carry state beyond memory), instead of the empty placeholder buffer.
+static ALLOCATE_EMPTY: Registry<()> = Registry::new();
+
+/// Attaches `ext` to `buffer` until [`unextend`].
+pub fn extend(buffer: Buffer, ext: Arc<dyn Extension>) {
+    EXTENSIONS.insert(buffer.as_ptr() as usize, ext);
+}
+
+/// Detaches the extension of `buffer` (when it is freed).
+pub fn unextend(buffer: Buffer) {
+    EXTENSIONS.remove(buffer.as_ptr() as usize);
+}
+
+/// The extension of `buffer`, if it has one.
+pub fn extension(buffer: Buffer) -> Option<Arc<dyn Extension>> {
+    EXTENSIONS.get(buffer.as_ptr() as usize)
+}
+
+/// Lets zero-size allocations of `buft` reach its `alloc_buffer` (for the life of the process).
+pub fn allocate_empty(buft: Buft) {
+    ALLOCATE_EMPTY.insert(buft.as_ptr() as usize, Arc::new(()));
+}
 
 /// Creates a buffer object. Ownership passes to the caller, who releases it with [`free`].
 pub fn init(
@@ -38,15 +80,15 @@ pub unsafe fn free(buffer: Buffer) {
     drop(Box::from_raw(buffer.as_ptr()));
 }
 
-/// Whether the meta backend owns this buffer (its base address is synthetic).
-pub fn is_meta(buffer: Buffer) -> bool {
-    crate::meta::is_meta_buffer(buffer.as_ptr())
+/// Whether the buffer's tensor addresses are placeholders (see [`Extension`]).
+pub fn has_placeholder_addresses(buffer: Buffer) -> bool {
+    extension(buffer).is_some_and(|e| e.placeholder_addresses())
 }
 
 /// Base address of the buffer's memory; NULL for zero-size buffers and for buffers that
 /// have no address of their own (multi-buffers).
 pub fn base(buffer: Buffer) -> *mut c_void {
-    if buffer.size() == 0 && !is_meta(buffer) {
+    if buffer.size() == 0 && !has_placeholder_addresses(buffer) {
         return std::ptr::null_mut();
     }
     match buffer.call_get_base() {
@@ -71,7 +113,9 @@ pub fn clear(buffer: Buffer, value: u8) {
 
 pub fn set_usage(buffer: Buffer, usage: ggml_backend_buffer_usage) {
     buffer.set_usage_field(usage);
-    crate::meta::buffer::set_usage(buffer, usage);
+    if let Some(ext) = extension(buffer) {
+        ext.usage_changed(usage);
+    }
     if let Some(parts) = multi::parts(buffer) {
         for part in parts {
             set_usage(part, usage);
@@ -82,7 +126,7 @@ pub fn set_usage(buffer: Buffer, usage: ggml_backend_buffer_usage) {
 /// Allocates a buffer of `buft`. A zero-size request gets an empty buffer of that type,
 /// so callers never see NULL for an empty allocation.
 pub fn alloc(buft: Buft, size: usize) -> ggml_backend_buffer_t {
-    if size == 0 && !crate::meta::is_meta_buft(buft.as_ptr()) {
+    if size == 0 && !ALLOCATE_EMPTY.contains(buft.as_ptr() as usize) {
         return init(
             buft.as_ptr(),
             ggml_backend_buffer_i::EMPTY,

@@ -1,23 +1,19 @@
 //! Multi-buffers: one buffer handle that owns several buffers (used when one allocation
 //! had to be split into chunks below a buffer type's maximum size).
 
-use std::collections::HashSet;
-use std::ffi::c_void;
-use std::sync::Mutex;
+use std::sync::Arc;
+
+use ggml_backend_rs_core::owned::Registry;
 
 use crate::abi::*;
-use crate::log::ggml_assert;
+use crate::log::{abort, ggml_assert};
 
 /// What a multi-buffer owns; freed with the buffer.
 struct Parts(Vec<Buffer>);
 
-/// Addresses of the live multi-buffers. Function addresses are not a reliable identity in
-/// Rust (codegen units may duplicate a function), so membership is tracked explicitly.
-static LIVE: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
-
-fn live() -> std::sync::MutexGuard<'static, Option<HashSet<usize>>> {
-    LIVE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+/// The live multi-buffers, by address. (Function addresses are not a reliable identity in
+/// Rust, as codegen units may duplicate a function, so the vtable cannot tell them.)
+static LIVE: Registry<Parts> = Registry::new();
 
 const IFACE: ggml_backend_buffer_i = ggml_backend_buffer_i {
     free_buffer: Some(free_buffer),
@@ -42,43 +38,47 @@ pub fn alloc(buffers: Vec<Buffer>) -> Buffer {
             )
         });
     let buft = buffers[0].buft();
-    let parts = Box::into_raw(Box::new(Parts(buffers)));
-    let buffer = super::init(buft, IFACE, parts as *mut c_void, total);
-    live()
-        .get_or_insert_with(HashSet::new)
-        .insert(buffer.as_ptr() as usize);
+    let parts = Arc::new(Parts(buffers));
+    // The context is the parts' address for identification only; they are found by address.
+    let context = Arc::as_ptr(&parts) as *mut std::ffi::c_void;
+    let buffer = super::init(buft, IFACE, context, total);
+    LIVE.insert(buffer.as_ptr() as usize, parts);
     buffer
 }
 
 pub fn is_multi(buffer: Buffer) -> bool {
-    live()
-        .as_ref()
-        .is_some_and(|set| set.contains(&(buffer.as_ptr() as usize)))
+    LIVE.contains(buffer.as_ptr() as usize)
 }
 
 /// The buffers a multi-buffer owns; `None` for any other buffer.
 pub fn parts(buffer: Buffer) -> Option<Vec<Buffer>> {
-    if !is_multi(buffer) {
-        return None;
-    }
-    // SAFETY: a multi-buffer's context is always the `Parts` created in `alloc`.
-    let parts = unsafe { &*(buffer.context() as *const Parts) };
-    Some(parts.0.clone())
+    LIVE.get(buffer.as_ptr() as usize).map(|p| p.0.clone())
+}
+
+/// The parts behind a vtable entry's argument: only multi-buffers carry this vtable.
+fn parts_of(buffer: ggml_backend_buffer_t) -> Arc<Parts> {
+    LIVE.get(buffer as usize).unwrap_or_else(|| {
+        abort(
+            file!(),
+            line!(),
+            &format!(
+                "multi-buffer vtable called with {buffer:p}, which is not a live multi-buffer"
+            ),
+        )
+    })
 }
 
 unsafe extern "C" fn free_buffer(buffer: ggml_backend_buffer_t) {
-    if let Some(set) = live().as_mut() {
-        set.remove(&(buffer as usize));
-    }
-    let parts = Box::from_raw((*buffer).context as *mut Parts);
-    for part in parts.0 {
-        super::free(part);
+    let parts = parts_of(buffer);
+    LIVE.remove(buffer as usize);
+    for &part in &parts.0 {
+        // SAFETY: the parts belong to this multi-buffer alone and go with it.
+        unsafe { super::free(part) };
     }
 }
 
 unsafe extern "C" fn clear(buffer: ggml_backend_buffer_t, value: u8) {
-    let parts = &*((*buffer).context as *const Parts);
-    for &part in &parts.0 {
+    for &part in &parts_of(buffer).0 {
         super::clear(part, value);
     }
 }

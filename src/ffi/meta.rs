@@ -88,7 +88,7 @@ fn meta_arg<H, T>(
     lookup(h).unwrap_or_else(|| abort(file!(), line!(), &format!("{func}: not a meta {what}")))
 }
 
-fn meta_backend_arg(b: ggml_backend_t, func: &str) -> &'static backend::MetaBackend {
+fn meta_backend_arg(b: ggml_backend_t, func: &str) -> std::sync::Arc<backend::MetaBackend> {
     meta_arg(
         optional_arg!(b, Backend),
         backend::of,
@@ -118,7 +118,7 @@ fn meta_buft(b: ggml_backend_buffer_type_t, func: &str) -> &'static device::Meta
     )
 }
 
-fn meta_buffer(b: ggml_backend_buffer_t, func: &str) -> &'static buffer::MetaBuffer {
+fn meta_buffer(b: ggml_backend_buffer_t, func: &str) -> std::sync::Arc<buffer::MetaBuffer> {
     meta_arg(optional_arg!(b, Buffer), buffer::of, func, "buf", "buffer")
 }
 
@@ -189,7 +189,11 @@ pub extern "C" fn ggml_backend_meta_buffer_simple_buffer(
     const F: &str = "ggml_backend_meta_buffer_simple_buffer";
     let m = meta_buffer(buf, F);
     check_index(index, m.n(), F);
-    m.simple[index].map_or(std::ptr::null_mut(), |b| b.as_ptr())
+    m.simple()
+        .get(index)
+        .copied()
+        .flatten()
+        .map_or(std::ptr::null_mut(), |b| b.as_ptr())
 }
 
 /// Device `index`'s tensor of meta tensor `tensor`; NULL if it was never initialised.

@@ -511,46 +511,6 @@ fn plan_copies(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Cop
     })
 }
 
-/// Tensor headers a plan owns and hands to ggml graphs by address: each allocated once and never
-/// moved (no `Box` is kept, whose uniqueness would conflict with the addresses C holds), changed
-/// only through [`Headers::update`], freed with the plan.
-struct Headers(Vec<std::ptr::NonNull<ggml_tensor>>);
-
-// SAFETY: plain heap objects; the plan that owns them is used under the meta backend's lock.
-unsafe impl Send for Headers {}
-
-impl Headers {
-    fn new() -> Headers {
-        Headers(Vec::new())
-    }
-
-    /// Stores `h` and returns its index and its handle (valid while `self` lives).
-    fn push(&mut self, h: ggml_tensor) -> (usize, Tensor) {
-        let p = std::ptr::NonNull::from(Box::leak(Box::new(h)));
-        self.0.push(p);
-        // SAFETY: a live header owned by `self`, which outlives the graphs that use it.
-        let t = unsafe { Tensor::from_ptr(p.as_ptr()) }.expect("non-null");
-        (self.0.len() - 1, t)
-    }
-
-    /// Changes header `i` in place.
-    fn update(&mut self, i: usize, f: impl FnOnce(&mut ggml_tensor)) {
-        // SAFETY: our allocation, alive until Drop. ggml reads these headers only inside the
-        // graph computations the meta backend issues on this thread, never during an update;
-        // the reference lives for the call only.
-        f(unsafe { &mut *self.0[i].as_ptr() })
-    }
-}
-
-impl Drop for Headers {
-    fn drop(&mut self) {
-        for p in self.0.drain(..) {
-            // SAFETY: allocated by `push` with Box; the graphs using it go with the plan.
-            drop(unsafe { Box::from_raw(p.as_ptr()) });
-        }
-    }
-}
-
 /// `like`'s type and shape.
 fn take_layout(h: &mut ggml_tensor, like: Tensor) {
     h.type_ = like.type_();

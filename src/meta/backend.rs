@@ -12,7 +12,7 @@
 
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::allreduce::{self, Planned, Reducer, RunAll};
 use super::buffer::{self, Plan};
@@ -132,33 +132,28 @@ pub unsafe fn init(dev: &'static MetaDevice, params: *const c_char) -> ggml_back
             .simple
             .iter()
             .all(|d| d.dev_type() == ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_CPU);
-    let ctx = Box::into_raw(Box::new(MetaBackend {
+    let mb = Arc::new(MetaBackend {
         dev,
         simple,
         name: CString::new(format!("Meta({})", names.join(","))).unwrap_or_default(),
         reducer,
         threaded,
         state: Mutex::new(State::default()),
-    }));
+    });
     let backend = Box::into_raw(Box::new(ggml_backend {
         guid: &GUID as *const ggml_guid as ggml_guid_t,
         iface: IFACE,
         device: dev.device,
-        context: ctx as *mut c_void,
+        // the state's address, for identification only: it is found through the registry
+        context: Arc::as_ptr(&mb) as *mut c_void,
     }));
-    super::BACKENDS.insert(backend as usize);
+    super::BACKENDS.insert(backend as usize, mb);
     backend
 }
 
-/// The meta backend behind a C backend, if it is one; valid while the backend is alive (the
-/// contract under which the `Backend` handle was made).
-pub fn of(backend: Backend) -> Option<&'static MetaBackend> {
-    if super::is_meta_backend(backend.as_ptr()) {
-        // SAFETY: a meta backend's context is its MetaBackend, alive while the backend is.
-        Some(unsafe { &*(backend.iface_context() as *const MetaBackend) })
-    } else {
-        None
-    }
+/// The meta backend behind a C backend, if it is a live one.
+pub fn of(backend: Backend) -> Option<Arc<MetaBackend>> {
+    super::BACKENDS.get(backend.as_ptr() as usize)
 }
 
 impl MetaBackend {
@@ -167,10 +162,18 @@ impl MetaBackend {
     }
 }
 
-/// # Safety
-/// `backend` is a live meta backend (only meta backends carry this vtable).
-unsafe fn ctx<'a>(backend: ggml_backend_t) -> &'a MetaBackend {
-    &*((*backend).context as *const MetaBackend)
+/// The meta backend behind a backend vtable entry's argument: only meta backends carry that
+/// vtable, so anything else is a caller's error.
+fn ctx(backend: ggml_backend_t) -> Arc<MetaBackend> {
+    super::BACKENDS.get(backend as usize).unwrap_or_else(|| {
+        abort(
+            file!(),
+            line!(),
+            &format!(
+                "meta backend vtable called with {backend:p}, which is not a live meta backend"
+            ),
+        )
+    })
 }
 
 const IFACE: ggml_backend_i = ggml_backend_i {
@@ -197,8 +200,8 @@ unsafe extern "C" fn get_name(backend: ggml_backend_t) -> *const c_char {
 }
 
 unsafe extern "C" fn free(backend: ggml_backend_t) {
+    let mb = ctx(backend);
     super::BACKENDS.remove(backend as usize);
-    let mb = Box::from_raw((*backend).context as *mut MetaBackend);
     // plans own scratch memory that queued work may still use
     for b in &mb.simple {
         b.synchronize();
@@ -214,7 +217,8 @@ unsafe extern "C" fn free(backend: ggml_backend_t) {
         b.free();
     }
     drop(mb);
-    drop(Box::from_raw(backend));
+    // SAFETY: made by `init` with Box; ggml frees a backend once, through this entry.
+    drop(unsafe { Box::from_raw(backend) });
 }
 
 unsafe extern "C" fn synchronize(backend: ggml_backend_t) {
@@ -422,7 +426,7 @@ unsafe extern "C" fn graph_compute(
     backend: ggml_backend_t,
     cgraph: *mut ggml_cgraph,
 ) -> ggml_status {
-    let m = ctx(backend);
+    let m = &*ctx(backend);
     let Some(g) = Graph::from_ptr(cgraph) else {
         return GGML_STATUS_FAILED;
     };

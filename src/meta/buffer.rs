@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::device::MetaDevice;
 use super::rules::{self, Derived, DeviceLayout, Layout, Src};
@@ -75,10 +75,9 @@ impl Snapshot {
 struct Entry {
     snapshot: Snapshot,
     derived: Derived,
-    /// Per-device tensors; empty until the tensor is initialised in this buffer. Boxed: C
-    /// code holds their addresses, which must not move when the vector is rebuilt.
-    #[allow(clippy::vec_box)]
-    simple: Vec<Box<ggml_tensor>>,
+    /// Per-device tensors; empty until the tensor is initialised in this buffer. C code holds
+    /// their addresses, which [`Headers`] keeps in place.
+    simple: Headers,
     /// `reset` count when last initialised (entries untouched for a whole reset cycle go).
     epoch: u64,
 }
@@ -90,8 +89,9 @@ struct Tensors {
 
 pub struct MetaBuffer {
     pub dev: &'static MetaDevice,
-    /// Per device: the simple buffer (None: nothing allocated there).
-    pub simple: Vec<Option<Buffer>>,
+    /// Per device: the simple buffer (None: nothing allocated there). Set once: when the
+    /// buffer is made, or, for weights, once their slices are placed.
+    simple: OnceLock<Vec<Option<Buffer>>>,
     tensors: Mutex<Tensors>,
 }
 
@@ -109,6 +109,11 @@ impl MetaBuffer {
         self.dev.n()
     }
 
+    /// Per device: the simple buffer (None: nothing allocated there); empty until set.
+    pub fn simple(&self) -> &[Option<Buffer>] {
+        self.simple.get().map_or(&[], Vec::as_slice)
+    }
+
     /// The per-device tensors of `t`, if `t` was initialised in this buffer.
     pub fn simple_tensors(&self, t: Tensor) -> Option<Vec<Tensor>> {
         let g = self.lock();
@@ -116,42 +121,39 @@ impl MetaBuffer {
         if e.simple.is_empty() {
             return None;
         }
-        Some(e.simple.iter().map(|b| tensor_of(b)).collect())
+        Some(e.simple.tensors().collect())
     }
 }
 
-fn tensor_of(b: &ggml_tensor) -> Tensor {
-    // SAFETY: a boxed header owned by a live entry; non-null.
-    unsafe { Tensor::from_ptr(b as *const ggml_tensor as *mut ggml_tensor) }.expect("non-null box")
-}
-
-/// The meta buffer of a C buffer, if it is one. The reference is valid while the buffer is
-/// alive: the contract under which the `Buffer` handle was made (see `abi::handle`).
-pub fn of(buffer: Buffer) -> Option<&'static MetaBuffer> {
-    if super::is_meta_buffer(buffer.as_ptr()) {
-        // SAFETY: a meta buffer's context is its MetaBuffer, alive while the buffer is.
-        Some(unsafe { &*(buffer.context() as *const MetaBuffer) })
-    } else {
-        None
-    }
+/// The meta buffer of a C buffer, if it is a live one.
+pub fn of(buffer: Buffer) -> Option<Arc<MetaBuffer>> {
+    super::BUFFERS.get(buffer.as_ptr() as usize)
 }
 
 /// The meta buffer that holds `t`'s data (its own buffer, or its view source's).
-pub fn holding(t: Tensor) -> Option<&'static MetaBuffer> {
+pub fn holding(t: Tensor) -> Option<Arc<MetaBuffer>> {
     t.own_buffer().or_else(|| t.data_buffer()).and_then(of)
 }
 
-fn new_buffer(dev: &'static MetaDevice, simple: Vec<Option<Buffer>>, size: usize) -> Buffer {
-    let ctx = Box::into_raw(Box::new(MetaBuffer {
+fn new_buffer(
+    dev: &'static MetaDevice,
+    simple: Option<Vec<Option<Buffer>>>,
+    size: usize,
+) -> Buffer {
+    let mb = Arc::new(MetaBuffer {
         dev,
-        simple,
+        simple: simple.map_or_else(OnceLock::new, OnceLock::from),
         tensors: Mutex::new(Tensors {
             map: HashMap::new(),
             epoch: 0,
         }),
-    }));
-    let buffer = crate::buffer::init(dev.buft, BUFFER_IFACE, ctx as *mut c_void, size);
-    super::BUFFERS.insert(buffer.as_ptr() as usize);
+    });
+    // The context is the state's address for identification only; the state is found through
+    // the registry (`of`, `ctx`).
+    let context = Arc::as_ptr(&mb) as *mut c_void;
+    let buffer = crate::buffer::init(dev.buft, BUFFER_IFACE, context, size);
+    super::BUFFERS.insert(buffer.as_ptr() as usize, mb.clone());
+    crate::buffer::extend(buffer, mb);
     buffer
 }
 
@@ -177,7 +179,7 @@ pub fn alloc(dev: &'static MetaDevice, size: usize) -> ggml_backend_buffer_t {
             }
         }
     }
-    new_buffer(dev, simple, size).as_ptr()
+    new_buffer(dev, Some(simple), size).as_ptr()
 }
 
 // --- splits -------------------------------------------------------------------------------
@@ -211,7 +213,7 @@ pub fn derived(t: Tensor) -> Result<Derived, String> {
             return Ok(e.derived.clone());
         }
     }
-    derive_fresh(t, mb).map(|(d, _)| d)
+    derive_fresh(t, &mb).map(|(d, _)| d)
 }
 
 /// Computes `t`'s split and stores it in `mb`'s cache; for a view, also returns the
@@ -246,7 +248,7 @@ fn derive_fresh(
                 Entry {
                     snapshot: snap,
                     derived: d.clone(),
-                    simple: Vec::new(),
+                    simple: Headers::new(),
                     epoch,
                 },
             );
@@ -398,13 +400,12 @@ fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), S
         .expect("derived() created the entry");
     entry.epoch = epoch;
     if entry.simple.len() != n {
-        entry.simple = (0..n).map(|_| Box::new(ggml_tensor::zeroed())).collect();
+        entry.simple = Headers::zeroed(n);
         bump();
     }
     for j in 0..n {
-        let st = &mut *entry.simple[j];
-        let self_ptr = st as *mut ggml_tensor;
-        *st = ggml_tensor {
+        let self_ptr = entry.simple.tensor(j).as_ptr();
+        let mut st = ggml_tensor {
             ne: layouts[j].ne,
             nb: layouts[j].nb,
             buffer: std::ptr::null_mut(),
@@ -431,12 +432,13 @@ fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), S
             } else {
                 (b.data() as *mut u8).wrapping_add(layouts[j].offs) as *mut c_void
             };
-        } else if let (Some(offset), Some(buf)) = (place, mb.simple[j]) {
+        } else if let (Some(offset), Some(buf)) = (place, mb.simple().get(j).copied().flatten()) {
             st.buffer = buf.as_ptr();
             st.data = (crate::buffer::base(buf) as *mut u8).wrapping_add(offset) as *mut c_void;
         }
+        entry.simple.update(j, |h| *h = st);
     }
-    let simple: Vec<Tensor> = entry.simple.iter().map(|b| tensor_of(b)).collect();
+    let simple: Vec<Tensor> = entry.simple.tensors().collect();
     drop(g);
     for st in simple {
         if let Some(buf) = st.own_buffer() {
@@ -480,13 +482,13 @@ pub unsafe fn alloc_ctx_tensors(
         return std::ptr::null_mut();
     }
     let n = dev.n();
-    let meta_buf = new_buffer(dev, vec![None; n], 0);
+    let meta_buf = new_buffer(dev, None, 0);
     let Some(mb) = of(meta_buf) else {
         unreachable!("registered in new_buffer")
     };
     for &t in &own {
         t.attach(meta_buf, META_BASE as *mut c_void);
-        if let Err(e) = init_simple(mb, t, None) {
+        if let Err(e) = init_simple(&mb, t, None) {
             abort(file!(), line!(), &e);
         }
     }
@@ -561,17 +563,14 @@ pub unsafe fn alloc_ctx_tensors(
             crate::buffer::multi::alloc(bufs)
         });
     }
-    // SAFETY: the meta buffer is ours and not yet shared; record its parts and size.
-    unsafe {
-        let ctx = &mut *(meta_buf.context() as *mut MetaBuffer);
-        ctx.simple = simple;
-        (*meta_buf.as_ptr()).size = max_total;
-    }
+    let placed = mb.simple.set(simple).is_ok();
+    ggml_assert!(placed, "meta buffer: slices placed twice");
+    meta_buf.set_size_field(max_total);
     for &v in &views {
         let src = v.view_src().expect("partitioned on view_src");
         let data = (src.data() as *mut u8).wrapping_add(v.view_offs()) as *mut c_void;
         v.attach(meta_buf, data);
-        if let Err(e) = init_simple(mb, v, None) {
+        if let Err(e) = init_simple(&mb, v, None) {
             abort(file!(), line!(), &e);
         }
     }
@@ -632,17 +631,28 @@ const BUFFER_IFACE: ggml_backend_buffer_i = ggml_backend_buffer_i {
     reset: Some(reset),
 };
 
-/// # Safety
-/// `buffer` is a live meta buffer (only meta buffers carry this vtable).
-unsafe fn ctx<'a>(buffer: ggml_backend_buffer_t) -> &'a MetaBuffer {
-    &*((*buffer).context as *const MetaBuffer)
+/// The meta buffer behind a buffer vtable entry's argument: only meta buffers carry that
+/// vtable, so anything else is a caller's error.
+fn ctx(buffer: ggml_backend_buffer_t) -> Arc<MetaBuffer> {
+    super::BUFFERS.get(buffer as usize).unwrap_or_else(|| {
+        abort(
+            file!(),
+            line!(),
+            &format!("meta buffer vtable called with {buffer:p}, which is not a live meta buffer"),
+        )
+    })
 }
 
 unsafe extern "C" fn free_buffer(buffer: ggml_backend_buffer_t) {
+    let mb = ctx(buffer);
     super::BUFFERS.remove(buffer as usize);
-    let mb = Box::from_raw((*buffer).context as *mut MetaBuffer);
-    for b in mb.simple.iter().flatten() {
-        crate::buffer::free(*b);
+    // SAFETY: ggml frees a buffer once, through this entry, with the live buffer.
+    if let Some(b) = unsafe { Buffer::from_ptr(buffer) } {
+        crate::buffer::unextend(b);
+    }
+    for b in mb.simple().iter().flatten() {
+        // SAFETY: the simple buffers belong to this meta buffer alone and go with it.
+        unsafe { crate::buffer::free(*b) };
     }
     bump();
 }
@@ -664,7 +674,7 @@ unsafe extern "C" fn init_tensor(
     } else {
         None
     };
-    if let Err(e) = init_simple(mb, t, place) {
+    if let Err(e) = init_simple(&mb, t, place) {
         abort(file!(), line!(), &e);
     }
     GGML_STATUS_SUCCESS
@@ -827,14 +837,14 @@ unsafe extern "C" fn cpy_tensor(
 }
 
 unsafe extern "C" fn clear(buffer: ggml_backend_buffer_t, value: u8) {
-    for b in ctx(buffer).simple.iter().flatten() {
+    for b in ctx(buffer).simple().iter().flatten() {
         crate::buffer::clear(*b, value);
     }
 }
 
 unsafe extern "C" fn reset(buffer: ggml_backend_buffer_t) {
     let mb = ctx(buffer);
-    for b in mb.simple.iter().flatten() {
+    for b in mb.simple().iter().flatten() {
         b.reset();
     }
     // Drop the per-device tensors of tensors not initialised since the previous reset:
@@ -849,10 +859,15 @@ unsafe extern "C" fn reset(buffer: ggml_backend_buffer_t) {
     }
 }
 
-/// Forwards a usage change to the simple buffers.
-pub fn set_usage(buffer: Buffer, usage: ggml_backend_buffer_usage) {
-    if let Some(mb) = of(buffer) {
-        for b in mb.simple.iter().flatten() {
+impl crate::buffer::Extension for MetaBuffer {
+    /// Tensors of a meta buffer have placeholder addresses (`META_BASE` + offset).
+    fn placeholder_addresses(&self) -> bool {
+        true
+    }
+
+    /// Forwards a usage change to the simple buffers.
+    fn usage_changed(&self, usage: ggml_backend_buffer_usage) {
+        for b in self.simple().iter().flatten() {
             crate::buffer::set_usage(*b, usage);
         }
     }

@@ -80,8 +80,15 @@ pub fn get_or_create(
     })) as *mut ggml_backend_buffer_type;
     meta.device = device;
     meta.buft = buft;
-    super::DEVICES.push(device as usize);
-    super::BUFTS.push(buft as usize);
+    // SAFETY: the buffer type was just made and lives for the process.
+    if let Some(b) = unsafe { Buft::from_ptr(buft) } {
+        crate::buffer::allocate_empty(b);
+    }
+    super::DEVICES.push(super::Slot {
+        device: device as usize,
+        buft: buft as usize,
+        meta,
+    });
     devices.push((key, device as usize));
     device
 }
@@ -134,43 +141,39 @@ impl MetaDevice {
     }
 }
 
-/// The meta device behind a C device, buffer type or backend context pointer.
-///
-/// # Safety
-/// `ctx` is the context of a meta object (checked by the callers through the identity tables).
-pub unsafe fn from_ctx<'a>(ctx: *mut c_void) -> &'a MetaDevice {
-    &*(ctx as *const MetaDevice)
-}
-
 /// The meta device of a C device, if it is one.
 pub fn of_device(dev: Device) -> Option<&'static MetaDevice> {
-    if super::is_meta_device(dev.as_ptr()) {
-        // SAFETY: a meta device's context is its leaked MetaDevice.
-        Some(unsafe { from_ctx(ggml_backend_device_context(dev)) })
-    } else {
-        None
-    }
+    super::device_at(dev.as_ptr() as usize)
 }
 
 /// The meta device of a C buffer type, if it is a meta buffer type.
 pub fn of_buft(buft: Buft) -> Option<&'static MetaDevice> {
-    if super::is_meta_buft(buft.as_ptr()) {
-        // SAFETY: as above.
-        Some(unsafe { from_ctx(buft.context()) })
-    } else {
-        None
-    }
+    super::device_of_buft_at(buft.as_ptr() as usize)
 }
 
-fn ggml_backend_device_context(dev: Device) -> *mut c_void {
-    // SAFETY: reading a field of a live device.
-    unsafe { (*dev.as_ptr()).context }
+/// The meta device behind a device vtable entry's argument: only meta devices carry that
+/// vtable, so anything else is a caller's error.
+fn meta(dev: ggml_backend_dev_t) -> &'static MetaDevice {
+    super::device_at(dev as usize).unwrap_or_else(|| {
+        abort(
+            file!(),
+            line!(),
+            &format!("meta device vtable called with {dev:p}, which is not a meta device"),
+        )
+    })
 }
 
-/// # Safety
-/// `dev` is a meta device (vtable entries are only reachable through meta devices).
-unsafe fn meta<'a>(dev: ggml_backend_dev_t) -> &'a MetaDevice {
-    from_ctx((*dev).context)
+/// The meta device behind a buffer type vtable entry's argument.
+fn meta_of_buft(buft: ggml_backend_buffer_type_t) -> &'static MetaDevice {
+    super::device_of_buft_at(buft as usize).unwrap_or_else(|| {
+        abort(
+            file!(),
+            line!(),
+            &format!(
+                "meta buffer type vtable called with {buft:p}, which is not a meta buffer type"
+            ),
+        )
+    })
 }
 
 // --- device vtable ------------------------------------------------------------------------
@@ -295,18 +298,18 @@ const BUFT_IFACE: ggml_backend_buffer_type_i = ggml_backend_buffer_type_i {
 };
 
 unsafe extern "C" fn buft_get_name(buft: ggml_backend_buffer_type_t) -> *const c_char {
-    from_ctx((*buft).context).name.as_ptr()
+    meta_of_buft(buft).name.as_ptr()
 }
 
 unsafe extern "C" fn buft_alloc_buffer(
     buft: ggml_backend_buffer_type_t,
     size: usize,
 ) -> ggml_backend_buffer_t {
-    super::buffer::alloc(from_ctx((*buft).context), size)
+    super::buffer::alloc(meta_of_buft(buft), size)
 }
 
 unsafe extern "C" fn buft_get_alignment(buft: ggml_backend_buffer_type_t) -> usize {
-    let m = from_ctx((*buft).context);
+    let m = meta_of_buft(buft);
     let align = m.simple_bufts().map(|b| b.alignment()).max().unwrap_or(1);
     for b in m.simple_bufts() {
         let a = b.alignment();
@@ -320,7 +323,7 @@ unsafe extern "C" fn buft_get_alignment(buft: ggml_backend_buffer_type_t) -> usi
 }
 
 unsafe extern "C" fn buft_get_max_size(buft: ggml_backend_buffer_type_t) -> usize {
-    let m = from_ctx((*buft).context);
+    let m = meta_of_buft(buft);
     m.simple_bufts()
         .map(|b| b.max_size())
         .min()
@@ -333,7 +336,7 @@ unsafe extern "C" fn buft_get_alloc_size(
 ) -> usize {
     // The whole tensor's size: a meta buffer is laid out like an unsplit one, and every
     // device's slice fits at the same offset.
-    let m = from_ctx((*buft).context);
+    let m = meta_of_buft(buft);
     let Some(t) = Tensor::from_ptr(t as *mut ggml_tensor) else {
         return 0;
     };

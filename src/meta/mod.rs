@@ -11,15 +11,16 @@
 //! * [`allreduce`]: the AllReduce paths; [`exchange`]: the copy/add schedule and summation
 //!   order they share; `cuda`: our CUDA kernels (driver loaded at run time).
 //!
-//! Meta objects are recognised by address: devices and buffer types are never freed and sit
-//! in an append-only table; buffers and backends are tracked in sets while alive.
+//! Meta objects are recognised by address, and their Rust state is found the same way:
+//! devices and buffer types are never freed and sit in an append-only table with their
+//! `&'static MetaDevice`; buffers and backends sit in [`Registry`]s while alive, holding their
+//! state as an `Arc`. No code casts a C object's `context` back to a Rust type.
 //!
-//! Unsafe code: the vtable entries (`unsafe extern "C" fn`) are reached only through objects
-//! this module created, so ggml calls each with a live object of the entry's own kind whose
-//! `context` is this module's Rust state, and with the tensors and host pointers the ggml
-//! ABI describes; their bodies rely on exactly that contract. Everything else is safe Rust
-//! over the typed handles of `abi::handle`, plus small commented `unsafe` blocks for the
-//! ggml core calls (metadata contexts and graphs) and the callback.
+//! Unsafe code: the vtable entries (`unsafe extern "C" fn`) receive C pointers from ggml; they
+//! find their object's state by address (above) and turn the tensors and host pointers the
+//! ggml ABI describes into handles, each in a commented `unsafe` block. Everything else is
+//! safe Rust over the typed handles of `abi::handle`, plus small commented `unsafe` blocks for
+//! the ggml core calls (metadata contexts and graphs) and the split-state callback.
 
 pub mod allreduce;
 pub mod backend;
@@ -31,29 +32,38 @@ mod workers;
 
 pub use ggml_backend_rs_core::{exchange, rules};
 
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use ggml_backend_rs_core::owned::Registry;
 
 pub use split::Split;
 
-/// Append-only table of addresses (meta devices, meta buffer types): lock-free lookups.
+/// Append-only table of meta devices: the C device's and buffer type's addresses with the
+/// device's state. Lock-free lookups.
 struct Table {
-    slots: [AtomicUsize; 256],
+    slots: [OnceLock<Slot>; 256],
     len: AtomicUsize,
     push_lock: Mutex<()>,
+}
+
+#[derive(Clone, Copy)]
+struct Slot {
+    device: usize,
+    buft: usize,
+    meta: &'static device::MetaDevice,
 }
 
 impl Table {
     const fn new() -> Table {
         Table {
-            slots: [const { AtomicUsize::new(0) }; 256],
+            slots: [const { OnceLock::new() }; 256],
             len: AtomicUsize::new(0),
             push_lock: Mutex::new(()),
         }
     }
 
-    fn push(&self, addr: usize) {
+    fn push(&self, slot: Slot) {
         let _guard = self.push_lock.lock().unwrap_or_else(|e| e.into_inner());
         let n = self.len.load(Ordering::Acquire);
         crate::log::ggml_assert!(
@@ -61,62 +71,46 @@ impl Table {
             "too many meta devices (at most {})",
             self.slots.len()
         );
-        self.slots[n].store(addr, Ordering::Release);
+        let fresh = self.slots[n].set(slot).is_ok();
+        debug_assert!(fresh, "slots are filled in order under the lock");
         self.len.store(n + 1, Ordering::Release);
     }
 
-    fn contains(&self, addr: usize) -> bool {
+    fn find(&self, pred: impl Fn(&Slot) -> bool) -> Option<&'static device::MetaDevice> {
         let n = self.len.load(Ordering::Acquire);
-        addr != 0
-            && self.slots[..n]
-                .iter()
-                .any(|s| s.load(Ordering::Relaxed) == addr)
-    }
-}
-
-/// Set of live objects (meta buffers, meta backends). `any` lets non-meta programs skip the lock.
-struct LiveSet {
-    any: AtomicBool,
-    set: Mutex<Option<HashSet<usize>>>,
-}
-
-impl LiveSet {
-    const fn new() -> LiveSet {
-        LiveSet {
-            any: AtomicBool::new(false),
-            set: Mutex::new(None),
-        }
-    }
-    fn insert(&self, addr: usize) {
-        let mut g = self.set.lock().unwrap_or_else(|e| e.into_inner());
-        g.get_or_insert_with(HashSet::new).insert(addr);
-        self.any.store(true, Ordering::Release);
-    }
-    fn remove(&self, addr: usize) {
-        let mut g = self.set.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(s) = g.as_mut() {
-            s.remove(&addr);
-        }
-    }
-    fn contains(&self, addr: usize) -> bool {
-        if !self.any.load(Ordering::Acquire) {
-            return false;
-        }
-        let g = self.set.lock().unwrap_or_else(|e| e.into_inner());
-        g.as_ref().is_some_and(|s| s.contains(&addr))
+        self.slots[..n]
+            .iter()
+            .filter_map(OnceLock::get)
+            .find(|s| pred(s))
+            .map(|s| s.meta)
     }
 }
 
 static DEVICES: Table = Table::new();
-static BUFTS: Table = Table::new();
-static BUFFERS: LiveSet = LiveSet::new();
-static BACKENDS: LiveSet = LiveSet::new();
+static BUFFERS: Registry<buffer::MetaBuffer> = Registry::new();
+static BACKENDS: Registry<backend::MetaBackend> = Registry::new();
+
+/// The meta device behind a C device address.
+fn device_at(dev: usize) -> Option<&'static device::MetaDevice> {
+    if dev == 0 {
+        return None;
+    }
+    DEVICES.find(|s| s.device == dev)
+}
+
+/// The meta device behind a C buffer type address.
+fn device_of_buft_at(buft: usize) -> Option<&'static device::MetaDevice> {
+    if buft == 0 {
+        return None;
+    }
+    DEVICES.find(|s| s.buft == buft)
+}
 
 pub fn is_meta_device(dev: *const crate::abi::ggml_backend_device) -> bool {
-    DEVICES.contains(dev as usize)
+    device_at(dev as usize).is_some()
 }
 pub fn is_meta_buft(buft: *const crate::abi::ggml_backend_buffer_type) -> bool {
-    BUFTS.contains(buft as usize)
+    device_of_buft_at(buft as usize).is_some()
 }
 pub fn is_meta_buffer(buf: *const crate::abi::ggml_backend_buffer) -> bool {
     BUFFERS.contains(buf as usize)

@@ -23,6 +23,7 @@
 
 pub mod exchange;
 pub mod op;
+pub mod owned;
 pub mod ptx;
 pub mod rules;
 pub mod split;

@@ -1,0 +1,72 @@
+//! Rust values behind the C objects this library makes (meta buffers, meta backends, and the
+//! buffer extensions of `buffer`): one registry per kind, mapping the C object's address to
+//! the shared Rust value.
+//!
+//! A C object of ours is identified by its address, which ggml hands back to every vtable
+//! entry and API call. Instead of casting the object's `context` pointer back to a Rust type
+//! (and picking a lifetime for the reference), code asks the kind's [`Registry`]: an object
+//! that is not of that kind, or no longer alive, is simply not found, and what is found is an
+//! [`Arc`], so the value outlives every use that started before the object was freed. Nothing
+//! here is `unsafe`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+/// Live objects of one kind: C address → Rust value.
+pub struct Registry<T: ?Sized> {
+    /// Whether anything was ever registered: programs that never make an object of this kind
+    /// (no meta device) answer every lookup without touching the lock.
+    used: AtomicBool,
+    map: RwLock<Option<HashMap<usize, Arc<T>>>>,
+}
+
+impl<T: ?Sized> Registry<T> {
+    pub const fn new() -> Registry<T> {
+        Registry {
+            used: AtomicBool::new(false),
+            map: RwLock::new(None),
+        }
+    }
+
+    /// Registers the value of the C object at `addr`, replacing any earlier one.
+    pub fn insert(&self, addr: usize, value: Arc<T>) {
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        map.get_or_insert_with(HashMap::new).insert(addr, value);
+        self.used.store(true, Ordering::Release);
+    }
+
+    /// The value of the C object at `addr`, if it is a live object of this kind.
+    pub fn get(&self, addr: usize) -> Option<Arc<T>> {
+        if addr == 0 || !self.used.load(Ordering::Acquire) {
+            return None;
+        }
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        map.as_ref()?.get(&addr).cloned()
+    }
+
+    pub fn contains(&self, addr: usize) -> bool {
+        self.get(addr).is_some()
+    }
+
+    /// Unregisters the C object at `addr` (when it is freed) and hands back its value, which
+    /// lives on while other holders keep it.
+    pub fn remove(&self, addr: usize) -> Option<Arc<T>> {
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        map.as_mut()?.remove(&addr)
+    }
+}
+
+impl<T: ?Sized> Default for Registry<T> {
+    fn default() -> Self {
+        Registry::new()
+    }
+}
+
+impl<T: ?Sized> std::fmt::Debug for Registry<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        let n = map.as_ref().map_or(0, |m| m.len());
+        write!(f, "Registry({n} live)")
+    }
+}
