@@ -108,7 +108,8 @@ pub unsafe fn init(dev: &'static MetaDevice, params: *const c_char) -> ggml_back
     let params = if params.is_null() {
         None
     } else {
-        Some(CStr::from_ptr(params))
+        // SAFETY: non-null, and NUL-terminated by this function's contract.
+        Some(unsafe { CStr::from_ptr(params) })
     };
     let mut simple = Vec::with_capacity(dev.n());
     for d in &dev.simple {
@@ -235,23 +236,35 @@ unsafe extern "C" fn set_tensor_async(
     size: usize,
 ) {
     let m = ctx(backend);
-    let t = Tensor::from_ptr(tensor).expect("checked by ggml_backend_tensor_set_async");
+    // SAFETY: ggml_backend_tensor_set_async checked the tensor and passes it live.
+    let t = unsafe { Tensor::from_ptr(tensor) }.expect("checked by ggml_backend_tensor_set_async");
     let (plan, simple) = buffer::plan(t, offset, size, "ggml_backend_tensor_set_async");
+    // SAFETY (all blocks below): `data` is readable for `size` bytes until the backend is
+    // synchronized (the entry's contract); every piece lies inside `[0, size)` of it
+    // (`transfer::pieces`), and the per-device tensors are live while `t` is.
     match plan {
         Plan::Mirrored => {
             for (j, s) in simple.into_iter().enumerate() {
-                crate::tensor::set_async(m.simple[j], s, data, offset, size);
+                unsafe { crate::tensor::set_async(m.simple[j], s, data, offset, size) };
             }
         }
         Plan::Partial => {
             // rare (partial biases): synchronous, after the queued work
-            synchronize(backend);
-            buffer::set_partial(&simple, data, offset, size);
+            // SAFETY: `backend` is this live meta backend.
+            unsafe { synchronize(backend) };
+            unsafe { buffer::set_partial(&simple, data, offset, size) };
         }
         Plan::Pieces(pieces) => {
             for p in pieces {
-                let src = (data as *const u8).add(p.host_offset) as *const c_void;
-                crate::tensor::set_2d_async(m.simple[p.device], simple[p.device], src, p.strided);
+                let src = (data as *const u8).wrapping_add(p.host_offset) as *const c_void;
+                unsafe {
+                    crate::tensor::set_2d_async(
+                        m.simple[p.device],
+                        simple[p.device],
+                        src,
+                        p.strided,
+                    )
+                };
             }
         }
     }
@@ -265,19 +278,33 @@ unsafe extern "C" fn get_tensor_async(
     size: usize,
 ) {
     let m = ctx(backend);
-    let t = Tensor::from_ptr(tensor as *mut ggml_tensor)
+    // SAFETY: ggml_backend_tensor_get_async checked the tensor and passes it live.
+    let t = unsafe { Tensor::from_ptr(tensor as *mut ggml_tensor) }
         .expect("checked by ggml_backend_tensor_get_async");
     let (plan, simple) = buffer::plan(t, offset, size, "ggml_backend_tensor_get_async");
+    // SAFETY (all blocks below): `data` is writable for `size` bytes until the backend is
+    // synchronized (the entry's contract); every piece lies inside `[0, size)` of it
+    // (`transfer::pieces`), and the per-device tensors are live while `t` is.
     match plan {
-        Plan::Mirrored => crate::tensor::get_async(m.simple[0], simple[0], data, offset, size),
+        Plan::Mirrored => unsafe {
+            crate::tensor::get_async(m.simple[0], simple[0], data, offset, size)
+        },
         Plan::Partial => {
-            synchronize(backend);
-            buffer::get_partial_sum(t, &simple, data, offset, size);
+            // SAFETY: `backend` is this live meta backend.
+            unsafe { synchronize(backend) };
+            unsafe { buffer::get_partial_sum(t, &simple, data, offset, size) };
         }
         Plan::Pieces(pieces) => {
             for p in pieces {
-                let dst = (data as *mut u8).add(p.host_offset) as *mut c_void;
-                crate::tensor::get_2d_async(m.simple[p.device], simple[p.device], dst, p.strided);
+                let dst = (data as *mut u8).wrapping_add(p.host_offset) as *mut c_void;
+                unsafe {
+                    crate::tensor::get_2d_async(
+                        m.simple[p.device],
+                        simple[p.device],
+                        dst,
+                        p.strided,
+                    )
+                };
             }
         }
     }
@@ -289,7 +316,8 @@ unsafe extern "C" fn get_tensor_async(
 /// `ggml_backend_set_n_threads` of the meta registry: CPU simple backends share the threads
 /// (they run concurrently), other backends get the count as is.
 pub unsafe extern "C" fn set_n_threads(backend: ggml_backend_t, n_threads: i32) {
-    let Some(b) = Backend::from_ptr(backend) else {
+    // SAFETY: NULL or a live backend (the contract above).
+    let Some(b) = (unsafe { Backend::from_ptr(backend) }) else {
         return;
     };
     let Some(m) = of(b) else { return };
@@ -300,9 +328,12 @@ pub unsafe extern "C" fn set_n_threads(backend: ggml_backend_t, n_threads: i32) 
     };
     for s in &m.simple {
         if let Some(f) = simple_proc(*s, c"ggml_backend_set_n_threads") {
-            // SAFETY: the registry documents this entry as `void (*)(ggml_backend_t, int)`.
-            let f: unsafe extern "C" fn(ggml_backend_t, i32) = std::mem::transmute(f);
-            f(s.as_ptr(), per);
+            // SAFETY: the registry documents this entry as `void (*)(ggml_backend_t, int)`,
+            // and `s` is a live simple backend of this meta backend.
+            unsafe {
+                let f: unsafe extern "C" fn(ggml_backend_t, i32) = std::mem::transmute(f);
+                f(s.as_ptr(), per)
+            };
         }
     }
 }
@@ -316,16 +347,21 @@ pub unsafe extern "C" fn set_abort_callback(
     cb: *mut c_void,
     data: *mut c_void,
 ) {
-    let Some(b) = Backend::from_ptr(backend) else {
+    // SAFETY: NULL or a live backend (the contract above).
+    let Some(b) = (unsafe { Backend::from_ptr(backend) }) else {
         return;
     };
     let Some(m) = of(b) else { return };
     for s in &m.simple {
         if let Some(f) = simple_proc(*s, c"ggml_backend_set_abort_callback") {
-            // SAFETY: `void (*)(ggml_backend_t, ggml_abort_callback, void *)`.
-            let f: unsafe extern "C" fn(ggml_backend_t, *mut c_void, *mut c_void) =
-                std::mem::transmute(f);
-            f(s.as_ptr(), cb, data);
+            // SAFETY: the registry documents this entry as `void (*)(ggml_backend_t,
+            // ggml_abort_callback, void *)`; `s` is a live simple backend, `cb` and `data` are
+            // passed through as the caller gave them.
+            unsafe {
+                let f: unsafe extern "C" fn(ggml_backend_t, *mut c_void, *mut c_void) =
+                    std::mem::transmute(f);
+                f(s.as_ptr(), cb, data)
+            };
         }
     }
 }
@@ -427,7 +463,8 @@ unsafe extern "C" fn graph_compute(
     cgraph: *mut ggml_cgraph,
 ) -> ggml_status {
     let m = &*ctx(backend);
-    let Some(g) = Graph::from_ptr(cgraph) else {
+    // SAFETY: ggml_backend_graph_compute passes NULL or a live graph.
+    let Some(g) = (unsafe { Graph::from_ptr(cgraph) }) else {
         return GGML_STATUS_FAILED;
     };
     let mut st = m.lock();

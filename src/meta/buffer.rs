@@ -467,7 +467,9 @@ pub unsafe fn alloc_ctx_tensors(
     dev: &'static MetaDevice,
 ) -> ggml_backend_buffer_t {
     let mut tensors = Vec::new();
-    {
+    // SAFETY: `ctx` is a live context (the contract above); ggml's iteration returns its live
+    // tensors, then NULL.
+    unsafe {
         let mut p = ggml_get_first_tensor(ctx);
         while let Some(t) = Tensor::from_ptr(p) {
             tensors.push(t);
@@ -666,7 +668,8 @@ unsafe extern "C" fn init_tensor(
     tensor: *mut ggml_tensor,
 ) -> ggml_status {
     let mb = ctx(buffer);
-    let Some(t) = Tensor::from_ptr(tensor) else {
+    // SAFETY: ggml_backend_buffer_init_tensor passes NULL or a live tensor.
+    let Some(t) = (unsafe { Tensor::from_ptr(tensor) }) else {
         return GGML_STATUS_FAILED;
     };
     let place = if t.view_src().is_none() {
@@ -687,19 +690,23 @@ unsafe extern "C" fn set_tensor(
     offset: usize,
     size: usize,
 ) {
-    let t = Tensor::from_ptr(tensor).expect("checked by ggml_backend_tensor_set");
+    // SAFETY: ggml_backend_tensor_set checked the tensor and passes it live.
+    let t = unsafe { Tensor::from_ptr(tensor) }.expect("checked by ggml_backend_tensor_set");
     let (plan, simple) = plan(t, offset, size, "ggml_backend_tensor_set");
+    // SAFETY (all blocks below): `data` is readable for `size` bytes (the entry's contract);
+    // every piece lies inside `[0, size)` of it (`transfer::pieces`), and the per-device
+    // tensors are live while `t` is.
     match plan {
         Plan::Mirrored => {
             for s in simple {
-                crate::tensor::set(s, data, offset, size);
+                unsafe { crate::tensor::set(s, data, offset, size) };
             }
         }
-        Plan::Partial => set_partial(&simple, data, offset, size),
+        Plan::Partial => unsafe { set_partial(&simple, data, offset, size) },
         Plan::Pieces(pieces) => {
             for p in pieces {
-                let src = (data as *const u8).add(p.host_offset) as *const c_void;
-                crate::tensor::set_2d(simple[p.device], src, p.strided);
+                let src = (data as *const u8).wrapping_add(p.host_offset) as *const c_void;
+                unsafe { crate::tensor::set_2d(simple[p.device], src, p.strided) };
             }
         }
     }
@@ -712,16 +719,20 @@ unsafe extern "C" fn get_tensor(
     offset: usize,
     size: usize,
 ) {
-    let t =
-        Tensor::from_ptr(tensor as *mut ggml_tensor).expect("checked by ggml_backend_tensor_get");
+    // SAFETY: ggml_backend_tensor_get checked the tensor and passes it live.
+    let t = unsafe { Tensor::from_ptr(tensor as *mut ggml_tensor) }
+        .expect("checked by ggml_backend_tensor_get");
     let (plan, simple) = plan(t, offset, size, "ggml_backend_tensor_get");
+    // SAFETY (all blocks below): `data` is writable for `size` bytes (the entry's contract);
+    // every piece lies inside `[0, size)` of it (`transfer::pieces`), and the per-device
+    // tensors are live while `t` is.
     match plan {
-        Plan::Mirrored => crate::tensor::get(simple[0], data, offset, size),
-        Plan::Partial => get_partial_sum(t, &simple, data, offset, size),
+        Plan::Mirrored => unsafe { crate::tensor::get(simple[0], data, offset, size) },
+        Plan::Partial => unsafe { get_partial_sum(t, &simple, data, offset, size) },
         Plan::Pieces(pieces) => {
             for p in pieces {
-                let dst = (data as *mut u8).add(p.host_offset) as *mut c_void;
-                crate::tensor::get_2d(simple[p.device], dst, p.strided);
+                let dst = (data as *mut u8).wrapping_add(p.host_offset) as *mut c_void;
+                unsafe { crate::tensor::get_2d(simple[p.device], dst, p.strided) };
             }
         }
     }
@@ -733,10 +744,12 @@ unsafe extern "C" fn get_tensor(
 /// # Safety
 /// `data` is readable for `size` bytes.
 pub unsafe fn set_partial(simple: &[Tensor], data: *const c_void, offset: usize, size: usize) {
-    crate::tensor::set(simple[0], data, offset, size);
+    // SAFETY: `data` is readable for `size` bytes (the contract above).
+    unsafe { crate::tensor::set(simple[0], data, offset, size) };
     let zeros = vec![0u8; size];
     for &s in &simple[1..] {
-        crate::tensor::set(s, zeros.as_ptr() as *const c_void, offset, size);
+        // SAFETY: `zeros` holds `size` bytes.
+        unsafe { crate::tensor::set(s, zeros.as_ptr() as *const c_void, offset, size) };
     }
 }
 
@@ -760,12 +773,15 @@ pub unsafe fn get_partial_sum(
     let mut sum = vec![0f32; n];
     let mut part = vec![0f32; n];
     for &s in simple {
-        crate::tensor::get(s, part.as_mut_ptr() as *mut c_void, offset, size);
+        // SAFETY: `part` holds `n` floats, i.e. `size` bytes.
+        unsafe { crate::tensor::get(s, part.as_mut_ptr() as *mut c_void, offset, size) };
         for (o, x) in sum.iter_mut().zip(&part) {
             *o += *x;
         }
     }
-    std::ptr::copy_nonoverlapping(sum.as_ptr() as *const u8, data as *mut u8, size);
+    // SAFETY: `sum` holds `size` bytes; `data` is writable for `size` bytes (the contract
+    // above), a caller's buffer that cannot overlap our vector; bytes need no alignment.
+    unsafe { std::ptr::copy_nonoverlapping(sum.as_ptr() as *const u8, data as *mut u8, size) };
 }
 
 unsafe extern "C" fn memset_tensor(
@@ -775,26 +791,30 @@ unsafe extern "C" fn memset_tensor(
     offset: usize,
     size: usize,
 ) {
-    let t = Tensor::from_ptr(tensor).expect("checked by ggml_backend_tensor_memset");
+    // SAFETY: ggml_backend_tensor_memset checked the tensor and passes it live.
+    let t = unsafe { Tensor::from_ptr(tensor) }.expect("checked by ggml_backend_tensor_memset");
     let (plan, simple) = plan(t, offset, size, "ggml_backend_tensor_memset");
     // one host copy of the pattern serves every write (no piece is longer than the range)
     let bytes = vec![value; size];
     let src = bytes.as_ptr() as *const c_void;
+    // SAFETY (all blocks below): `bytes` holds `size` bytes, and no write is longer.
     match plan {
         Plan::Mirrored => simple
             .iter()
-            .for_each(|&s| crate::tensor::set(s, src, offset, size)),
-        Plan::Partial => set_partial(&simple, src, offset, size),
+            .for_each(|&s| unsafe { crate::tensor::set(s, src, offset, size) }),
+        Plan::Partial => unsafe { set_partial(&simple, src, offset, size) },
         Plan::Pieces(pieces) => {
             for p in pieces {
                 let s = p.strided;
                 for i in 0..s.n_copies {
-                    crate::tensor::set(
-                        simple[p.device],
-                        src,
-                        s.offset + i * s.stride_tensor,
-                        s.size,
-                    );
+                    unsafe {
+                        crate::tensor::set(
+                            simple[p.device],
+                            src,
+                            s.offset + i * s.stride_tensor,
+                            s.size,
+                        )
+                    };
                 }
             }
         }
@@ -808,9 +828,10 @@ unsafe extern "C" fn cpy_tensor(
 ) -> bool {
     // Meta to meta with the same split: device by device. Anything else goes through the
     // host (the core's fallback uses get/set, which scatter and gather).
+    // SAFETY: ggml_backend_tensor_copy passes NULL or live tensors.
     let (Some(s), Some(d)) = (
-        Tensor::from_ptr(src as *mut ggml_tensor),
-        Tensor::from_ptr(dst),
+        unsafe { Tensor::from_ptr(src as *mut ggml_tensor) },
+        unsafe { Tensor::from_ptr(dst) },
     ) else {
         return false;
     };

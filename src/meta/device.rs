@@ -212,8 +212,11 @@ unsafe extern "C" fn dev_get_memory(dev: ggml_backend_dev_t, free: *mut usize, t
         f_sum = f_sum.saturating_add(f);
         t_sum = t_sum.saturating_add(t);
     }
-    *free = f_sum;
-    *total = t_sum;
+    // SAFETY: ggml_backend_dev_memory passes two writable `size_t`s.
+    unsafe {
+        *free = f_sum;
+        *total = t_sum;
+    }
 }
 
 unsafe extern "C" fn dev_get_type(_dev: ggml_backend_dev_t) -> ggml_backend_dev_type {
@@ -222,16 +225,19 @@ unsafe extern "C" fn dev_get_type(_dev: ggml_backend_dev_t) -> ggml_backend_dev_
 
 unsafe extern "C" fn dev_get_props(dev: ggml_backend_dev_t, props: *mut ggml_backend_dev_props) {
     let m = meta(dev);
-    let p = &mut *props;
+    // SAFETY: ggml_backend_dev_get_props passes a writable props struct, ours for the call.
+    let p = unsafe { &mut *props };
     p.name = m.name.as_ptr();
     p.description = m.description.as_ptr();
     p.type_ = ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_META;
     p.device_id = ptr::null();
-    dev_get_memory(dev, &mut p.memory_free, &mut p.memory_total);
+    // SAFETY: `dev` is this meta device; both fields are writable.
+    unsafe { dev_get_memory(dev, &mut p.memory_free, &mut p.memory_total) };
     // Asynchronous only if every simple device is; no host buffers, host pointers or events
     // of its own.
     p.caps.async_ = m.simple.iter().all(|d| {
-        let mut sp: ggml_backend_dev_props = std::mem::zeroed();
+        // SAFETY: a plain C struct of pointers, integers and bools: all-zero is a valid value.
+        let mut sp: ggml_backend_dev_props = unsafe { std::mem::zeroed() };
         d.props(&mut sp);
         sp.caps.async_
     });
@@ -244,8 +250,9 @@ unsafe extern "C" fn dev_init_backend(
     dev: ggml_backend_dev_t,
     params: *const c_char,
 ) -> ggml_backend_t {
-    // SAFETY: `params` is the caller's C string or NULL.
-    super::backend::init(meta(dev), params)
+    // SAFETY: `params` is the caller's NUL-terminated string or NULL
+    // (ggml_backend_dev_init's contract).
+    unsafe { super::backend::init(meta(dev), params) }
 }
 
 unsafe extern "C" fn dev_get_buffer_type(dev: ggml_backend_dev_t) -> ggml_backend_buffer_type_t {
@@ -266,7 +273,8 @@ unsafe extern "C" fn dev_get_host_buffer_type(
 }
 
 unsafe extern "C" fn dev_supports_op(dev: ggml_backend_dev_t, op: *const ggml_tensor) -> bool {
-    let Some(t) = Tensor::from_ptr(op as *mut ggml_tensor) else {
+    // SAFETY: ggml_backend_dev_supports_op passes NULL or a live tensor.
+    let Some(t) = (unsafe { Tensor::from_ptr(op as *mut ggml_tensor) }) else {
         return false;
     };
     meta(dev).simple.iter().all(|d| d.supports_op(t))
@@ -277,7 +285,8 @@ unsafe extern "C" fn dev_supports_buft(
     buft: ggml_backend_buffer_type_t,
 ) -> bool {
     // Only meta buffer types over the same simple devices, in the same order.
-    let Some(b) = Buft::from_ptr(buft) else {
+    // SAFETY: ggml_backend_dev_supports_buft passes NULL or a live buffer type.
+    let Some(b) = (unsafe { Buft::from_ptr(buft) }) else {
         return false;
     };
     match of_buft(b) {
@@ -337,7 +346,8 @@ unsafe extern "C" fn buft_get_alloc_size(
     // The whole tensor's size: a meta buffer is laid out like an unsplit one, and every
     // device's slice fits at the same offset.
     let m = meta_of_buft(buft);
-    let Some(t) = Tensor::from_ptr(t as *mut ggml_tensor) else {
+    // SAFETY: ggml_backend_buft_get_alloc_size passes NULL or a live tensor.
+    let Some(t) = (unsafe { Tensor::from_ptr(t as *mut ggml_tensor) }) else {
         return 0;
     };
     m.simple_bufts().map(|b| b.alloc_size(t)).max().unwrap_or(0)
@@ -393,7 +403,8 @@ unsafe extern "C" fn reg_get_proc_address(
     if name.is_null() {
         return ptr::null_mut();
     }
-    match std::ffi::CStr::from_ptr(name).to_bytes() {
+    // SAFETY: non-null, and NUL-terminated by ggml_backend_reg_get_proc_address's contract.
+    match unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes() {
         b"ggml_backend_set_n_threads" => super::backend::set_n_threads as *mut c_void,
         b"ggml_backend_set_abort_callback" => super::backend::set_abort_callback as *mut c_void,
         _ => ptr::null_mut(),

@@ -12,7 +12,7 @@
 
 mod assign;
 mod compute;
-mod split;
+mod partition;
 
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
@@ -55,8 +55,10 @@ impl Hasher for AddressHasher {
 
 pub type AddressMap<K, V> = HashMap<K, V, BuildHasherDefault<AddressHasher>>;
 
-/// A run of consecutive nodes computed on one backend.
-pub struct Split {
+/// A run of consecutive nodes computed on one backend: what ggml calls a split of the graph
+/// (`ggml_backend_sched_get_n_splits`), not to be confused with the meta device's split of a
+/// tensor (`meta::Split`).
+pub struct GraphSplit {
     pub backend: usize,
     pub start: usize,
     pub end: usize,
@@ -93,7 +95,7 @@ pub struct Sched {
     pub prev_node_backend_ids: Vec<c_int>,
     pub prev_leaf_backend_ids: Vec<c_int>,
 
-    pub splits: Vec<Split>,
+    pub splits: Vec<GraphSplit>,
     /// Inputs of the whole graph (GGML_TENSOR_FLAG_INPUT) that get one copy per pipeline copy.
     pub graph_inputs: Vec<Tensor>,
 

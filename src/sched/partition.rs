@@ -8,7 +8,7 @@
 
 use std::ffi::c_int;
 
-use super::{Copies, Sched, Split, MAX_SPLIT_INPUTS};
+use super::{Copies, Sched, GraphSplit, MAX_SPLIT_INPUTS};
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log};
 
@@ -102,7 +102,7 @@ impl Sched {
         let Some(first) = first else {
             // Only views: one empty-backend split covering everything, as upstream.
             let backend = 0;
-            self.splits.push(Split {
+            self.splits.push(GraphSplit {
                 backend,
                 start: 0,
                 end: n,
@@ -112,7 +112,7 @@ impl Sched {
             return;
         };
         let first_backend = self.backend_id(graph.node(first)).unwrap_or(0);
-        let mut split = Split {
+        let mut split = GraphSplit {
             backend: first_backend,
             start: 0,
             end: 0,
@@ -165,7 +165,7 @@ impl Sched {
 
             if node_backend != cur || need_new_split {
                 split.end = i;
-                let next = Split {
+                let next = GraphSplit {
                     backend: node_backend,
                     start: i,
                     end: 0,
