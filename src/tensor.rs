@@ -65,7 +65,9 @@ pub unsafe fn set(tensor: Tensor, data: *const c_void, offset: usize, size: usiz
     }
     check_host_ptr(data, "ggml_backend_tensor_set");
     check_range(tensor, offset.checked_add(size), "ggml_backend_tensor_set");
-    buf.set_tensor(tensor, data, offset, size);
+    // SAFETY: `buf` holds the tensor's data, `offset + size` lies inside the tensor (checked
+    // above) and `data` is readable for `size` bytes (this function's contract).
+    unsafe { buf.set_tensor(tensor, data, offset, size) };
 }
 
 /// # Safety
@@ -77,7 +79,9 @@ pub unsafe fn get(tensor: Tensor, data: *mut c_void, offset: usize, size: usize)
     }
     check_host_ptr(data, "ggml_backend_tensor_get");
     check_range(tensor, offset.checked_add(size), "ggml_backend_tensor_get");
-    buf.get_tensor(tensor, data, offset, size);
+    // SAFETY: `buf` holds the tensor's data, `offset + size` lies inside the tensor (checked
+    // above) and `data` is writable for `size` bytes (this function's contract).
+    unsafe { buf.get_tensor(tensor, data, offset, size) };
 }
 
 pub fn memset(tensor: Tensor, value: u8, offset: usize, size: usize) {
@@ -105,27 +109,36 @@ pub unsafe fn set_2d(tensor: Tensor, data: *const c_void, s: Strided) {
             }
             check_host_ptr(data, "ggml_backend_tensor_set_2d");
             check_range(tensor, s.tensor_end(), "ggml_backend_tensor_set_2d");
-            set_2d(
-                buf.as_ptr(),
-                tensor.as_ptr(),
-                data,
-                s.offset,
-                s.size,
-                s.n_copies,
-                s.stride_tensor,
-                s.stride_data,
-            );
+            // SAFETY: vtable entry of the live buffer holding the tensor's data; every block
+            // lies inside the tensor (checked above), the host span does not overflow
+            // (check_host_span) and each host block is readable (this function's contract).
+            unsafe {
+                set_2d(
+                    buf.as_ptr(),
+                    tensor.as_ptr(),
+                    data,
+                    s.offset,
+                    s.size,
+                    s.n_copies,
+                    s.stride_tensor,
+                    s.stride_data,
+                )
+            };
         }
         _ => {
             check_range_if_any(tensor, s, "ggml_backend_tensor_set_2d");
             for i in 0..s.n_copies {
                 let (t_off, d_off) = s.block(i);
-                set(
-                    tensor,
-                    (data as *const u8).wrapping_add(d_off) as *const c_void,
-                    t_off,
-                    s.size,
-                );
+                // SAFETY: host block `i` (`data + i*stride_data`, `size` bytes) is readable
+                // (this function's contract); `set` checks the tensor side.
+                unsafe {
+                    set(
+                        tensor,
+                        (data as *const u8).wrapping_add(d_off) as *const c_void,
+                        t_off,
+                        s.size,
+                    )
+                };
             }
         }
     }
@@ -145,27 +158,36 @@ pub unsafe fn get_2d(tensor: Tensor, data: *mut c_void, s: Strided) {
             }
             check_host_ptr(data, "ggml_backend_tensor_get_2d");
             check_range(tensor, s.tensor_end(), "ggml_backend_tensor_get_2d");
-            get_2d(
-                buf.as_ptr(),
-                tensor.as_ptr(),
-                data,
-                s.offset,
-                s.size,
-                s.n_copies,
-                s.stride_tensor,
-                s.stride_data,
-            );
+            // SAFETY: vtable entry of the live buffer holding the tensor's data; every block
+            // lies inside the tensor (checked above), the host span does not overflow
+            // (check_host_span) and each host block is writable (this function's contract).
+            unsafe {
+                get_2d(
+                    buf.as_ptr(),
+                    tensor.as_ptr(),
+                    data,
+                    s.offset,
+                    s.size,
+                    s.n_copies,
+                    s.stride_tensor,
+                    s.stride_data,
+                )
+            };
         }
         _ => {
             check_range_if_any(tensor, s, "ggml_backend_tensor_get_2d");
             for i in 0..s.n_copies {
                 let (t_off, d_off) = s.block(i);
-                get(
-                    tensor,
-                    (data as *mut u8).wrapping_add(d_off) as *mut c_void,
-                    t_off,
-                    s.size,
-                );
+                // SAFETY: host block `i` (`data + i*stride_data`, `size` bytes) is writable
+                // (this function's contract); `get` checks the tensor side.
+                unsafe {
+                    get(
+                        tensor,
+                        (data as *mut u8).wrapping_add(d_off) as *mut c_void,
+                        t_off,
+                        s.size,
+                    )
+                };
             }
         }
     }
@@ -198,11 +220,15 @@ pub unsafe fn set_async(
             if size > 0 {
                 check_host_ptr(data, "ggml_backend_tensor_set_async");
             }
-            f(backend.as_ptr(), tensor.as_ptr(), data, offset, size)
+            // SAFETY: vtable entry of a live backend with a live, allocated tensor;
+            // `offset + size` lies inside it (checked above) and `data` stays readable for
+            // `size` bytes until the backend is synchronized (this function's contract).
+            unsafe { f(backend.as_ptr(), tensor.as_ptr(), data, offset, size) }
         }
         None => {
             backend.synchronize();
-            set(tensor, data, offset, size);
+            // SAFETY: `data` is readable for `size` bytes (this function's contract).
+            unsafe { set(tensor, data, offset, size) };
         }
     }
 }
@@ -226,11 +252,15 @@ pub unsafe fn get_async(
             if size > 0 {
                 check_host_ptr(data, "ggml_backend_tensor_get_async");
             }
-            f(backend.as_ptr(), tensor.as_ptr(), data, offset, size)
+            // SAFETY: vtable entry of a live backend with a live, allocated tensor;
+            // `offset + size` lies inside it (checked above) and `data` stays writable for
+            // `size` bytes until the backend is synchronized (this function's contract).
+            unsafe { f(backend.as_ptr(), tensor.as_ptr(), data, offset, size) }
         }
         None => {
             backend.synchronize();
-            get(tensor, data, offset, size);
+            // SAFETY: `data` is writable for `size` bytes (this function's contract).
+            unsafe { get(tensor, data, offset, size) };
         }
     }
 }
@@ -251,28 +281,38 @@ pub unsafe fn set_2d_async(backend: Backend, tensor: Tensor, data: *const c_void
             }
             check_host_ptr(data, "ggml_backend_tensor_set_2d_async");
             check_range(tensor, s.tensor_end(), "ggml_backend_tensor_set_2d_async");
-            f(
-                backend.as_ptr(),
-                tensor.as_ptr(),
-                data,
-                s.offset,
-                s.size,
-                s.n_copies,
-                s.stride_tensor,
-                s.stride_data,
-            );
+            // SAFETY: vtable entry of a live backend with a live, allocated tensor; every
+            // block lies inside the tensor (checked above), the host span does not overflow
+            // (check_host_span) and each host block stays readable until the backend is
+            // synchronized (this function's contract).
+            unsafe {
+                f(
+                    backend.as_ptr(),
+                    tensor.as_ptr(),
+                    data,
+                    s.offset,
+                    s.size,
+                    s.n_copies,
+                    s.stride_tensor,
+                    s.stride_data,
+                )
+            };
         }
         _ => {
             check_range_if_any(tensor, s, "ggml_backend_tensor_set_2d_async");
             for i in 0..s.n_copies {
                 let (t_off, d_off) = s.block(i);
-                set_async(
-                    backend,
-                    tensor,
-                    (data as *const u8).wrapping_add(d_off) as *const c_void,
-                    t_off,
-                    s.size,
-                );
+                // SAFETY: host block `i` (`data + i*stride_data`, `size` bytes) stays readable
+                // until the backend is synchronized (this function's contract).
+                unsafe {
+                    set_async(
+                        backend,
+                        tensor,
+                        (data as *const u8).wrapping_add(d_off) as *const c_void,
+                        t_off,
+                        s.size,
+                    )
+                };
             }
         }
     }
@@ -295,28 +335,38 @@ pub unsafe fn get_2d_async(backend: Backend, tensor: Tensor, data: *mut c_void, 
             }
             check_host_ptr(data, "ggml_backend_tensor_get_2d_async");
             check_range(tensor, s.tensor_end(), "ggml_backend_tensor_get_2d_async");
-            f(
-                backend.as_ptr(),
-                tensor.as_ptr(),
-                data,
-                s.offset,
-                s.size,
-                s.n_copies,
-                s.stride_tensor,
-                s.stride_data,
-            );
+            // SAFETY: vtable entry of a live backend with a live, allocated tensor; every
+            // block lies inside the tensor (checked above), the host span does not overflow
+            // (check_host_span) and each host block stays writable until the backend is
+            // synchronized (this function's contract).
+            unsafe {
+                f(
+                    backend.as_ptr(),
+                    tensor.as_ptr(),
+                    data,
+                    s.offset,
+                    s.size,
+                    s.n_copies,
+                    s.stride_tensor,
+                    s.stride_data,
+                )
+            };
         }
         _ => {
             check_range_if_any(tensor, s, "ggml_backend_tensor_get_2d_async");
             for i in 0..s.n_copies {
                 let (t_off, d_off) = s.block(i);
-                get_async(
-                    backend,
-                    tensor,
-                    (data as *mut u8).wrapping_add(d_off) as *mut c_void,
-                    t_off,
-                    s.size,
-                );
+                // SAFETY: host block `i` (`data + i*stride_data`, `size` bytes) stays writable
+                // until the backend is synchronized (this function's contract).
+                unsafe {
+                    get_async(
+                        backend,
+                        tensor,
+                        (data as *mut u8).wrapping_add(d_off) as *mut c_void,
+                        t_off,
+                        s.size,
+                    )
+                };
             }
         }
     }

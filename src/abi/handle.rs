@@ -214,13 +214,17 @@ impl Buffer {
         size: usize,
     ) {
         let f = required!(self.iface(), set_tensor, "ggml_backend_tensor_set");
-        f(self.as_ptr(), tensor.as_ptr(), data, offset, size)
+        // SAFETY: vtable entry of a live buffer, with a live tensor; `data` is readable for
+        // `size` bytes and `offset + size` lies inside the tensor (this method's contract).
+        unsafe { f(self.as_ptr(), tensor.as_ptr(), data, offset, size) }
     }
     /// # Safety
     /// `data` is writable for `size` bytes; `offset + size` lies inside the tensor.
     pub unsafe fn get_tensor(&self, tensor: Tensor, data: *mut c_void, offset: usize, size: usize) {
         let f = required!(self.iface(), get_tensor, "ggml_backend_tensor_get");
-        f(self.as_ptr(), tensor.as_ptr(), data, offset, size)
+        // SAFETY: vtable entry of a live buffer, with a live tensor; `data` is writable for
+        // `size` bytes and `offset + size` lies inside the tensor (this method's contract).
+        unsafe { f(self.as_ptr(), tensor.as_ptr(), data, offset, size) }
     }
     /// Caller has checked that `offset + size` lies inside the tensor.
     pub fn memset_tensor(&self, tensor: Tensor, value: u8, offset: usize, size: usize) {
@@ -380,7 +384,9 @@ impl Device {
         max_tensor_size: usize,
     ) -> ggml_backend_buffer_t {
         match self.iface().buffer_from_host_ptr {
-            Some(f) => f(self.as_ptr(), data, size, max_tensor_size),
+            // SAFETY: vtable entry of a live device; `data` addresses `size` bytes of host
+            // memory that outlive the returned buffer (this method's contract).
+            Some(f) => unsafe { f(self.as_ptr(), data, size, max_tensor_size) },
             None => ptr::null_mut(),
         }
     }

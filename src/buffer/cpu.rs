@@ -103,7 +103,8 @@ unsafe extern "C" fn alloc_buffer(
 ) -> ggml_backend_buffer_t {
     // ggml's aligned allocator, as upstream: it picks page alignment (and hugepages where
     // configured) that the CPU kernels and mmap-backed loading expect.
-    let data = ggml_aligned_malloc(size);
+    // SAFETY: ggml_aligned_malloc takes any size and returns NULL on failure (checked below).
+    let data = unsafe { ggml_aligned_malloc(size) };
     if data.is_null() {
         log_error!(
             "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size {size}"
@@ -114,12 +115,17 @@ unsafe extern "C" fn alloc_buffer(
 }
 
 unsafe extern "C" fn free_buffer(buffer: ggml_backend_buffer_t) {
-    ggml_aligned_free((*buffer).context, (*buffer).size);
+    // SAFETY: `free_buffer` is only in the vtable of owned buffers (`buffer_iface(true)`),
+    // made by `alloc_buffer`: `buffer` is that live buffer object, and its context is the
+    // block from `ggml_aligned_malloc` of exactly `size` bytes, freed once (buffer::free).
+    unsafe { ggml_aligned_free((*buffer).context, (*buffer).size) };
 }
 
 unsafe extern "C" fn get_base(buffer: ggml_backend_buffer_t) -> *mut c_void {
     // Caller memory may be less aligned than the allocator's; tensors start at the next boundary.
-    let data = (*buffer).context as usize;
+    // SAFETY: `buffer` is a live buffer of this module (reached through its vtable); reading
+    // its context field does not dereference the context.
+    let data = unsafe { (*buffer).context } as usize;
     data.next_multiple_of(TENSOR_ALIGNMENT) as *mut c_void
 }
 
@@ -130,7 +136,10 @@ unsafe extern "C" fn memset_tensor(
     offset: usize,
     size: usize,
 ) {
-    ptr::write_bytes(((*tensor).data as *mut u8).add(offset), value, size);
+    // SAFETY: `tensor` is a live tensor placed in this host buffer, so `tensor->data`
+    // addresses its bytes; `offset + size` lies inside the tensor (checked by
+    // `tensor::memset` before dispatch).
+    unsafe { ptr::write_bytes(((*tensor).data as *mut u8).add(offset), value, size) };
 }
 
 unsafe extern "C" fn set_tensor(
@@ -141,11 +150,16 @@ unsafe extern "C" fn set_tensor(
     size: usize,
 ) {
     // `copy` (memmove) rather than `copy_nonoverlapping`: a caller may pass tensor memory.
-    ptr::copy(
-        data as *const u8,
-        ((*tensor).data as *mut u8).add(offset),
-        size,
-    );
+    // SAFETY: `tensor` is a live tensor placed in this host buffer, so `tensor->data`
+    // addresses its bytes; `offset + size` lies inside the tensor (checked by `tensor::set`)
+    // and `data` is readable for `size` bytes (ggml_backend_tensor_set's contract).
+    unsafe {
+        ptr::copy(
+            data as *const u8,
+            ((*tensor).data as *mut u8).add(offset),
+            size,
+        )
+    };
 }
 
 unsafe extern "C" fn get_tensor(
@@ -155,11 +169,16 @@ unsafe extern "C" fn get_tensor(
     offset: usize,
     size: usize,
 ) {
-    ptr::copy(
-        ((*tensor).data as *const u8).add(offset),
-        data as *mut u8,
-        size,
-    );
+    // SAFETY: `tensor` is a live tensor placed in this host buffer, so `tensor->data`
+    // addresses its bytes; `offset + size` lies inside the tensor (checked by `tensor::get`)
+    // and `data` is writable for `size` bytes (ggml_backend_tensor_get's contract).
+    unsafe {
+        ptr::copy(
+            ((*tensor).data as *const u8).add(offset),
+            data as *mut u8,
+            size,
+        )
+    };
 }
 
 unsafe extern "C" fn cpy_tensor(
@@ -167,7 +186,8 @@ unsafe extern "C" fn cpy_tensor(
     src: *const ggml_tensor,
     dst: *mut ggml_tensor,
 ) -> bool {
-    let Some(src_t) = Tensor::from_ptr(src as *mut ggml_tensor) else {
+    // SAFETY: `src` is NULL or a live tensor (the cpy_tensor entry's ABI contract).
+    let Some(src_t) = (unsafe { Tensor::from_ptr(src as *mut ggml_tensor) }) else {
         return false;
     };
     let host = src_t
@@ -177,14 +197,22 @@ unsafe extern "C" fn cpy_tensor(
     if !host {
         return false;
     }
-    ptr::copy(
-        (*src).data as *const u8,
-        (*dst).data as *mut u8,
-        ggml_nbytes(src),
-    );
+    // SAFETY: `src` is a live tensor in host memory (checked above) and `dst` a live tensor
+    // placed in this host buffer, both with `ggml_nbytes(src)` bytes at their data pointers:
+    // same layout, checked by `tensor::copy` (and the contract of
+    // ggml_backend_buffer_copy_tensor, which does not check it).
+    unsafe {
+        ptr::copy(
+            (*src).data as *const u8,
+            (*dst).data as *mut u8,
+            ggml_nbytes(src),
+        )
+    };
     true
 }
 
 unsafe extern "C" fn clear(buffer: ggml_backend_buffer_t, value: u8) {
-    ptr::write_bytes((*buffer).context as *mut u8, value, (*buffer).size);
+    // SAFETY: `buffer` is a live buffer of this module; its context addresses `size` bytes
+    // (our allocation, or caller memory per ggml_backend_cpu_buffer_from_ptr's contract).
+    unsafe { ptr::write_bytes((*buffer).context as *mut u8, value, (*buffer).size) };
 }

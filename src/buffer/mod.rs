@@ -75,9 +75,12 @@ pub fn init(
 /// `buffer` was returned by [`init`] (i.e. by `ggml_backend_buffer_init`) and is not used again.
 pub unsafe fn free(buffer: Buffer) {
     if let Some(free_buffer) = buffer.free_buffer_fn() {
-        free_buffer(buffer.as_ptr());
+        // SAFETY: vtable entry of `buffer`, which is live and not used after this call
+        // (this function's contract).
+        unsafe { free_buffer(buffer.as_ptr()) };
     }
-    drop(Box::from_raw(buffer.as_ptr()));
+    // SAFETY: `buffer` came from `Box::into_raw` in `init` and is freed only here, once.
+    drop(unsafe { Box::from_raw(buffer.as_ptr()) });
 }
 
 /// Whether the buffer's tensor addresses are placeholders (see [`Extension`]).

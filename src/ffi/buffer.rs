@@ -28,7 +28,9 @@ pub extern "C" fn ggml_backend_buffer_name(buffer: ggml_backend_buffer_t) -> *co
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_buffer_free(buffer: ggml_backend_buffer_t) {
     if let Some(b) = optional_arg!(buffer, Buffer) {
-        buffer::free(b);
+        // SAFETY: a non-NULL `buffer` came from ggml_backend_buffer_init and is not used
+        // again (this function's contract), as `buffer::free` requires.
+        unsafe { buffer::free(b) };
     }
 }
 
@@ -149,7 +151,9 @@ pub unsafe extern "C" fn ggml_backend_multi_buffer_alloc_buffer(
     if buffers.is_null() {
         super::null_argument("ggml_backend_multi_buffer_alloc_buffer", "buffers");
     }
-    let parts = std::slice::from_raw_parts(buffers, n_buffers)
+    // SAFETY: `buffers` is non-NULL (checked above) and points to `n_buffers` buffer
+    // handles (this function's contract).
+    let parts = unsafe { std::slice::from_raw_parts(buffers, n_buffers) }
         .iter()
         .map(|&b| handle_arg!(b, Buffer, "ggml_backend_multi_buffer_alloc_buffer"))
         .collect();

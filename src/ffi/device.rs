@@ -30,7 +30,9 @@ pub unsafe extern "C" fn ggml_backend_dev_memory(
     if total.is_null() {
         super::null_argument("ggml_backend_dev_memory", "total");
     }
-    d.memory(&mut *free, &mut *total)
+    // SAFETY: `free` and `total` are non-NULL (checked above) and writable (this function's
+    // contract).
+    d.memory(unsafe { &mut *free }, unsafe { &mut *total })
 }
 
 #[no_mangle]
@@ -50,8 +52,11 @@ pub unsafe extern "C" fn ggml_backend_dev_get_props(
         super::null_argument("ggml_backend_dev_get_props", "props");
     }
     // Backends fill in only what they know; everything else reads as zero / NULL.
-    std::ptr::write_bytes(props, 0, 1);
-    d.props(&mut *props)
+    // SAFETY: `props` is non-NULL (checked above) and writable (this function's contract);
+    // `ggml_backend_dev_props` is a plain C struct for which all-zero bytes are valid.
+    unsafe { std::ptr::write_bytes(props, 0, 1) };
+    // SAFETY: as above; the struct is now initialised.
+    d.props(unsafe { &mut *props })
 }
 
 #[no_mangle]
@@ -66,7 +71,9 @@ pub unsafe extern "C" fn ggml_backend_dev_init(
     device: ggml_backend_dev_t,
     params: *const c_char,
 ) -> ggml_backend_t {
-    handle_arg!(device, Device, "ggml_backend_dev_init").init_backend(super::c_str_arg(params))
+    // SAFETY: `params` is NULL or a NUL-terminated string (this function's contract).
+    handle_arg!(device, Device, "ggml_backend_dev_init")
+        .init_backend(unsafe { super::c_str_arg(params) })
 }
 
 #[no_mangle]
@@ -94,11 +101,10 @@ pub unsafe extern "C" fn ggml_backend_dev_buffer_from_host_ptr(
     size: usize,
     max_tensor_size: usize,
 ) -> ggml_backend_buffer_t {
-    handle_arg!(device, Device, "ggml_backend_dev_buffer_from_host_ptr").buffer_from_host_ptr(
-        ptr,
-        size,
-        max_tensor_size,
-    )
+    let d = handle_arg!(device, Device, "ggml_backend_dev_buffer_from_host_ptr");
+    // SAFETY: `ptr` addresses `size` bytes of host memory that outlive the returned buffer
+    // (this function's contract, passed on unchanged).
+    unsafe { d.buffer_from_host_ptr(ptr, size, max_tensor_size) }
 }
 
 #[no_mangle]

@@ -47,7 +47,9 @@ pub unsafe extern "C" fn ggml_backend_compare_graph_backend(
         if test_nodes.is_null() {
             super::null_argument(F, "test_nodes");
         }
-        std::slice::from_raw_parts(test_nodes, num_test_nodes)
+        // SAFETY: `test_nodes` is non-NULL (checked above) and points to `num_test_nodes`
+        // tensor pointers (this function's contract).
+        unsafe { std::slice::from_raw_parts(test_nodes, num_test_nodes) }
     };
     // SAFETY: the caller's callback receives the two live result tensors and its user data.
     let compare_nodes = |i: usize, t1: Tensor, t2: Tensor| unsafe {

@@ -29,7 +29,9 @@ pub unsafe extern "C" fn ggml_backend_meta_device(
         (1..=GGML_BACKEND_META_MAX_DEVICES).contains(&n_devs),
         "{F}: n_devs must be 1..={GGML_BACKEND_META_MAX_DEVICES}, got {n_devs}"
     );
-    let simple: Vec<Device> = std::slice::from_raw_parts(devs, n_devs)
+    // SAFETY: `devs` is non-NULL (checked above) and points to `n_devs` device handles (this
+    // function's contract).
+    let simple: Vec<Device> = unsafe { std::slice::from_raw_parts(devs, n_devs) }
         .iter()
         .map(|&d| handle_arg!(d, Device, "ggml_backend_meta_device"))
         .collect();

@@ -61,6 +61,8 @@ pub(crate) unsafe fn c_str_arg<'a>(s: *const c_char) -> Option<&'a CStr> {
     if s.is_null() {
         None
     } else {
-        Some(CStr::from_ptr(s))
+        // SAFETY: `s` is non-NULL here, so a NUL-terminated string that outlives the call
+        // (this function's contract).
+        Some(unsafe { CStr::from_ptr(s) })
     }
 }

@@ -36,7 +36,8 @@ pub unsafe extern "C" fn ggml_backend_reg_get_proc_address(
     name: *const c_char,
 ) -> *mut c_void {
     let r = handle_arg!(reg, Reg, "ggml_backend_reg_get_proc_address");
-    match c_str_arg(name) {
+    // SAFETY: `name` is NULL or a NUL-terminated string (this function's contract).
+    match unsafe { c_str_arg(name) } {
         Some(name) => r.proc_address(name),
         None => std::ptr::null_mut(),
     }
@@ -79,7 +80,8 @@ pub extern "C" fn ggml_backend_reg_get(index: usize) -> ggml_backend_reg_t {
 /// `name` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_reg_by_name(name: *const c_char) -> ggml_backend_reg_t {
-    let Some(name) = c_str_arg(name) else {
+    // SAFETY: `name` is NULL or a NUL-terminated string (this function's contract).
+    let Some(name) = (unsafe { c_str_arg(name) }) else {
         return std::ptr::null_mut();
     };
     registry::reg_by_name(name.to_bytes()).map_or(std::ptr::null_mut(), Reg::as_ptr)
@@ -109,7 +111,8 @@ pub extern "C" fn ggml_backend_dev_get(index: usize) -> ggml_backend_dev_t {
 /// `name` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_dev_by_name(name: *const c_char) -> ggml_backend_dev_t {
-    let Some(name) = c_str_arg(name) else {
+    // SAFETY: `name` is NULL or a NUL-terminated string (this function's contract).
+    let Some(name) = (unsafe { c_str_arg(name) }) else {
         return std::ptr::null_mut();
     };
     registry::dev_by_name(name.to_bytes()).map_or(std::ptr::null_mut(), Device::as_ptr)
@@ -127,11 +130,14 @@ pub unsafe extern "C" fn ggml_backend_init_by_name(
     name: *const c_char,
     params: *const c_char,
 ) -> ggml_backend_t {
-    let Some(name) = c_str_arg(name) else {
+    // SAFETY: `name` is NULL or a NUL-terminated string (this function's contract).
+    let Some(name) = (unsafe { c_str_arg(name) }) else {
         return std::ptr::null_mut();
     };
-    registry::dev_by_name(name.to_bytes())
-        .map_or(std::ptr::null_mut(), |d| d.init_backend(c_str_arg(params)))
+    registry::dev_by_name(name.to_bytes()).map_or(std::ptr::null_mut(), |d| {
+        // SAFETY: `params` is NULL or a NUL-terminated string (this function's contract).
+        d.init_backend(unsafe { c_str_arg(params) })
+    })
 }
 
 /// # Safety
@@ -141,7 +147,10 @@ pub unsafe extern "C" fn ggml_backend_init_by_type(
     ty: ggml_backend_dev_type,
     params: *const c_char,
 ) -> ggml_backend_t {
-    registry::dev_by_type(ty).map_or(std::ptr::null_mut(), |d| d.init_backend(c_str_arg(params)))
+    registry::dev_by_type(ty).map_or(std::ptr::null_mut(), |d| {
+        // SAFETY: `params` is NULL or a NUL-terminated string (this function's contract).
+        d.init_backend(unsafe { c_str_arg(params) })
+    })
 }
 
 #[no_mangle]
@@ -153,7 +162,8 @@ pub extern "C" fn ggml_backend_init_best() -> ggml_backend_t {
 /// `path` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_load(path: *const c_char) -> ggml_backend_reg_t {
-    let Some(path) = c_str_arg(path) else {
+    // SAFETY: `path` is NULL or a NUL-terminated string (this function's contract).
+    let Some(path) = (unsafe { c_str_arg(path) }) else {
         log_error!("ggml_backend_load: path is NULL");
         return std::ptr::null_mut();
     };
@@ -178,6 +188,7 @@ pub extern "C" fn ggml_backend_load_all() {
 /// `dir_path` is NULL (default search paths) or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_load_all_from_path(dir_path: *const c_char) {
-    let dir = c_str_arg(dir_path).map(|p| Path::new(OsStr::from_bytes(p.to_bytes())));
+    // SAFETY: `dir_path` is NULL or a NUL-terminated string (this function's contract).
+    let dir = unsafe { c_str_arg(dir_path) }.map(|p| Path::new(OsStr::from_bytes(p.to_bytes())));
     loader::load_all(dir)
 }

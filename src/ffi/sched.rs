@@ -29,7 +29,10 @@ unsafe fn sched_mut<'a>(sched: ggml_backend_sched_t, func: &str) -> &'a mut Sche
     if sched.is_null() {
         super::null_argument(func, "sched");
     }
-    &mut *(sched as *mut Sched)
+    // SAFETY: `sched` is non-NULL here, so the `Box<Sched>` leaked by ggml_backend_sched_new
+    // and not yet freed; no other reference to it is live while one thread uses it (this
+    // function's contract).
+    unsafe { &mut *(sched as *mut Sched) }
 }
 
 /// # Safety
@@ -52,7 +55,9 @@ pub unsafe extern "C" fn ggml_backend_sched_new(
         super::null_argument(F, "backends");
     }
     let n = n_backends as usize;
-    let list: Vec<Backend> = std::slice::from_raw_parts(backends, n)
+    // SAFETY: `backends` is non-NULL (checked above) and points to `n_backends` handles
+    // (this function's contract); `n` is that count, checked positive.
+    let list: Vec<Backend> = unsafe { std::slice::from_raw_parts(backends, n) }
         .iter()
         .map(|&b| handle_arg!(b, Backend, "ggml_backend_sched_new"))
         .collect();
@@ -60,7 +65,9 @@ pub unsafe extern "C" fn ggml_backend_sched_new(
         None
     } else {
         Some(
-            std::slice::from_raw_parts(bufts, n)
+            // SAFETY: `bufts` is non-NULL here and then points to `n_backends` types (this
+            // function's contract).
+            unsafe { std::slice::from_raw_parts(bufts, n) }
                 .iter()
                 .map(|&b| handle_arg!(b, Buft, "ggml_backend_sched_new"))
                 .collect(),
@@ -74,7 +81,9 @@ pub unsafe extern "C" fn ggml_backend_sched_new(
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_sched_free(sched: ggml_backend_sched_t) {
     if !sched.is_null() {
-        drop(Box::from_raw(sched as *mut Sched));
+        // SAFETY: a non-NULL `sched` is the `Box<Sched>` leaked by ggml_backend_sched_new,
+        // not used again (this function's contract).
+        drop(unsafe { Box::from_raw(sched as *mut Sched) });
     }
 }
 
@@ -87,12 +96,15 @@ pub unsafe extern "C" fn ggml_backend_sched_reserve_size(
     sizes: *mut usize,
 ) {
     const F: &str = "ggml_backend_sched_reserve_size";
-    let s = sched_mut(sched, F);
+    // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
+    let s = unsafe { sched_mut(sched, F) };
     let g = handle_arg!(measure_graph, Graph, "ggml_backend_sched_reserve_size");
     if sizes.is_null() {
         super::null_argument(F, "sizes");
     }
-    let sizes = std::slice::from_raw_parts_mut(sizes, s.n_backends());
+    // SAFETY: `sizes` is non-NULL (checked above) and has room for one size per backend
+    // (this function's contract); it is caller memory, not part of the scheduler.
+    let sizes = unsafe { std::slice::from_raw_parts_mut(sizes, s.n_backends()) };
     s.reserve_size(g, sizes)
 }
 
@@ -103,7 +115,8 @@ pub unsafe extern "C" fn ggml_backend_sched_reserve(
     sched: ggml_backend_sched_t,
     measure_graph: *mut ggml_cgraph,
 ) -> bool {
-    let s = sched_mut(sched, "ggml_backend_sched_reserve");
+    // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
+    let s = unsafe { sched_mut(sched, "ggml_backend_sched_reserve") };
     s.reserve(handle_arg!(
         measure_graph,
         Graph,
@@ -115,7 +128,8 @@ pub unsafe extern "C" fn ggml_backend_sched_reserve(
 /// `sched` is a live scheduler.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_sched_get_n_backends(sched: ggml_backend_sched_t) -> i32 {
-    sched_mut(sched, "ggml_backend_sched_get_n_backends").n_backends() as i32
+    // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
+    unsafe { sched_mut(sched, "ggml_backend_sched_get_n_backends") }.n_backends() as i32
 }
 
 /// # Safety
@@ -125,7 +139,8 @@ pub unsafe extern "C" fn ggml_backend_sched_get_backend(
     sched: ggml_backend_sched_t,
     i: i32,
 ) -> ggml_backend_t {
-    let s = sched_mut(sched, "ggml_backend_sched_get_backend");
+    // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
+    let s = unsafe { sched_mut(sched, "ggml_backend_sched_get_backend") };
     ggml_assert!(
         i >= 0 && (i as usize) < s.n_backends(),
         "ggml_backend_sched_get_backend: index {i} out of range"
@@ -137,14 +152,16 @@ pub unsafe extern "C" fn ggml_backend_sched_get_backend(
 /// `sched` is a live scheduler.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_sched_get_n_splits(sched: ggml_backend_sched_t) -> i32 {
-    sched_mut(sched, "ggml_backend_sched_get_n_splits").n_splits() as i32
+    // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
+    unsafe { sched_mut(sched, "ggml_backend_sched_get_n_splits") }.n_splits() as i32
 }
 
 /// # Safety
 /// `sched` is a live scheduler.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_sched_get_n_copies(sched: ggml_backend_sched_t) -> i32 {
-    sched_mut(sched, "ggml_backend_sched_get_n_copies").n_copies as i32
+    // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
+    unsafe { sched_mut(sched, "ggml_backend_sched_get_n_copies") }.n_copies as i32
 }
 
 /// # Safety
@@ -154,8 +171,10 @@ pub unsafe extern "C" fn ggml_backend_sched_get_buffer_type(
     sched: ggml_backend_sched_t,
     backend: ggml_backend_t,
 ) -> ggml_backend_buffer_type_t {
-    let s = sched_mut(sched, "ggml_backend_sched_get_buffer_type");
-    s.buffer_type(Backend::from_ptr(backend))
+    // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
+    let s = unsafe { sched_mut(sched, "ggml_backend_sched_get_buffer_type") };
+    // SAFETY: `backend` is NULL or a live backend (the C API's handle contract).
+    s.buffer_type(unsafe { Backend::from_ptr(backend) })
 }
 
 /// # Safety
@@ -165,8 +184,10 @@ pub unsafe extern "C" fn ggml_backend_sched_get_buffer_size(
     sched: ggml_backend_sched_t,
     backend: ggml_backend_t,
 ) -> usize {
-    let s = sched_mut(sched, "ggml_backend_sched_get_buffer_size");
-    s.buffer_size(Backend::from_ptr(backend))
+    // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
+    let s = unsafe { sched_mut(sched, "ggml_backend_sched_get_buffer_size") };
+    // SAFETY: `backend` is NULL or a live backend (the C API's handle contract).
+    s.buffer_size(unsafe { Backend::from_ptr(backend) })
 }
 
 /// # Safety
@@ -177,9 +198,11 @@ pub unsafe extern "C" fn ggml_backend_sched_set_tensor_backend(
     node: *mut ggml_tensor,
     backend: ggml_backend_t,
 ) {
-    let s = sched_mut(sched, "ggml_backend_sched_set_tensor_backend");
+    // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
+    let s = unsafe { sched_mut(sched, "ggml_backend_sched_set_tensor_backend") };
     let t = handle_arg!(node, Tensor, "ggml_backend_sched_set_tensor_backend");
-    s.set_tensor_backend(t, Backend::from_ptr(backend))
+    // SAFETY: `backend` is NULL or a live backend (the C API's handle contract).
+    s.set_tensor_backend(t, unsafe { Backend::from_ptr(backend) })
 }
 
 /// # Safety
@@ -189,7 +212,8 @@ pub unsafe extern "C" fn ggml_backend_sched_get_tensor_backend(
     sched: ggml_backend_sched_t,
     node: *mut ggml_tensor,
 ) -> ggml_backend_t {
-    let s = sched_mut(sched, "ggml_backend_sched_get_tensor_backend");
+    // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
+    let s = unsafe { sched_mut(sched, "ggml_backend_sched_get_tensor_backend") };
     let t = handle_arg!(node, Tensor, "ggml_backend_sched_get_tensor_backend");
     s.tensor_backend(t)
         .map_or(std::ptr::null_mut(), Backend::as_ptr)
@@ -202,7 +226,8 @@ pub unsafe extern "C" fn ggml_backend_sched_split_graph(
     sched: ggml_backend_sched_t,
     graph: *mut ggml_cgraph,
 ) {
-    let s = sched_mut(sched, "ggml_backend_sched_split_graph");
+    // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
+    let s = unsafe { sched_mut(sched, "ggml_backend_sched_split_graph") };
     s.split_graph(handle_arg!(graph, Graph, "ggml_backend_sched_split_graph"))
 }
 
@@ -213,7 +238,8 @@ pub unsafe extern "C" fn ggml_backend_sched_alloc_graph(
     sched: ggml_backend_sched_t,
     graph: *mut ggml_cgraph,
 ) -> bool {
-    let s = sched_mut(sched, "ggml_backend_sched_alloc_graph");
+    // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
+    let s = unsafe { sched_mut(sched, "ggml_backend_sched_alloc_graph") };
     s.alloc_graph(handle_arg!(graph, Graph, "ggml_backend_sched_alloc_graph"))
 }
 
@@ -224,7 +250,8 @@ pub unsafe extern "C" fn ggml_backend_sched_graph_compute(
     sched: ggml_backend_sched_t,
     graph: *mut ggml_cgraph,
 ) -> ggml_status {
-    let s = sched_mut(sched, "ggml_backend_sched_graph_compute");
+    // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
+    let s = unsafe { sched_mut(sched, "ggml_backend_sched_graph_compute") };
     s.graph_compute(handle_arg!(
         graph,
         Graph,
@@ -239,7 +266,8 @@ pub unsafe extern "C" fn ggml_backend_sched_graph_compute_async(
     sched: ggml_backend_sched_t,
     graph: *mut ggml_cgraph,
 ) -> ggml_status {
-    let s = sched_mut(sched, "ggml_backend_sched_graph_compute_async");
+    // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
+    let s = unsafe { sched_mut(sched, "ggml_backend_sched_graph_compute_async") };
     s.graph_compute_async(handle_arg!(
         graph,
         Graph,
@@ -251,14 +279,16 @@ pub unsafe extern "C" fn ggml_backend_sched_graph_compute_async(
 /// `sched` is a live scheduler.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_sched_synchronize(sched: ggml_backend_sched_t) {
-    sched_mut(sched, "ggml_backend_sched_synchronize").synchronize()
+    // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
+    unsafe { sched_mut(sched, "ggml_backend_sched_synchronize") }.synchronize()
 }
 
 /// # Safety
 /// `sched` is a live scheduler.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_sched_reset(sched: ggml_backend_sched_t) {
-    sched_mut(sched, "ggml_backend_sched_reset").reset()
+    // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
+    unsafe { sched_mut(sched, "ggml_backend_sched_reset") }.reset()
 }
 
 /// # Safety
@@ -269,7 +299,8 @@ pub unsafe extern "C" fn ggml_backend_sched_set_eval_callback(
     callback: ggml_backend_sched_eval_callback,
     user_data: *mut c_void,
 ) {
-    let s = sched_mut(sched, "ggml_backend_sched_set_eval_callback");
+    // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
+    let s = unsafe { sched_mut(sched, "ggml_backend_sched_set_eval_callback") };
     let cb: EvalCallback = callback;
     s.eval_callback = cb;
     s.eval_user_data = user_data;

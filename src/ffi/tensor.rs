@@ -18,12 +18,9 @@ pub unsafe extern "C" fn ggml_backend_tensor_set(
     offset: usize,
     size: usize,
 ) {
-    tensor::set(
-        handle_arg!(tensor, Tensor, "ggml_backend_tensor_set"),
-        data,
-        offset,
-        size,
-    )
+    let t = handle_arg!(tensor, Tensor, "ggml_backend_tensor_set");
+    // SAFETY: `data` is readable for `size` bytes (this function's contract).
+    unsafe { tensor::set(t, data, offset, size) }
 }
 
 /// # Safety
@@ -35,12 +32,9 @@ pub unsafe extern "C" fn ggml_backend_tensor_get(
     offset: usize,
     size: usize,
 ) {
-    tensor::get(
-        handle_arg!(tensor, Tensor, "ggml_backend_tensor_get"),
-        data,
-        offset,
-        size,
-    )
+    let t = handle_arg!(tensor, Tensor, "ggml_backend_tensor_get");
+    // SAFETY: `data` is writable for `size` bytes (this function's contract).
+    unsafe { tensor::get(t, data, offset, size) }
 }
 
 /// # Safety
@@ -56,17 +50,16 @@ pub unsafe extern "C" fn ggml_backend_tensor_set_2d(
     stride_data: usize,
 ) {
     let t = handle_arg!(tensor, Tensor, "ggml_backend_tensor_set_2d");
-    tensor::set_2d(
-        t,
-        data,
-        Strided {
-            offset,
-            size,
-            n_copies,
-            stride_tensor,
-            stride_data,
-        },
-    )
+    let s = Strided {
+        offset,
+        size,
+        n_copies,
+        stride_tensor,
+        stride_data,
+    };
+    // SAFETY: each host block `data + i*stride_data .. + size` is readable (this function's
+    // contract), as `tensor::set_2d` requires.
+    unsafe { tensor::set_2d(t, data, s) }
 }
 
 /// # Safety
@@ -82,17 +75,16 @@ pub unsafe extern "C" fn ggml_backend_tensor_get_2d(
     stride_data: usize,
 ) {
     let t = handle_arg!(tensor, Tensor, "ggml_backend_tensor_get_2d");
-    tensor::get_2d(
-        t,
-        data,
-        Strided {
-            offset,
-            size,
-            n_copies,
-            stride_tensor,
-            stride_data,
-        },
-    )
+    let s = Strided {
+        offset,
+        size,
+        n_copies,
+        stride_tensor,
+        stride_data,
+    };
+    // SAFETY: each host block `data + i*stride_data .. + size` is writable (this function's
+    // contract), as `tensor::get_2d` requires.
+    unsafe { tensor::get_2d(t, data, s) }
 }
 
 #[no_mangle]
@@ -121,13 +113,10 @@ pub unsafe extern "C" fn ggml_backend_tensor_set_async(
     size: usize,
 ) {
     let b = handle_arg!(backend, Backend, "ggml_backend_tensor_set_async");
-    tensor::set_async(
-        b,
-        handle_arg!(tensor, Tensor, "ggml_backend_tensor_set_async"),
-        data,
-        offset,
-        size,
-    )
+    let t = handle_arg!(tensor, Tensor, "ggml_backend_tensor_set_async");
+    // SAFETY: `data` stays readable for `size` bytes until the backend is synchronized (this
+    // function's contract).
+    unsafe { tensor::set_async(b, t, data, offset, size) }
 }
 
 /// # Safety
@@ -141,13 +130,10 @@ pub unsafe extern "C" fn ggml_backend_tensor_get_async(
     size: usize,
 ) {
     let b = handle_arg!(backend, Backend, "ggml_backend_tensor_get_async");
-    tensor::get_async(
-        b,
-        handle_arg!(tensor, Tensor, "ggml_backend_tensor_get_async"),
-        data,
-        offset,
-        size,
-    )
+    let t = handle_arg!(tensor, Tensor, "ggml_backend_tensor_get_async");
+    // SAFETY: `data` stays writable for `size` bytes until the backend is synchronized (this
+    // function's contract).
+    unsafe { tensor::get_async(b, t, data, offset, size) }
 }
 
 /// # Safety
@@ -165,18 +151,16 @@ pub unsafe extern "C" fn ggml_backend_tensor_set_2d_async(
 ) {
     let b = handle_arg!(backend, Backend, "ggml_backend_tensor_set_2d_async");
     let t = handle_arg!(tensor, Tensor, "ggml_backend_tensor_set_2d_async");
-    tensor::set_2d_async(
-        b,
-        t,
-        data,
-        Strided {
-            offset,
-            size,
-            n_copies,
-            stride_tensor,
-            stride_data,
-        },
-    )
+    let s = Strided {
+        offset,
+        size,
+        n_copies,
+        stride_tensor,
+        stride_data,
+    };
+    // SAFETY: each host block `data + i*stride_data .. + size` stays readable until the
+    // backend is synchronized (this function's contract).
+    unsafe { tensor::set_2d_async(b, t, data, s) }
 }
 
 /// # Safety
@@ -194,18 +178,16 @@ pub unsafe extern "C" fn ggml_backend_tensor_get_2d_async(
 ) {
     let b = handle_arg!(backend, Backend, "ggml_backend_tensor_get_2d_async");
     let t = handle_arg!(tensor, Tensor, "ggml_backend_tensor_get_2d_async");
-    tensor::get_2d_async(
-        b,
-        t,
-        data,
-        Strided {
-            offset,
-            size,
-            n_copies,
-            stride_tensor,
-            stride_data,
-        },
-    )
+    let s = Strided {
+        offset,
+        size,
+        n_copies,
+        stride_tensor,
+        stride_data,
+    };
+    // SAFETY: each host block `data + i*stride_data .. + size` stays writable until the
+    // backend is synchronized (this function's contract).
+    unsafe { tensor::get_2d_async(b, t, data, s) }
 }
 
 #[no_mangle]
