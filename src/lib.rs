@@ -15,6 +15,10 @@
 //! case: since Rust 1.81 (this crate needs 1.85) a panic that reaches an `extern "C"` function's
 //! boundary aborts the process.
 
+// Every unsafe operation sits in its own `unsafe` block, and every block says why it is sound.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 // A test binary without ggml to link (plain `cargo test`, see build.rs) leaves the crate out.
 #[cfg(not(all(test, ggml_backend_rs_unlinked)))]
 pub mod abi;

@@ -397,10 +397,11 @@ pub fn copy(src: Tensor, dst: Tensor) {
         return;
     }
     let nbytes = src.nbytes();
-    // SAFETY (all three branches): host tensors' data pointers address nbytes of memory.
     if is_host(src) {
+        // SAFETY: a host tensor's data pointer addresses its nbytes of memory.
         unsafe { set(dst, src.data(), 0, nbytes) }
     } else if is_host(dst) {
+        // SAFETY: as above, for `dst`.
         unsafe { get(src, dst.data(), 0, nbytes) }
     } else if !buffer_copy(src, dst) {
         log_debug!(
@@ -408,6 +409,7 @@ pub fn copy(src: Tensor, dst: Tensor) {
             src.name_string()
         );
         let mut staging = vec![0u8; nbytes];
+        // SAFETY: `staging` holds nbytes bytes.
         unsafe {
             get(src, staging.as_mut_ptr() as *mut c_void, 0, nbytes);
             set(dst, staging.as_ptr() as *const c_void, 0, nbytes);

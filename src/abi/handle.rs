@@ -37,8 +37,11 @@ macro_rules! handle {
             }
         }
 
-        // Handles are plain addresses; the objects they name are shared with C threads by design.
+        // SAFETY: a handle is a plain address; ggml shares the objects handles name between
+        // threads by design, and every access through a handle follows ggml's own threading
+        // contract for that object.
         unsafe impl Send for $name {}
+        // SAFETY: as for `Send`: shared handles only read the address.
         unsafe impl Sync for $name {}
     };
 }

@@ -87,6 +87,7 @@ pub struct Reducer {
 // SAFETY: function pointers and handles of objects shared with C; used under the meta
 // backend's state lock.
 unsafe impl Send for Reducer {}
+// SAFETY: as for `Send` above: shared access goes through the same synchronisation.
 unsafe impl Sync for Reducer {}
 
 impl Reducer {

@@ -39,6 +39,7 @@ pub struct MetaBackend {
 // SAFETY: handles are addresses of objects shared with C by design; mutable state is behind
 // the mutex.
 unsafe impl Send for MetaBackend {}
+// SAFETY: as for `Send` above: shared access goes through the same synchronisation.
 unsafe impl Sync for MetaBackend {}
 
 #[derive(Default)]
@@ -239,12 +240,13 @@ unsafe extern "C" fn set_tensor_async(
     // SAFETY: ggml_backend_tensor_set_async checked the tensor and passes it live.
     let t = unsafe { Tensor::from_ptr(tensor) }.expect("checked by ggml_backend_tensor_set_async");
     let (plan, simple) = buffer::plan(t, offset, size, "ggml_backend_tensor_set_async");
-    // SAFETY (all blocks below): `data` is readable for `size` bytes until the backend is
+    // The contract of the transfers below: `data` is readable for `size` bytes until the backend is
     // synchronized (the entry's contract); every piece lies inside `[0, size)` of it
     // (`transfer::pieces`), and the per-device tensors are live while `t` is.
     match plan {
         Plan::Mirrored => {
             for (j, s) in simple.into_iter().enumerate() {
+                // SAFETY: the contract stated above the match.
                 unsafe { crate::tensor::set_async(m.simple[j], s, data, offset, size) };
             }
         }
@@ -252,11 +254,13 @@ unsafe extern "C" fn set_tensor_async(
             // rare (partial biases): synchronous, after the queued work
             // SAFETY: `backend` is this live meta backend.
             unsafe { synchronize(backend) };
+            // SAFETY: the contract stated above the match.
             unsafe { buffer::set_partial(&simple, data, offset, size) };
         }
         Plan::Pieces(pieces) => {
             for p in pieces {
                 let src = (data as *const u8).wrapping_add(p.host_offset) as *const c_void;
+                // SAFETY: the contract stated above the match.
                 unsafe {
                     crate::tensor::set_2d_async(
                         m.simple[p.device],
@@ -282,21 +286,24 @@ unsafe extern "C" fn get_tensor_async(
     let t = unsafe { Tensor::from_ptr(tensor as *mut ggml_tensor) }
         .expect("checked by ggml_backend_tensor_get_async");
     let (plan, simple) = buffer::plan(t, offset, size, "ggml_backend_tensor_get_async");
-    // SAFETY (all blocks below): `data` is writable for `size` bytes until the backend is
+    // The contract of the transfers below: `data` is writable for `size` bytes until the backend is
     // synchronized (the entry's contract); every piece lies inside `[0, size)` of it
     // (`transfer::pieces`), and the per-device tensors are live while `t` is.
     match plan {
+        // SAFETY: the contract stated above the match.
         Plan::Mirrored => unsafe {
             crate::tensor::get_async(m.simple[0], simple[0], data, offset, size)
         },
         Plan::Partial => {
             // SAFETY: `backend` is this live meta backend.
             unsafe { synchronize(backend) };
+            // SAFETY: the contract stated above the match.
             unsafe { buffer::get_partial_sum(t, &simple, data, offset, size) };
         }
         Plan::Pieces(pieces) => {
             for p in pieces {
                 let dst = (data as *mut u8).wrapping_add(p.host_offset) as *mut c_void;
+                // SAFETY: the contract stated above the match.
                 unsafe {
                     crate::tensor::get_2d_async(
                         m.simple[p.device],

@@ -98,6 +98,7 @@ pub struct MetaBuffer {
 // SAFETY: the boxed tensors are only touched under the mutex or by ggml's single-threaded
 // graph contract; buffer handles are plain addresses.
 unsafe impl Send for MetaBuffer {}
+// SAFETY: as for `Send` above: shared access goes through the same synchronisation.
 unsafe impl Sync for MetaBuffer {}
 
 impl MetaBuffer {
@@ -693,19 +694,22 @@ unsafe extern "C" fn set_tensor(
     // SAFETY: ggml_backend_tensor_set checked the tensor and passes it live.
     let t = unsafe { Tensor::from_ptr(tensor) }.expect("checked by ggml_backend_tensor_set");
     let (plan, simple) = plan(t, offset, size, "ggml_backend_tensor_set");
-    // SAFETY (all blocks below): `data` is readable for `size` bytes (the entry's contract);
+    // The contract of the transfers below: `data` is readable for `size` bytes (the entry's contract);
     // every piece lies inside `[0, size)` of it (`transfer::pieces`), and the per-device
     // tensors are live while `t` is.
     match plan {
         Plan::Mirrored => {
             for s in simple {
+                // SAFETY: the contract stated above the match.
                 unsafe { crate::tensor::set(s, data, offset, size) };
             }
         }
+        // SAFETY: the contract stated above the match.
         Plan::Partial => unsafe { set_partial(&simple, data, offset, size) },
         Plan::Pieces(pieces) => {
             for p in pieces {
                 let src = (data as *const u8).wrapping_add(p.host_offset) as *const c_void;
+                // SAFETY: the contract stated above the match.
                 unsafe { crate::tensor::set_2d(simple[p.device], src, p.strided) };
             }
         }
@@ -723,15 +727,18 @@ unsafe extern "C" fn get_tensor(
     let t = unsafe { Tensor::from_ptr(tensor as *mut ggml_tensor) }
         .expect("checked by ggml_backend_tensor_get");
     let (plan, simple) = plan(t, offset, size, "ggml_backend_tensor_get");
-    // SAFETY (all blocks below): `data` is writable for `size` bytes (the entry's contract);
+    // The contract of the transfers below: `data` is writable for `size` bytes (the entry's contract);
     // every piece lies inside `[0, size)` of it (`transfer::pieces`), and the per-device
     // tensors are live while `t` is.
     match plan {
+        // SAFETY: the contract stated above the match.
         Plan::Mirrored => unsafe { crate::tensor::get(simple[0], data, offset, size) },
+        // SAFETY: the contract stated above the match.
         Plan::Partial => unsafe { get_partial_sum(t, &simple, data, offset, size) },
         Plan::Pieces(pieces) => {
             for p in pieces {
                 let dst = (data as *mut u8).wrapping_add(p.host_offset) as *mut c_void;
+                // SAFETY: the contract stated above the match.
                 unsafe { crate::tensor::get_2d(simple[p.device], dst, p.strided) };
             }
         }
@@ -797,16 +804,19 @@ unsafe extern "C" fn memset_tensor(
     // one host copy of the pattern serves every write (no piece is longer than the range)
     let bytes = vec![value; size];
     let src = bytes.as_ptr() as *const c_void;
-    // SAFETY (all blocks below): `bytes` holds `size` bytes, and no write is longer.
+    // The contract of the transfers below: `bytes` holds `size` bytes, and no write is longer.
     match plan {
         Plan::Mirrored => simple
             .iter()
+            // SAFETY: the contract stated above the match.
             .for_each(|&s| unsafe { crate::tensor::set(s, src, offset, size) }),
+        // SAFETY: the contract stated above the match.
         Plan::Partial => unsafe { set_partial(&simple, src, offset, size) },
         Plan::Pieces(pieces) => {
             for p in pieces {
                 let s = p.strided;
                 for i in 0..s.n_copies {
+                    // SAFETY: the contract stated above the match.
                     unsafe {
                         crate::tensor::set(
                             simple[p.device],

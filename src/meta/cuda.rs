@@ -70,6 +70,7 @@ pub struct CudaAllReduce {
 // SAFETY: the handles are driver objects usable from any thread; the meta backend calls
 // `run` under its state lock, one AllReduce at a time.
 unsafe impl Send for CudaAllReduce {}
+// SAFETY: as for `Send` above: shared access goes through the same synchronisation.
 unsafe impl Sync for CudaAllReduce {}
 
 /// A driver call's result as a Rust error naming the call.
@@ -107,8 +108,8 @@ struct CurrentCtx {
 impl CurrentCtx {
     fn enter(ctx: sys::CUcontext) -> Result<CurrentCtx, String> {
         let mut prev = ptr::null_mut();
-        // SAFETY: out-pointer to a local.
         check(
+            // SAFETY: out-pointer to a local.
             unsafe { sys::cuCtxGetCurrent(&mut prev) },
             "cuCtxGetCurrent",
         )?;
@@ -170,6 +171,7 @@ impl CudaAllReduce {
             check(unsafe { sys::cuDeviceGet(&mut dev, o) }, "cuDeviceGet")?;
             let mut ctx = ptr::null_mut();
             check(
+                // SAFETY: out-pointer to a local; `dev` comes from cuDeviceGet.
                 unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) },
                 "cuDevicePrimaryCtxRetain",
             )?;
@@ -183,8 +185,8 @@ impl CudaAllReduce {
                     continue;
                 }
                 let mut can = 0;
-                // SAFETY: out-pointer to a local; both devices come from cuDeviceGet.
                 check(
+                    // SAFETY: out-pointer to a local; both devices come from cuDeviceGet.
                     unsafe { sys::cuDeviceCanAccessPeer(&mut can, dev_a, dev_b) },
                     "cuDeviceCanAccessPeer",
                 )?;
@@ -209,8 +211,8 @@ impl CudaAllReduce {
         for (i, &(o, _, ctx)) in this.ctxs.iter().enumerate() {
             let _cur = CurrentCtx::enter(ctx)?;
             let mut module = ptr::null_mut();
-            // SAFETY: a NUL-terminated PTX image; the driver compiles it for this GPU.
             check(
+                // SAFETY: a NUL-terminated PTX image; the driver compiles it for this GPU.
                 unsafe { sys::cuModuleLoadData(&mut module, code.as_ptr() as *const c_void) },
                 "cuModuleLoadData",
             )?;
@@ -304,8 +306,8 @@ impl CudaAllReduce {
                 cur.switch(l.ctx)?;
             }
             for e in &self.ready {
-                // SAFETY: `context` of a CUDA backend's event is its CUevent (module doc).
                 check(
+                    // SAFETY: `context` of a CUDA backend's event is its CUevent (module doc).
                     unsafe { sys::cuStreamWaitEvent(l.stream, e.context() as sys::CUevent, 0) },
                     "cuStreamWaitEvent",
                 )?;
@@ -320,10 +322,10 @@ impl CudaAllReduce {
                 let blocks = (end - begin)
                     .div_ceil(BLOCK as u64)
                     .clamp(1, MAX_BLOCKS as u64) as u32;
-                // SAFETY: the kernel takes n + 2 u64 parameters (pointers to f32 data of
-                // `len` elements on peer-accessible devices, then begin and end), which `args`
-                // points at for the duration of the call.
                 check(
+                    // SAFETY: the kernel takes n + 2 u64 parameters (pointers to f32 data of
+                    // `len` elements on peer-accessible devices, then begin and end), which `args`
+                    // points at for the duration of the call.
                     unsafe {
                         sys::cuLaunchKernel(
                             l.kernel,
@@ -342,8 +344,8 @@ impl CudaAllReduce {
                     "cuLaunchKernel",
                 )?;
             }
-            // SAFETY: our event and stream, in this context.
             check(
+                // SAFETY: our event and stream, in this context.
                 unsafe { sys::cuEventRecord(l.done.context as sys::CUevent, l.stream) },
                 "cuEventRecord",
             )?;

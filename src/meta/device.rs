@@ -31,6 +31,7 @@ pub struct MetaDevice {
 // SAFETY: the simple device handles are shared by design (ggml devices are process-wide);
 // the callback and userdata are only called/passed, as the C API expects.
 unsafe impl Send for MetaDevice {}
+// SAFETY: as for `Send` above: shared access goes through the same synchronisation.
 unsafe impl Sync for MetaDevice {}
 
 type Key = (Vec<usize>, usize, usize);

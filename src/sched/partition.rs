@@ -8,7 +8,7 @@
 
 use std::ffi::c_int;
 
-use super::{Copies, Sched, GraphSplit, MAX_SPLIT_INPUTS};
+use super::{Copies, GraphSplit, Sched, MAX_SPLIT_INPUTS};
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log};
 

@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_debug_implementations)]
 
+pub mod assign;
 pub mod exchange;
 pub mod op;
 pub mod owned;
