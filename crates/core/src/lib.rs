@@ -5,6 +5,10 @@
 //! ggml's tensors and graphs through its typed handles, turns them into the values defined
 //! here, calls these functions, and turns their answers back into C objects and calls.
 //!
+//! * [`assign`]: the scheduler's passes 1–4 (which backend computes each node), over traits
+//!   the root crate implements for ggml's graphs and devices;
+//! * [`owned`]: the registry that maps the address of a C object the library made to its
+//!   Rust state;
 //! * [`op`]: ggml's graph operations as an enum, built from C's `int` with `TryFrom`;
 //! * [`split`]: how one tensor is distributed over the devices of a meta device (split
 //!   states, segments, the runs each device holds), checked when built from C's struct;
@@ -12,7 +16,7 @@
 //!   op's result has, with typed errors;
 //! * [`transfer`]: strided transfers and the pieces that move a byte range of a split tensor;
 //! * [`exchange`]: the copy/add schedule of the AllReduce and the one summation order every
-//!   AllReduce path follows.
+//!   AllReduce path follows;
 //! * [`ptx`]: the text of our CUDA AllReduce kernels, which add in that order.
 //!
 //! `cargo test` in the repository root runs these tests (and the property tests in
