@@ -30,9 +30,16 @@ pub unsafe extern "C" fn ggml_backend_dev_memory(
     if total.is_null() {
         super::null_argument("ggml_backend_dev_memory", "total");
     }
+    // The backend writes into locals: C may pass the same pointer twice, which two `&mut`
+    // would not allow.
+    let (mut f, mut t) = (0, 0);
+    d.memory(&mut f, &mut t);
     // SAFETY: `free` and `total` are non-NULL (checked above) and writable (this function's
-    // contract).
-    d.memory(unsafe { &mut *free }, unsafe { &mut *total })
+    // contract); raw writes, so the same pointer twice is fine (the last write wins, as in C).
+    unsafe {
+        free.write(f);
+        total.write(t);
+    }
 }
 
 #[no_mangle]

@@ -20,7 +20,7 @@ use super::device::MetaDevice;
 use super::split::Split;
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log_error, log_info};
-use ggml_backend_rs_core::Op;
+use ggml_backend_rs_core::{plan, Op};
 
 /// Graph plans kept per meta backend (least recently used dropped first): more than the
 /// scheduler's splits of one step when some op runs outside the meta device in every layer.
@@ -568,7 +568,7 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         // Partial sums: reduce after the linear tail that MoE layers put behind the matmul
         // (bias per expert, router weights, sum over the selected experts), so the AllReduce
         // moves the smallest tensor.
-        let tail = moe_tail(&all, i - 1, &uses);
+        let tail = plan::moe_tail(&NodeView { uses: &uses }, &all, i - 1);
         for &k in &tail {
             let tk = all[k];
             let mbk = buffer::holding(tk).ok_or("meta backend: MoE tail outside meta buffers")?;
@@ -587,7 +587,16 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
     }
     // A partial bias (e.g. ffn_down_exps.bias) must be absorbed before the reduction: check
     // that no node outside a tail consumes a partial source.
-    check_partial_consumers(&kept, &reduce_at)?;
+    let kept_nodes: Vec<Tensor> = kept.iter().map(|(t, _)| *t).collect();
+    let view = NodeView { uses: &uses };
+    if let Err(e) = plan::check_partial_consumers(&view, &kept_nodes, &reduce_at)? {
+        return Err(format!(
+            "meta backend: node '{}' ({}) combines the partial sum '{}' with full values",
+            e.node.name_string(),
+            e.node.op_desc(),
+            e.partial.name_string()
+        ));
+    }
 
     // Cut into sub-graphs and build one ggml graph per device for each.
     // A matmul whose contraction slice is empty on a device (that device holds none of the
@@ -622,18 +631,11 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
             );
         }
     }
-    let mut bounds = Vec::new();
-    let mut start = 0;
-    for (k, &r) in reduce_at.iter().enumerate() {
-        if !zeroed[k].is_empty() && k > start {
-            bounds.push((start, k, false));
-            start = k;
-        }
-        if r || k + 1 == kept.len() {
-            bounds.push((start, k + 1, r));
-            start = k + 1;
-        }
-    }
+    let zeroed_anywhere: Vec<bool> = zeroed.iter().map(|z| !z.is_empty()).collect();
+    let bounds: Vec<(usize, usize, bool)> = plan::sub_graphs(&reduce_at, &zeroed_anywhere)
+        .into_iter()
+        .map(|b| (b.start, b.end, b.reduce))
+        .collect();
     // The AllReduces first: the direct path moves each cut's partial sums out of the graph's
     // memory (`Planned::output`), which the sub-graphs must then write.
     // (over one device there are no cuts: see the loop above)
@@ -738,101 +740,45 @@ fn uses_of(uses: &std::collections::HashMap<usize, i32>, t: Tensor) -> i32 {
     uses.get(&(t.as_ptr() as usize)).copied().unwrap_or(0)
 }
 
-/// Indices of the nodes after `i` (a reduced MoE matmul) that are linear in it and used only
-/// along the chain: ADD_ID with a partial bias, MUL by mirrored router weights, and the sum
-/// of the per-expert views.
-fn moe_tail(all: &[Tensor], i: usize, uses: &std::collections::HashMap<usize, i32>) -> Vec<usize> {
-    let mut tail = Vec::new();
-    let mut cur = all[i];
-    let mut k = i + 1;
-    let once = |t: Tensor| uses_of(uses, t) == 1;
-    let split_of = |t: Tensor| buffer::derived(t).ok().map(|d| d.split);
-    if all[i].op_kind() != Some(Op::MulMatId) {
-        return tail;
-    }
-    if let Some(&t) = all.get(k) {
-        if t.op_kind() == Some(Op::AddId)
-            && t.src(0) == Some(cur)
-            && once(cur)
-            && t.src(1).and_then(split_of) == Some(Split::Partial)
-        {
-            tail.push(k);
-            cur = t;
-            k += 1;
-        }
-    }
-    if let Some(&t) = all.get(k) {
-        if t.op_kind() == Some(Op::Mul)
-            && t.src(0) == Some(cur)
-            && once(cur)
-            && t.src(1).and_then(split_of) == Some(Split::Mirrored)
-        {
-            tail.push(k);
-            cur = t;
-            k += 1;
-        }
-    }
-    // n_used views of `cur`, one per selected expert, then n_used - 1 adds chaining them.
-    let n_used = cur.ne(1) as usize;
-    if n_used < 2 || uses_of(uses, cur) as usize != n_used || k + 2 * n_used - 1 > all.len() {
-        return tail;
-    }
-    let views = &all[k..k + n_used];
-    let views_ok = views.iter().enumerate().all(|(e, v)| {
-        v.op_kind() == Some(Op::View)
-            && v.src(0) == Some(cur)
-            && v.view_offs() == e * cur.nb(1)
-            && v.ne(0) == cur.ne(0)
-            && once(*v)
-    });
-    if !views_ok {
-        return tail;
-    }
-    let adds = &all[k + n_used..k + 2 * n_used - 1];
-    let mut acc = views[0];
-    for (e, a) in adds.iter().enumerate() {
-        let ok = a.op_kind() == Some(Op::Add)
-            && a.src(0) == Some(acc)
-            && a.src(1) == Some(views[e + 1])
-            && (e + 1 == adds.len() || once(*a));
-        if !ok {
-            return tail;
-        }
-        acc = *a;
-    }
-    tail.extend(k..k + 2 * n_used - 1);
-    tail
+/// The graph's nodes as the core's plan decisions see them.
+struct NodeView<'a> {
+    uses: &'a std::collections::HashMap<usize, i32>,
 }
 
-fn check_partial_consumers(
-    kept: &[(Tensor, Vec<Tensor>)],
-    reduce_at: &[bool],
-) -> Result<(), String> {
-    // Inside a pending tail (from a reduced matmul up to its reduction) partial operands are
-    // fine; elsewhere a partial operand would be added once per device.
-    let mut pending = false;
-    for (k, (t, _)) in kept.iter().enumerate() {
-        let d = buffer::derived(*t)?;
-        if d.reduce {
-            pending = true;
-        }
-        if !pending && d.split != Split::Partial {
-            for s in t.srcs() {
-                if buffer::holding(s).is_some() && buffer::derived(s)?.split == Split::Partial {
-                    return Err(format!(
-                        "meta backend: node '{}' ({}) combines the partial sum '{}' with full values",
-                        t.name_string(),
-                        t.op_desc(),
-                        s.name_string()
-                    ));
-                }
-            }
-        }
-        if reduce_at[k] {
-            pending = false;
-        }
+impl plan::Nodes for NodeView<'_> {
+    type Node = Tensor;
+    type Error = String;
+
+    fn op(&self, n: Tensor) -> Option<Op> {
+        n.op_kind()
     }
-    Ok(())
+    fn src(&self, n: Tensor, slot: usize) -> Option<Tensor> {
+        n.src(slot)
+    }
+    fn srcs(&self, n: Tensor) -> impl Iterator<Item = Tensor> + '_ {
+        (0..GGML_MAX_SRC).filter_map(move |j| n.src(j))
+    }
+    fn uses(&self, n: Tensor) -> i32 {
+        uses_of(self.uses, n)
+    }
+    fn split(&self, n: Tensor) -> Result<Option<Split>, String> {
+        if buffer::holding(n).is_none() {
+            return Ok(None);
+        }
+        buffer::derived(n).map(|d| Some(d.split))
+    }
+    fn reduces(&self, n: Tensor) -> Result<bool, String> {
+        buffer::derived(n).map(|d| d.reduce)
+    }
+    fn ne(&self, n: Tensor, dim: usize) -> i64 {
+        n.ne(dim)
+    }
+    fn nb(&self, n: Tensor, dim: usize) -> usize {
+        n.nb(dim)
+    }
+    fn view_offs(&self, n: Tensor) -> usize {
+        n.view_offs()
+    }
 }
 
 // --- execution ----------------------------------------------------------------------------

@@ -18,6 +18,8 @@
 //! * [`exchange`]: the copy/add schedule of the AllReduce and the one summation order every
 //!   AllReduce path follows;
 //! * [`ptx`]: the text of our CUDA AllReduce kernels, which add in that order.
+//! * [`plan`]: the decisions of the meta backend's graph plan (MoE tails, sub-graph cuts,
+//!   misplaced partial sums).
 //!
 //! `cargo test` in the repository root runs these tests (and the property tests in
 //! `tests/`) without ggml, CMake or a C compiler.
@@ -29,6 +31,7 @@ pub mod assign;
 pub mod exchange;
 pub mod op;
 pub mod owned;
+pub mod plan;
 pub mod ptx;
 pub mod rules;
 pub mod split;
