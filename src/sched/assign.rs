@@ -7,6 +7,7 @@
 //! stops with a message naming it); user assignments (`set_tensor_backend`) are kept.
 
 use ggml_backend_rs_core::assign::{self, AssignError};
+use ggml_backend_rs_core::partition;
 use ggml_backend_rs_core::Op;
 
 use super::Sched;
@@ -17,7 +18,19 @@ use crate::log::{abort, log_debug};
 struct TensorView;
 
 /// A ggml graph as the passes see it.
-struct GraphView(Graph);
+pub(super) struct GraphView(pub(super) Graph);
+
+impl partition::Nodes for GraphView {
+    fn n_nodes(&self) -> usize {
+        self.0.n_nodes()
+    }
+    fn node(&self, i: usize) -> Tensor {
+        self.0.node(i)
+    }
+    fn srcs_indexed(&self, t: Tensor) -> impl Iterator<Item = (usize, Tensor)> + '_ {
+        (0..GGML_MAX_SRC).filter_map(move |j| t.src(j).map(|s| (j, s)))
+    }
+}
 
 impl assign::Graph for GraphView {
     fn leafs(&self) -> impl Iterator<Item = Tensor> + '_ {
@@ -92,10 +105,10 @@ impl assign::Tensors for TensorView {
 }
 
 /// The scheduler's backends as the passes see them.
-struct BackendsView<'a> {
-    backends: &'a [Backend],
-    bufts: &'a [ggml_backend_buffer_type_t],
-    op_offload: bool,
+pub(super) struct BackendsView<'a> {
+    pub(super) backends: &'a [Backend],
+    pub(super) bufts: &'a [ggml_backend_buffer_type_t],
+    pub(super) op_offload: bool,
 }
 
 impl BackendsView<'_> {
@@ -141,16 +154,6 @@ impl<G: assign::Tensors<Tensor = Tensor, Buft = ggml_backend_buffer_type_t>> ass
 impl Sched {
     pub(super) fn backend_id(&self, t: Tensor) -> Option<usize> {
         self.backend_of.get(&t).copied()
-    }
-
-    /// Whether backend `b` can read `t` where it is (or will be) allocated.
-    pub(super) fn buffer_supported(&self, t: Tensor, b: usize) -> bool {
-        let backends = BackendsView {
-            backends: &self.backends,
-            bufts: &self.bufts,
-            op_offload: self.op_offload,
-        };
-        assign::buffer_supported(&TensorView, &backends, &self.backend_of, t, b)
     }
 
     /// Runs passes 1–4 over `graph`.

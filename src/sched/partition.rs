@@ -8,7 +8,10 @@
 
 use std::ffi::c_int;
 
-use super::{Copies, GraphSplit, Sched, MAX_SPLIT_INPUTS};
+use ggml_backend_rs_core::partition::{self, PartitionError};
+
+use super::assign::GraphView;
+use super::{Copies, GraphSplit, Sched, MAX_COPIES, MAX_SPLIT_INPUTS};
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log};
 
@@ -56,187 +59,65 @@ impl Sched {
         );
     }
 
-    /// A tensor of the scheduler's context with `src`'s layout, named `<backend>#<name>#<copy>`.
-    fn dup_named(&self, src: Tensor, backend: usize, copy: usize) -> Tensor {
-        let backend_name = self.backends[backend].name();
-        // SAFETY: the context has room (sized for the worst case in `new`); `src` is live; the
-        // name arguments are NUL-terminated (a backend name, and a ggml tensor name, which ggml
-        // always terminates).
-        unsafe {
-            let t = ggml_dup_tensor(self.ctx, src.as_ptr());
-            ggml_assert!(!t.is_null(), "ggml_backend_sched: context exhausted");
-            (*t).nb = (*src.as_ptr()).nb;
-            ggml_format_name(
-                t,
-                c"%s#%s#%d".as_ptr(),
-                backend_name,
-                (*src.as_ptr()).name.as_ptr(),
-                copy as c_int,
-            );
-            Tensor::from_ptr(t).expect("checked above")
-        }
-    }
-
-    fn mark_input_output(t: Tensor) {
-        // SAFETY: live tensor of our context; keeps ggml-alloc from reusing its memory.
-        unsafe {
-            ggml_set_input(t.as_ptr());
-            ggml_set_output(t.as_ptr());
-        }
-    }
-
-    fn copy_slot(&mut self, t: Tensor, backend: usize) -> &mut Copies {
-        self.copies
-            .entry((t, backend))
-            .or_insert([None; super::MAX_COPIES])
-    }
-
     pub(super) fn copy_of(&self, t: Tensor, backend: usize, copy: usize) -> Option<Tensor> {
         self.copies.get(&(t, backend)).and_then(|c| c[copy])
     }
 
-    /// Pass 5 proper: splits, their inputs and the copies; rewrites node sources to copies.
+    /// Pass 5 proper (`ggml_backend_rs_core::partition`): splits, their inputs and the copies;
+    /// rewrites node sources to copies.
     fn cut_splits(&mut self, graph: Graph) {
-        let n = graph.n_nodes();
-        let first = (0..n).find(|&i| !graph.node(i).is_view_op());
-        let Some(first) = first else {
-            // Only views: one empty-backend split covering everything, as upstream.
-            let backend = 0;
-            self.splits.push(GraphSplit {
-                backend,
-                start: 0,
-                end: n,
-                inputs: Vec::new(),
-                graph: ggml_cgraph::empty(),
-            });
-            return;
+        let g = GraphView(graph);
+        let backends = super::assign::BackendsView {
+            backends: &self.backends,
+            bufts: &self.bufts,
+            op_offload: self.op_offload,
         };
-        let first_backend = self.backend_id(graph.node(first)).unwrap_or(0);
-        let mut split = GraphSplit {
-            backend: first_backend,
-            start: 0,
-            end: 0,
-            inputs: Vec::new(),
-            graph: ggml_cgraph::empty(),
+        let mut maker = CopyMaker {
+            copies: &mut self.copies,
+            ctx: self.ctx,
+            backends: &self.backends,
+            n_copies: self.n_copies,
+            cur_copy: self.cur_copy,
         };
-
-        for i in first..n {
-            let node = graph.node(i);
-            if node.is_view_op() {
-                continue;
+        let pipeline = partition::Pipeline {
+            n_copies: self.n_copies,
+            cur_copy: self.cur_copy,
+        };
+        match partition::partition(&g, &backends, &self.backend_of, &mut maker, pipeline) {
+            Ok(p) => {
+                self.splits = p
+                    .splits
+                    .into_iter()
+                    .map(|s| GraphSplit {
+                        backend: s.backend,
+                        start: s.start,
+                        end: s.end,
+                        inputs: s.inputs,
+                        graph: ggml_cgraph::empty(),
+                    })
+                    .collect();
+                self.graph_inputs = p.graph_inputs;
             }
-            let Some(node_backend) = self.backend_id(node) else {
-                abort(
-                    file!(),
-                    line!(),
-                    &format!(
+            Err(e) => {
+                let message = match e {
+                    PartitionError::NodeWithoutBackend(node) => format!(
                         "ggml_backend_sched: node '{}' has no backend (no CPU fallback?)",
                         node.name_string()
                     ),
-                )
-            };
-            let cur = split.backend;
-
-            let mut need_new_split = false;
-            if node_backend == cur && !split.inputs.is_empty() {
-                for src in node.srcs() {
-                    // A weight on an incompatible backend: a new split lets the memory of the
-                    // previously copied weights be reused.
-                    if let Some(buf) = src.own_buffer() {
-                        if buf.usage()
-                            == ggml_backend_buffer_usage::GGML_BACKEND_BUFFER_USAGE_WEIGHTS
-                            && self.backend_id(src) != Some(cur)
-                            && !self.buffer_supported(src, cur)
-                        {
-                            need_new_split = true;
-                            break;
-                        }
+                    PartitionError::SourceWithoutBackend(src) => format!(
+                        "ggml_backend_sched: source '{}' has no backend",
+                        src.name_string()
+                    ),
+                    PartitionError::TooManyGraphInputs => {
+                        "ggml_backend_sched: too many graph inputs".to_string()
                     }
-                    if split.inputs.len() == MAX_SPLIT_INPUTS
-                        && self.backend_id(src) != Some(cur)
-                        && self.copy_of(src, cur, 0).is_none()
-                        && !self.buffer_supported(src, cur)
-                    {
-                        need_new_split = true;
-                        break;
+                    PartitionError::TooManySplitInputs => {
+                        "ggml_backend_sched: too many inputs in one split".to_string()
                     }
-                }
-            }
-
-            if node_backend != cur || need_new_split {
-                split.end = i;
-                let next = GraphSplit {
-                    backend: node_backend,
-                    start: i,
-                    end: 0,
-                    inputs: Vec::new(),
-                    graph: ggml_cgraph::empty(),
                 };
-                self.splits.push(std::mem::replace(&mut split, next));
-            }
-            let cur = split.backend;
-
-            for (j, src) in node.srcs_indexed() {
-                let Some(src_backend) = self.backend_id(src) else {
-                    abort(
-                        file!(),
-                        line!(),
-                        &format!(
-                            "ggml_backend_sched: source '{}' has no backend",
-                            src.name_string()
-                        ),
-                    )
-                };
-
-                if src.flags() & GGML_TENSOR_FLAG_INPUT != 0
-                    && self.n_copies > 1
-                    && self.copy_of(src, src_backend, 0).is_none()
-                {
-                    // Pipeline copies of a user input: the current copy is the tensor itself.
-                    let mut copies = [None; super::MAX_COPIES];
-                    for (c, slot) in copies.iter_mut().enumerate().take(self.n_copies) {
-                        let t = if c == self.cur_copy {
-                            src
-                        } else {
-                            self.dup_named(src, src_backend, c)
-                        };
-                        Self::mark_input_output(t);
-                        *slot = Some(t);
-                    }
-                    *self.copy_slot(src, src_backend) = copies;
-                    ggml_assert!(
-                        self.graph_inputs.len() < MAX_SPLIT_INPUTS,
-                        "ggml_backend_sched: too many graph inputs"
-                    );
-                    self.graph_inputs.push(src);
-                }
-
-                if src_backend != cur && !self.buffer_supported(src, cur) {
-                    if self.copy_of(src, cur, 0).is_none() {
-                        let mut copies = [None; super::MAX_COPIES];
-                        for (c, slot) in copies.iter_mut().enumerate().take(self.n_copies) {
-                            let t = self.dup_named(src, cur, c);
-                            if self.n_copies > 1 {
-                                Self::mark_input_output(t);
-                            }
-                            *slot = Some(t);
-                        }
-                        *self.copy_slot(src, cur) = copies;
-                        ggml_assert!(
-                            split.inputs.len() < MAX_SPLIT_INPUTS,
-                            "ggml_backend_sched: too many inputs in one split"
-                        );
-                        split.inputs.push(src);
-                    }
-                    let copy = self
-                        .copy_of(src, cur, self.cur_copy)
-                        .expect("created above");
-                    node.set_src(j, copy);
-                }
+                abort(file!(), line!(), &message)
             }
         }
-        split.end = n;
-        self.splits.push(split);
     }
 
     /// The node and leaf lists ggml-alloc places, with the backend of each entry.
@@ -361,4 +242,80 @@ fn store_ids(dst: &mut Vec<c_int>, ids: &[c_int]) {
         dst.resize(ids.len(), 0);
     }
     dst[..ids.len()].copy_from_slice(ids);
+}
+
+/// Makes and records the scheduler's copies of tensors (in its context), for pass 5.
+struct CopyMaker<'a> {
+    copies: &'a mut super::AddressMap<(Tensor, usize), Copies>,
+    ctx: *mut ggml_context,
+    backends: &'a [Backend],
+    n_copies: usize,
+    cur_copy: usize,
+}
+
+impl CopyMaker<'_> {
+    /// A tensor of the scheduler's context with `src`'s layout, named `<backend>#<name>#<copy>`.
+    fn dup_named(&self, src: Tensor, backend: usize, copy: usize) -> Tensor {
+        let backend_name = self.backends[backend].name();
+        // SAFETY: the context has room (sized for the worst case in `Sched::new`); `src` is
+        // live; the name arguments are NUL-terminated (a backend name, and a ggml tensor name,
+        // which ggml always terminates).
+        unsafe {
+            let t = ggml_dup_tensor(self.ctx, src.as_ptr());
+            ggml_assert!(!t.is_null(), "ggml_backend_sched: context exhausted");
+            (*t).nb = (*src.as_ptr()).nb;
+            ggml_format_name(
+                t,
+                c"%s#%s#%d".as_ptr(),
+                backend_name,
+                (*src.as_ptr()).name.as_ptr(),
+                copy as c_int,
+            );
+            Tensor::from_ptr(t).expect("checked above")
+        }
+    }
+
+    fn mark_input_output(t: Tensor) {
+        // SAFETY: live tensor of our context; keeps ggml-alloc from reusing its memory.
+        unsafe {
+            ggml_set_input(t.as_ptr());
+            ggml_set_output(t.as_ptr());
+        }
+    }
+}
+
+impl partition::Copies<Tensor> for CopyMaker<'_> {
+    fn copy_of(&self, t: Tensor, backend: usize, copy: usize) -> Option<Tensor> {
+        self.copies.get(&(t, backend)).and_then(|c| c[copy])
+    }
+
+    fn copy_graph_input(&mut self, t: Tensor, backend: usize) {
+        let mut copies = [None; MAX_COPIES];
+        for (c, slot) in copies.iter_mut().enumerate().take(self.n_copies) {
+            let copy = if c == self.cur_copy {
+                t
+            } else {
+                self.dup_named(t, backend, c)
+            };
+            Self::mark_input_output(copy);
+            *slot = Some(copy);
+        }
+        self.copies.insert((t, backend), copies);
+    }
+
+    fn copy_split_input(&mut self, t: Tensor, backend: usize) {
+        let mut copies = [None; MAX_COPIES];
+        for (c, slot) in copies.iter_mut().enumerate().take(self.n_copies) {
+            let copy = self.dup_named(t, backend, c);
+            if self.n_copies > 1 {
+                Self::mark_input_output(copy);
+            }
+            *slot = Some(copy);
+        }
+        self.copies.insert((t, backend), copies);
+    }
+
+    fn set_src(&mut self, node: Tensor, slot: usize, copy: Tensor) {
+        node.set_src(slot, copy);
+    }
 }

@@ -7,6 +7,7 @@
 //!
 //! * [`assign`]: the scheduler's passes 1–4 (which backend computes each node), over traits
 //!   the root crate implements for ggml's graphs and devices;
+//! * [`partition`]: the scheduler's pass 5 (the graph's splits and the copies they need);
 //! * [`owned`]: the registry that maps the address of a C object the library made to its
 //!   Rust state;
 //! * [`op`]: ggml's graph operations as an enum, built from C's `int` with `TryFrom`;
@@ -31,6 +32,7 @@ pub mod assign;
 pub mod exchange;
 pub mod op;
 pub mod owned;
+pub mod partition;
 pub mod plan;
 pub mod ptx;
 pub mod rules;

@@ -1,0 +1,370 @@
+//! The scheduler's pass 5: cut an assigned graph into splits — runs of nodes on one backend —
+//! and decide which sources each split needs copied onto its backend.
+//!
+//! Guarantees of [`partition`]: every node of a split runs on the split's backend and reads
+//! only tensors that backend can use; a source from elsewhere is copied (once per pipeline
+//! copy, through [`Copies`]), listed among the split's inputs the first time, and the node is
+//! pointed at the current copy. Graph inputs get their pipeline copies on their own backend.
+//! A split starts where the backend changes, and also where a node on the same backend reads
+//! a weight that must be copied (so the memory of the previous split's copied weights can be
+//! reused) or the split's inputs are full.
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+
+use crate::assign::{self, Backends, Tensors};
+
+/// Most inputs one split may copy (`GGML_SCHED_MAX_SPLIT_INPUTS`).
+pub const MAX_SPLIT_INPUTS: usize = 30;
+
+/// A run of nodes `start..end` (graph indices, views included) computed on `backend`, with the
+/// tensors from other backends it reads (each copied onto `backend`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Split<T> {
+    pub backend: usize,
+    pub start: usize,
+    pub end: usize,
+    pub inputs: Vec<T>,
+}
+
+/// The graph by node index.
+pub trait Nodes: Tensors {
+    fn n_nodes(&self) -> usize;
+    fn node(&self, i: usize) -> Self::Tensor;
+    /// The present sources of `t` with their slot.
+    fn srcs_indexed(&self, t: Self::Tensor) -> impl Iterator<Item = (usize, Self::Tensor)> + '_;
+}
+
+/// The copies of tensors on other backends: made, looked up, and wired into nodes.
+pub trait Copies<T> {
+    /// Copy `copy` of `t` on `backend`, if made.
+    fn copy_of(&self, t: T, backend: usize, copy: usize) -> Option<T>;
+    /// Makes the pipeline copies of graph input `t` on its own `backend` (the current copy is
+    /// `t` itself).
+    fn copy_graph_input(&mut self, t: T, backend: usize);
+    /// Makes the copies of `t` on `backend`, one per pipeline copy.
+    fn copy_split_input(&mut self, t: T, backend: usize);
+    /// Points source `slot` of `node` at `copy`.
+    fn set_src(&mut self, node: T, slot: usize, copy: T);
+}
+
+/// Why a graph cannot be partitioned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartitionError<T> {
+    /// A node has no backend (passes 1–4 guarantee one, unless there is no CPU fallback).
+    NodeWithoutBackend(T),
+    /// A source has no backend.
+    SourceWithoutBackend(T),
+    /// More graph inputs than [`MAX_SPLIT_INPUTS`] need pipeline copies.
+    TooManyGraphInputs,
+    /// A split needs more than [`MAX_SPLIT_INPUTS`] inputs.
+    TooManySplitInputs,
+}
+
+/// The pipeline state: how many copies of each input exist, and which one is current.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pipeline {
+    pub n_copies: usize,
+    pub cur_copy: usize,
+}
+
+/// The result of pass 5: the splits, and the graph inputs that got pipeline copies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Partitioned<T> {
+    pub splits: Vec<Split<T>>,
+    pub graph_inputs: Vec<T>,
+}
+
+/// Runs pass 5 over `g`, whose nodes and sources all have a backend in `backend_of`.
+pub fn partition<G, B, C, S>(
+    g: &G,
+    b: &B,
+    backend_of: &HashMap<G::Tensor, usize, S>,
+    copies: &mut C,
+    pipeline: Pipeline,
+) -> Result<Partitioned<G::Tensor>, PartitionError<G::Tensor>>
+where
+    G: Nodes,
+    B: Backends<G>,
+    C: Copies<G::Tensor>,
+    S: BuildHasher,
+{
+    let n = g.n_nodes();
+    let mut out = Partitioned {
+        splits: Vec::new(),
+        graph_inputs: Vec::new(),
+    };
+    let Some(first) = (0..n).find(|&i| !g.is_view_op(g.node(i))) else {
+        // Only views: one split on backend 0 covering everything, as upstream.
+        out.splits.push(Split {
+            backend: 0,
+            start: 0,
+            end: n,
+            inputs: Vec::new(),
+        });
+        return Ok(out);
+    };
+    let id = |t: G::Tensor| backend_of.get(&t).copied();
+    let supported = |t: G::Tensor, on: usize| assign::buffer_supported(g, b, backend_of, t, on);
+    let mut split = Split {
+        backend: id(g.node(first)).unwrap_or(0),
+        start: 0,
+        end: 0,
+        inputs: Vec::new(),
+    };
+    for i in first..n {
+        let node = g.node(i);
+        if g.is_view_op(node) {
+            continue;
+        }
+        let node_backend = id(node).ok_or(PartitionError::NodeWithoutBackend(node))?;
+        let cur = split.backend;
+        let mut need_new_split = false;
+        if node_backend == cur && !split.inputs.is_empty() {
+            for src in g.srcs(node) {
+                // A weight on an incompatible backend: a new split lets the memory of the
+                // previously copied weights be reused.
+                if g.in_weight_buffer(src) && id(src) != Some(cur) && !supported(src, cur) {
+                    need_new_split = true;
+                    break;
+                }
+                if split.inputs.len() == MAX_SPLIT_INPUTS
+                    && id(src) != Some(cur)
+                    && copies.copy_of(src, cur, 0).is_none()
+                    && !supported(src, cur)
+                {
+                    need_new_split = true;
+                    break;
+                }
+            }
+        }
+        if node_backend != cur || need_new_split {
+            split.end = i;
+            let next = Split {
+                backend: node_backend,
+                start: i,
+                end: 0,
+                inputs: Vec::new(),
+            };
+            out.splits.push(std::mem::replace(&mut split, next));
+        }
+        let cur = split.backend;
+        let srcs: Vec<(usize, G::Tensor)> = g.srcs_indexed(node).collect();
+        for (slot, src) in srcs {
+            let src_backend = id(src).ok_or(PartitionError::SourceWithoutBackend(src))?;
+            if g.is_input(src)
+                && pipeline.n_copies > 1
+                && copies.copy_of(src, src_backend, 0).is_none()
+            {
+                copies.copy_graph_input(src, src_backend);
+                if out.graph_inputs.len() >= MAX_SPLIT_INPUTS {
+                    return Err(PartitionError::TooManyGraphInputs);
+                }
+                out.graph_inputs.push(src);
+            }
+            if src_backend != cur && !supported(src, cur) {
+                if copies.copy_of(src, cur, 0).is_none() {
+                    copies.copy_split_input(src, cur);
+                    if split.inputs.len() >= MAX_SPLIT_INPUTS {
+                        return Err(PartitionError::TooManySplitInputs);
+                    }
+                    split.inputs.push(src);
+                }
+                let copy = copies
+                    .copy_of(src, cur, pipeline.cur_copy)
+                    .expect("copy_split_input made every pipeline copy");
+                copies.set_src(node, slot, copy);
+            }
+        }
+    }
+    split.end = n;
+    out.splits.push(split);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::assign::Graph;
+
+    /// Tensors 0..n: sources per tensor, an input flag; all in no buffer. Backend 0 (GPU) and
+    /// 1 (CPU) each read only what runs on them.
+    struct G {
+        srcs: Vec<Vec<usize>>,
+        input: Vec<bool>,
+        nodes: Vec<usize>,
+    }
+
+    impl Tensors for G {
+        type Tensor = usize;
+        type Buft = u8;
+        fn srcs(&self, t: usize) -> impl Iterator<Item = usize> + '_ {
+            self.srcs[t].iter().copied()
+        }
+        fn view_src(&self, _t: usize) -> Option<usize> {
+            None
+        }
+        fn is_view_op(&self, _t: usize) -> bool {
+            false
+        }
+        fn is_input(&self, t: usize) -> bool {
+            self.input[t]
+        }
+        fn is_rope(&self, _t: usize) -> bool {
+            false
+        }
+        fn data_buft(&self, _t: usize) -> Option<u8> {
+            None
+        }
+        fn in_weight_buffer(&self, _t: usize) -> bool {
+            false
+        }
+        fn in_host_buffer(&self, _t: usize) -> bool {
+            false
+        }
+    }
+
+    impl Graph for G {
+        fn leafs(&self) -> impl Iterator<Item = usize> + '_ {
+            (0..self.srcs.len()).filter(|t| !self.nodes.contains(t))
+        }
+        fn nodes(&self) -> impl Iterator<Item = usize> + '_ {
+            self.nodes.iter().copied()
+        }
+    }
+
+    impl Nodes for G {
+        fn n_nodes(&self) -> usize {
+            self.nodes.len()
+        }
+        fn node(&self, i: usize) -> usize {
+            self.nodes[i]
+        }
+        fn srcs_indexed(&self, t: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+            self.srcs[t].iter().copied().enumerate()
+        }
+    }
+
+    struct Two;
+
+    impl Backends<G> for Two {
+        fn count(&self) -> usize {
+            2
+        }
+        fn supports_op(&self, _b: usize, _op: usize) -> bool {
+            true
+        }
+        fn supports_buft(&self, b: usize, buft: u8) -> bool {
+            b as u8 == buft
+        }
+        fn offload_op(&self, _b: usize, _op: usize) -> bool {
+            false
+        }
+        fn buft(&self, b: usize) -> u8 {
+            b as u8
+        }
+        fn op_offload(&self) -> bool {
+            false
+        }
+    }
+
+    /// Records copies and rewiring. A split input `t`'s copies on `backend` are numbered
+    /// `100 + 10 t + backend` (copy 0) and `200 + 10 t + backend` (copy 1); a graph input's
+    /// are the input itself and `1000 + t`.
+    #[derive(Default)]
+    struct Recorder {
+        made: HashMap<(usize, usize), Vec<usize>>,
+        rewired: Vec<(usize, usize, usize)>,
+    }
+
+    impl Copies<usize> for Recorder {
+        fn copy_of(&self, t: usize, backend: usize, copy: usize) -> Option<usize> {
+            self.made.get(&(t, backend)).map(|c| c[copy])
+        }
+        fn copy_graph_input(&mut self, t: usize, backend: usize) {
+            self.made.insert((t, backend), vec![t, 1000 + t]);
+        }
+        fn copy_split_input(&mut self, t: usize, backend: usize) {
+            self.made.insert(
+                (t, backend),
+                vec![100 + 10 * t + backend, 200 + 10 * t + backend],
+            );
+        }
+        fn set_src(&mut self, node: usize, slot: usize, copy: usize) {
+            self.rewired.push((node, slot, copy));
+        }
+    }
+
+    /// input 0 (CPU) → node 1 (GPU) → node 2 (GPU) → node 3 (CPU) reading 2 and 0.
+    fn graph() -> (G, HashMap<usize, usize>) {
+        let g = G {
+            srcs: vec![vec![], vec![0], vec![1], vec![2, 0]],
+            input: vec![true, false, false, false],
+            nodes: vec![1, 2, 3],
+        };
+        let backend_of = HashMap::from([(0, 1), (1, 0), (2, 0), (3, 1)]);
+        (g, backend_of)
+    }
+
+    #[test]
+    fn splits_follow_backends_and_copy_foreign_sources() {
+        let (g, backend_of) = graph();
+        let mut rec = Recorder::default();
+        let one = Pipeline {
+            n_copies: 1,
+            cur_copy: 0,
+        };
+        let p = partition(&g, &Two, &backend_of, &mut rec, one).unwrap();
+        assert_eq!(
+            p.splits,
+            vec![
+                Split {
+                    backend: 0,
+                    start: 0,
+                    end: 2,
+                    inputs: vec![0]
+                },
+                Split {
+                    backend: 1,
+                    start: 2,
+                    end: 3,
+                    inputs: vec![2]
+                },
+            ]
+        );
+        assert!(
+            p.graph_inputs.is_empty(),
+            "one pipeline copy: no input copies"
+        );
+        // node 1 reads the GPU copy of input 0; node 3 the CPU copy of node 2 and input 0 as is
+        assert_eq!(rec.rewired, vec![(1, 0, 100), (3, 0, 121)]);
+    }
+
+    #[test]
+    fn pipeline_copies_of_graph_inputs() {
+        let (g, backend_of) = graph();
+        let mut rec = Recorder::default();
+        let two = Pipeline {
+            n_copies: 2,
+            cur_copy: 1,
+        };
+        let p = partition(&g, &Two, &backend_of, &mut rec, two).unwrap();
+        assert_eq!(p.graph_inputs, vec![0]);
+        // the current copy (1) of each split input is wired in
+        assert_eq!(rec.rewired, vec![(1, 0, 200), (3, 0, 221)]);
+    }
+
+    #[test]
+    fn a_node_without_backend_is_an_error() {
+        let (g, mut backend_of) = graph();
+        backend_of.remove(&2);
+        let one = Pipeline {
+            n_copies: 1,
+            cur_copy: 0,
+        };
+        assert_eq!(
+            partition(&g, &Two, &backend_of, &mut Recorder::default(), one),
+            Err(PartitionError::NodeWithoutBackend(2))
+        );
+    }
+}
