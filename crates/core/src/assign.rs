@@ -189,8 +189,8 @@ where
 
     /// Pass 1: tensors whose placement is already decided by their buffers or inputs.
     fn place_decided(&mut self) -> Result<(), AssignError<G::Tensor>> {
-        let all: Vec<G::Tensor> = self.g.leafs().chain(self.g.nodes()).collect();
-        for t in all {
+        let g = self.g;
+        for t in g.leafs().chain(g.nodes()) {
             if self.id(t).is_none() {
                 if let Some(b) = self.backend_by_placement(t)? {
                     self.backend_of.insert(t, b);
@@ -234,9 +234,9 @@ where
     /// and can read all their sources; give each node still unassigned the backend that
     /// supports it and can read most of its sources.
     fn upgrade_and_fill(&mut self) {
-        let nodes: Vec<G::Tensor> = self.g.nodes().collect();
-        for node in nodes {
-            if self.g.is_view_op(node) {
+        let g = self.g;
+        for node in g.nodes() {
+            if g.is_view_op(node) {
                 continue;
             }
             match self.id(node) {
@@ -280,9 +280,9 @@ where
     /// Pass 4: views follow their source, unassigned sources follow their consumer, and a node
     /// still unassigned goes to the first backend that supports it.
     fn assign_sources(&mut self) -> Result<(), AssignError<G::Tensor>> {
-        let nodes: Vec<G::Tensor> = self.g.nodes().collect();
-        for node in nodes {
-            if let Some(v) = self.g.view_src(node) {
+        let g = self.g;
+        for node in g.nodes() {
+            if let Some(v) = g.view_src(node) {
                 if self.id(node).is_none() {
                     if let Some(b) = self.id(v) {
                         self.backend_of.insert(node, b);
@@ -290,8 +290,7 @@ where
                 }
             }
             let current = self.id(node);
-            let srcs: Vec<G::Tensor> = self.g.srcs(node).collect();
-            for src in srcs {
+            for src in g.srcs(node) {
                 if self.id(src).is_some() {
                     continue;
                 }

@@ -149,8 +149,8 @@ where
             out.splits.push(std::mem::replace(&mut split, next));
         }
         let cur = split.backend;
-        let srcs: Vec<(usize, G::Tensor)> = g.srcs_indexed(node).collect();
-        for (slot, src) in srcs {
+        // (`set_src` below rewires slots already visited: the iteration reads each slot once)
+        for (slot, src) in g.srcs_indexed(node) {
             let src_backend = id(src).ok_or(PartitionError::SourceWithoutBackend(src))?;
             if g.is_input(src)
                 && pipeline.n_copies > 1
