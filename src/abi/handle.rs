@@ -592,6 +592,15 @@ impl Tensor {
         // SAFETY: the tensor is live; graph rewriting is single-threaded by ggml's contract.
         unsafe { (*self.as_ptr()).src[j] = src.as_ptr() }
     }
+    /// The non-NULL sources with their slot index, read once: the iterator holds a copy of
+    /// the source slots, not a borrow of the tensor.
+    pub fn srcs_by_slot(self) -> impl Iterator<Item = (usize, Tensor)> {
+        let src = self.raw().src;
+        // SAFETY: a tensor's sources outlive it.
+        src.into_iter()
+            .enumerate()
+            .filter_map(|(j, s)| unsafe { Tensor::from_ptr(s) }.map(|t| (j, t)))
+    }
     pub fn srcs(&self) -> impl Iterator<Item = Tensor> + '_ {
         // SAFETY: a tensor's sources outlive it.
         self.raw()

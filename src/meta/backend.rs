@@ -756,7 +756,7 @@ impl plan::Nodes for NodeView<'_> {
         n.src(slot)
     }
     fn srcs(&self, n: Tensor) -> impl Iterator<Item = Tensor> + '_ {
-        (0..GGML_MAX_SRC).filter_map(move |j| n.src(j))
+        n.srcs_by_slot().map(|(_, s)| s)
     }
     fn uses(&self, n: Tensor) -> i32 {
         uses_of(self.uses, n)

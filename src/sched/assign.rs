@@ -28,7 +28,7 @@ impl partition::Nodes for GraphView {
         self.0.node(i)
     }
     fn srcs_indexed(&self, t: Tensor) -> impl Iterator<Item = (usize, Tensor)> + '_ {
-        (0..GGML_MAX_SRC).filter_map(move |j| t.src(j).map(|s| (j, s)))
+        t.srcs_by_slot()
     }
 }
 
@@ -77,7 +77,7 @@ impl assign::Tensors for TensorView {
     type Buft = ggml_backend_buffer_type_t;
 
     fn srcs(&self, t: Tensor) -> impl Iterator<Item = Tensor> + '_ {
-        (0..GGML_MAX_SRC).filter_map(move |j| t.src(j))
+        t.srcs_by_slot().map(|(_, s)| s)
     }
     fn view_src(&self, t: Tensor) -> Option<Tensor> {
         t.view_src()
