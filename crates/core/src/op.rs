@@ -211,11 +211,13 @@ impl Op {
     ];
 
     /// The name ggml gives the op (`ggml_op_name`), e.g. `MUL_MAT`.
+    #[inline]
     pub const fn name(self) -> &'static str {
         NAMES[self as usize]
     }
 
     /// Ops that only reinterpret their source's memory: no computation, no data of their own.
+    #[inline]
     pub const fn is_view(self) -> bool {
         matches!(self, Op::View | Op::Reshape | Op::Permute | Op::Transpose)
     }
@@ -335,6 +337,7 @@ impl std::error::Error for UnknownOp {}
 impl TryFrom<i32> for Op {
     type Error = UnknownOp;
 
+    #[inline]
     fn try_from(value: i32) -> Result<Op, UnknownOp> {
         usize::try_from(value)
             .ok()
