@@ -592,14 +592,13 @@ impl Tensor {
         // SAFETY: the tensor is live; graph rewriting is single-threaded by ggml's contract.
         unsafe { (*self.as_ptr()).src[j] = src.as_ptr() }
     }
-    /// The non-NULL sources with their slot index, read once: the iterator holds a copy of
-    /// the source slots, not a borrow of the tensor.
+    /// The non-NULL sources with their slot index. The iterator holds the handle, not a borrow
+    /// of it, and reads each slot when it gets there (a slot rewired before is seen rewired).
     pub fn srcs_by_slot(self) -> impl Iterator<Item = (usize, Tensor)> {
-        let src = self.raw().src;
-        // SAFETY: a tensor's sources outlive it.
-        src.into_iter()
-            .enumerate()
-            .filter_map(|(j, s)| unsafe { Tensor::from_ptr(s) }.map(|t| (j, t)))
+        let p = self.as_ptr();
+        // SAFETY: the tensor is live while its handle is used, and its sources outlive it.
+        (0..GGML_MAX_SRC)
+            .filter_map(move |j| unsafe { Tensor::from_ptr((*p).src[j]) }.map(|t| (j, t)))
     }
     pub fn srcs(&self) -> impl Iterator<Item = Tensor> + '_ {
         // SAFETY: a tensor's sources outlive it.

@@ -149,7 +149,7 @@ where
             out.splits.push(std::mem::replace(&mut split, next));
         }
         let cur = split.backend;
-        // (`set_src` below rewires slots already visited: the iteration reads each slot once)
+        // (`set_src` below rewires only the slot just visited; each slot is read once)
         for (slot, src) in g.srcs_indexed(node) {
             let src_backend = id(src).ok_or(PartitionError::SourceWithoutBackend(src))?;
             if g.is_input(src)
