@@ -218,7 +218,79 @@ function(ggml_backend_rs_splice)
     set_property(TARGET ggml PROPERTY LINKER_LANGUAGE C)
 
     _ggml_backend_rs_headers_first()
+    _ggml_backend_rs_install()
     message(STATUS "ggml-backend-rs: spliced into ggml-base / ggml")
+endfunction()
+
+# `cmake --install`: llama.cpp's own rules install the libraries (ggml-base holds the Rust layer)
+# and headers; here ggml's public ggml-backend.h becomes ours, and this package adds the meta
+# API header (ggml-ext.h), the crate's archive (static builds), a CMake package config
+# (find_package(ggml-backend-rs)) and a pkg-config file (ggml-backend-rs.pc).
+function(_ggml_backend_rs_install)
+    include(GNUInstallDirs)
+    include(CMakePackageConfigHelpers)
+    set(ours "${GGML_BACKEND_RS_ROOT}/include")
+    if(EXISTS "${ours}/ggml-backend.h")
+        # Runs after ggml's own rule for its public headers (install rules run in the order they
+        # are declared, subdirectories included: policy CMP0082), so ours replaces upstream's.
+        install(FILES "${ours}/ggml-backend.h" "${ours}/ggml-ext.h"
+                DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+    endif()
+
+    get_target_property(base_type ggml-base TYPE)
+    if(base_type STREQUAL "SHARED_LIBRARY")
+        set(GGML_BACKEND_RS_SHARED ON)
+        # libggml-base calls into libggml (the builtin backend list): keep it when linking.
+        set(pc_libs "-Wl,--no-as-needed -lggml -lggml-base")
+        set(pc_libs_private "")
+    else()
+        set(GGML_BACKEND_RS_SHARED OFF)
+        get_target_property(archive ggml_backend_rs_static IMPORTED_LOCATION)
+        install(FILES "${archive}" DESTINATION "${CMAKE_INSTALL_LIBDIR}")
+        set(backends "")
+        foreach(b IN LISTS GGML_AVAILABLE_BACKENDS)
+            string(APPEND backends " -l${b}")
+        endforeach()
+        set(pc_libs "-Wl,--whole-archive \${libdir}/libggml_backend_rs.a -Wl,--no-whole-archive -Wl,--start-group -lggml -lggml-base${backends} -Wl,--end-group")
+        list(JOIN GGML_BACKEND_RS_NATIVE_LIBS " -l" native)
+        set(pc_libs_private "-l${native} -lstdc++")
+        if(GGML_OPENMP)
+            string(APPEND pc_libs_private " -fopenmp")
+        endif()
+    endif()
+
+    file(STRINGS "${GGML_BACKEND_RS_ROOT}/Cargo.toml" version_line REGEX "^version = ")
+    string(REGEX REPLACE "^version = \"([^\"]+)\".*" "\\1" GGML_BACKEND_RS_VERSION "${version_line}")
+    get_target_property(GGML_BACKEND_RS_GGML_VERSION ggml-base VERSION)
+    list(JOIN GGML_BACKEND_RS_NATIVE_LIBS " " GGML_BACKEND_RS_NATIVE_LIBS_LIST)
+    set(GGML_BACKEND_RS_INCLUDE_DIR "${CMAKE_INSTALL_INCLUDEDIR}")
+    set(GGML_BACKEND_RS_LIB_DIR "${CMAKE_INSTALL_LIBDIR}")
+    set(pkg_dir "${CMAKE_BINARY_DIR}/ggml-backend-rs-package")
+    configure_package_config_file(
+        "${GGML_BACKEND_RS_ROOT}/cmake/ggml-backend-rs-config.cmake.in"
+        "${pkg_dir}/ggml-backend-rs-config.cmake"
+        INSTALL_DESTINATION "${CMAKE_INSTALL_LIBDIR}/cmake/ggml-backend-rs"
+        PATH_VARS GGML_BACKEND_RS_INCLUDE_DIR GGML_BACKEND_RS_LIB_DIR)
+    write_basic_package_version_file("${pkg_dir}/ggml-backend-rs-config-version.cmake"
+        VERSION "${GGML_BACKEND_RS_VERSION}" COMPATIBILITY SameMinorVersion)
+    install(FILES "${pkg_dir}/ggml-backend-rs-config.cmake"
+                  "${pkg_dir}/ggml-backend-rs-config-version.cmake"
+            DESTINATION "${CMAKE_INSTALL_LIBDIR}/cmake/ggml-backend-rs")
+
+    file(CONFIGURE OUTPUT "${pkg_dir}/ggml-backend-rs.pc" @ONLY CONTENT [=[
+prefix=${pcfiledir}/../..
+exec_prefix=${prefix}
+libdir=${prefix}/@CMAKE_INSTALL_LIBDIR@
+includedir=${prefix}/@CMAKE_INSTALL_INCLUDEDIR@
+
+Name: ggml-backend-rs
+Description: ggml (@GGML_BACKEND_RS_GGML_VERSION@) with its backend layer in Rust
+Version: @GGML_BACKEND_RS_VERSION@
+Cflags: -I${includedir}
+Libs: -L${libdir} @pc_libs@
+Libs.private: @pc_libs_private@
+]=])
+    install(FILES "${pkg_dir}/ggml-backend-rs.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
 endfunction()
 
 # Included through CMAKE_PROJECT_ggml_INCLUDE: splice at the end of the top-level directory.

@@ -1,0 +1,59 @@
+# cmake -DBUILD_DIR=<build> -DSOURCE_DIR=<ctests/package> -DOUR_HEADER=<include/ggml-backend.h>
+#       -DWORK_DIR=<dir> -DSHARED=<ON|OFF> -DCC=<c compiler> -P package.cmake
+# `cmake --install` of the build into WORK_DIR/prefix, then the consumer program built twice
+# against the installed tree — through find_package(ggml-backend-rs) and through pkg-config —
+# and run: both must add two vectors correctly on the installed CPU backend. The installed
+# ggml-backend.h must be ours.
+
+foreach(var BUILD_DIR SOURCE_DIR OUR_HEADER WORK_DIR SHARED CC)
+    if(NOT DEFINED ${var})
+        message(FATAL_ERROR "package.cmake: -D${var}=... is required")
+    endif()
+endforeach()
+file(REMOVE_RECURSE "${WORK_DIR}")
+set(prefix "${WORK_DIR}/prefix")
+
+function(run what)
+    execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if(NOT rc EQUAL 0)
+        message(FATAL_ERROR "${what} failed (${rc}):\n${out}${err}")
+    endif()
+    message("--- ${what}\n${out}")
+endfunction()
+
+run("cmake --install" "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${prefix}")
+execute_process(COMMAND "${CMAKE_COMMAND}" -E compare_files "${OUR_HEADER}" "${prefix}/include/ggml-backend.h"
+    RESULT_VARIABLE same)
+if(NOT same EQUAL 0)
+    message(FATAL_ERROR "the installed ggml-backend.h is not the crate's generated header")
+endif()
+foreach(f include/ggml-ext.h lib/cmake/ggml-backend-rs/ggml-backend-rs-config.cmake
+          lib/pkgconfig/ggml-backend-rs.pc)
+    if(NOT EXISTS "${prefix}/${f}")
+        message(FATAL_ERROR "not installed: ${f}")
+    endif()
+endforeach()
+set(ENV{LD_LIBRARY_PATH} "${prefix}/lib")
+
+# find_package
+run("configure the consumer (find_package)" "${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${WORK_DIR}/cmake-build"
+    -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}")
+run("build the consumer (find_package)" "${CMAKE_COMMAND}" --build "${WORK_DIR}/cmake-build")
+run("run the consumer (find_package)" "${WORK_DIR}/cmake-build/consumer")
+
+# pkg-config
+find_program(PKG_CONFIG NAMES pkg-config pkgconf REQUIRED)
+set(ENV{PKG_CONFIG_PATH} "${prefix}/lib/pkgconfig")
+set(static_flag "")
+if(NOT SHARED)
+    set(static_flag --static)
+endif()
+execute_process(COMMAND "${PKG_CONFIG}" --cflags --libs ${static_flag} ggml-backend-rs
+    RESULT_VARIABLE rc OUTPUT_VARIABLE flags ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "pkg-config ggml-backend-rs failed:\n${err}")
+endif()
+message("--- pkg-config --cflags --libs ${static_flag} ggml-backend-rs\n${flags}")
+separate_arguments(flags UNIX_COMMAND "${flags}")
+run("build the consumer (pkg-config)" "${CC}" "${SOURCE_DIR}/consumer.c" -o "${WORK_DIR}/consumer-pc" ${flags})
+run("run the consumer (pkg-config)" "${WORK_DIR}/consumer-pc")
