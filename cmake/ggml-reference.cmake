@@ -17,6 +17,15 @@ function(ggml_backend_rs_add_reference llama_cpp_dir)
     set(GGML_BACKEND_RS_REFERENCE_LIBDIR "" CACHE PATH
         "Existing directory with the reference libggml*.so (skips building the reference)")
     set(names ggml-base ggml ggml-cpu llama)
+    set(dl_args "")
+    if(GGML_BACKEND_DL)
+        # Backends loaded at run time: upstream's loader (in its libggml) is the reference. It
+        # is built without CPU modules of its own; the tests run it where this build's CPU
+        # variants are (upstream's search includes the working directory), so both loaders
+        # choose among the same modules, compiled once from the pin's ggml-cpu.
+        set(names ggml-base ggml llama)
+        set(dl_args -DGGML_BACKEND_DL=ON -DGGML_CPU=OFF)
+    endif()
 
     if(GGML_BACKEND_RS_REFERENCE_LIBDIR)
         set(libdir "${GGML_BACKEND_RS_REFERENCE_LIBDIR}")
@@ -68,6 +77,7 @@ function(ggml_backend_rs_add_reference llama_cpp_dir)
                 -DLLAMA_BUILD_EXAMPLES=OFF
                 -DLLAMA_BUILD_SERVER=OFF
                 ${backend_args}
+                ${dl_args}
             BUILD_COMMAND "${CMAKE_COMMAND}" --build <BINARY_DIR> --target ${names}
             INSTALL_COMMAND ""
             BUILD_BYPRODUCTS ${byproducts}

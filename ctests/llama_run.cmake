@@ -1,8 +1,11 @@
 # cmake -DDRIVER_A=<exe> -DARGS_A=<a;b> [-DDRIVER_B=<exe> -DARGS_B=<a;b>] -DCOMPARE=<compare_logits>
-#       -DTOL=<t> -DWORK_DIR=<dir> -P llama_run.cmake
+#       -DTOL=<t> -DWORK_DIR=<dir> [-DCWD_A=<dir> -DCWD_B=<dir>] [-DSAME_SYSTEM=ON] -P llama_run.cmake
 # Runs tools/model/llama_driver twice (two builds, or two configurations) with --logits-out and
 # passes when both produce the same greedy tokens and their logits agree within TOL
-# (compare_logits: 0 = bit-identical, else relative L2).
+# (compare_logits: 0 = bit-identical, else relative L2). CWD_A / CWD_B: the drivers' working
+# directories (upstream's loader searches it for backend modules). SAME_SYSTEM: the drivers'
+# `system:` lines (llama_print_system_info: the features of the CPU backend that was loaded,
+# i.e. which variant) must be equal too.
 
 foreach(var DRIVER_A ARGS_A COMPARE TOL WORK_DIR)
     if(NOT DEFINED ${var})
@@ -19,18 +22,26 @@ file(MAKE_DIRECTORY "${WORK_DIR}")
 set(ENV{GGML_NO_BACKTRACE} 1)
 
 foreach(side A B)
+    set(cwd "")
+    if(DEFINED CWD_${side})
+        set(cwd WORKING_DIRECTORY "${CWD_${side}}")
+    endif()
     execute_process(COMMAND "${DRIVER_${side}}" ${ARGS_${side}} --logits-out "${WORK_DIR}/${side}.bin"
-        RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+        ${cwd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
     message("--- ${side}: ${DRIVER_${side}} ${ARGS_${side}}\n${out}${err}")
     if(NOT rc EQUAL 0)
         message(FATAL_ERROR "driver ${side} failed (${rc})")
     endif()
     string(REGEX MATCH "\ntokens: [^\n]*" tokens_${side} "\n${out}")
+    string(REGEX MATCH "\nsystem: [^\n]*" system_${side} "\n${out}")
     if(tokens_${side} STREQUAL "")
         message(FATAL_ERROR "driver ${side} printed no tokens line")
     endif()
 endforeach()
 
+if(SAME_SYSTEM AND NOT system_A STREQUAL system_B)
+    message(FATAL_ERROR "the drivers loaded different CPU backends:${system_A}\nvs${system_B}")
+endif()
 if(NOT tokens_A STREQUAL tokens_B)
     message(FATAL_ERROR "greedy tokens differ:${tokens_A}\nvs${tokens_B}")
 endif()

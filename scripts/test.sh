@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The project's test command: builds llama.cpp's ggml + llama with the Rust backend layer spliced
-# in, shared and static, runs the ctests of both, then the crate's own tests.
+# in, shared, static, and shared with the backends as run-time modules (GGML_BACKEND_DL), runs
+# the ctests of each, then the crate's own tests.
 #
-#   ./scripts/test.sh              build dirs: build/shared, build/static (kept between runs)
+#   ./scripts/test.sh              build dirs: build/shared, build/static, build/dl (kept between
+#                                  runs)
 #   ./scripts/test.sh --quick [RE] one tree (build/shared) and its ctests matching the regular
 #                                  expression RE (all when omitted); no static tree, no cargo
 #                                  test: for iterating on a change, not a substitute for the
@@ -52,6 +54,16 @@ cmake -S . -B build/static "${common[@]}" -DBUILD_SHARED_LIBS=OFF \
 cmake --build build/static -j "$jobs"
 step "ctest: static"
 ctest --test-dir build/static --output-on-failure -j "$jobs"
+
+# DL: the backends as modules loaded at run time (GGML_BACKEND_DL, every CPU variant), as
+# llama.cpp's release builds ship; compared with upstream's own loader and with the shared
+# (linked) build above. Its reference builds only upstream's libggml-base, libggml and libllama.
+step "configure + build: dl"
+cmake -S . -B build/dl "${common[@]}" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_DL=ON \
+    -DGGML_CPU_ALL_VARIANTS=ON "-DGGML_BACKEND_RS_LINKED_DRIVER=$root/build/shared/ctests/llama_driver"
+cmake --build build/dl -j "$jobs"
+step "ctest: dl"
+ctest --test-dir build/dl --output-on-failure -j "$jobs"
 
 # ---------------------------------------------------------------------------------------------
 # cargo test — the Rust tests link the crate with ggml core and the CPU backend from the static

@@ -9,6 +9,8 @@
 //                [--prompt TEXT] [--n-predict N (16)] [--n-ctx N (512)] [--n-batch N (512)]
 //                [--n-ubatch N (512)] [--threads N (2)] [--flash-attn on|off|auto (auto)] [--no-mmap]
 //                [--all-logits] [--logits-out FILE] [--stop-eog] [--load-all-backends] [--verbose]
+//                [--backend-dir DIR]  (ggml_backend_load_all_from_path(DIR): backends built as
+//                                      modules, GGML_BACKEND_DL, from that directory only)
 //                [--test-device]  (builds with LLAMA_DRIVER_TEST_DEVICE: register ctests' TESTGPU0/1)
 //                [--step-report]  (with --test-device: per decode step, what reached the test devices
 //                                  between the step's first graph and its last device operation)
@@ -85,6 +87,7 @@ struct Opts {
     std::string logits_out;
     bool stop_eog = false;
     bool load_all = false;
+    std::string backend_dir;      // --backend-dir: load backend modules from this directory
     bool test_device = false;     // register the test-only TESTGPU0/1 devices (ctests builds)
     bool step_report = false;     // print the test devices' trace of every decode step
     bool verbose = false;
@@ -200,6 +203,7 @@ int main(int argc, char ** argv) {
         else if (a == "--logits-out")           o.logits_out = need();
         else if (a == "--stop-eog")             o.stop_eog = true;
         else if (a == "--load-all-backends")    o.load_all = true;
+        else if (a == "--backend-dir")          o.backend_dir = need();
         else if (a == "--test-device")          o.test_device = true;
         else if (a == "--step-report")          o.step_report = true;
         else if (a == "--verbose")              o.verbose = true;
@@ -229,6 +233,7 @@ int main(int argc, char ** argv) {
     llama_cli::verbose = o.verbose;
     llama_log_set(llama_cli::log_cb, nullptr);
     if (o.load_all) ggml_backend_load_all();
+    if (!o.backend_dir.empty()) ggml_backend_load_all_from_path(o.backend_dir.c_str());
     if (o.test_device) {
 #ifdef LLAMA_DRIVER_TEST_DEVICE
         test_device_register(o.threads);
