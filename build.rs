@@ -35,4 +35,7 @@ fn main() {
         println!("cargo:rustc-link-arg={lib}");
     }
     println!("cargo:rustc-link-arg=-Wl,--end-group");
+    // The registry looks the builtin list (libggml.a) up at run time: keep and export it.
+    println!("cargo:rustc-link-arg=-Wl,--undefined=ggml_backend_rs_builtin_regs");
+    println!("cargo:rustc-link-arg=-Wl,--export-dynamic-symbol=ggml_backend_rs_builtin_regs");
 }

@@ -13,7 +13,7 @@
 #   * ggml-base loses ggml-backend.cpp and links the Rust archive whole, so ggml core and the
 #     Rust backend layer resolve each other inside one library (ggml-backend-meta.cpp goes too);
 #   * ggml loses ggml-backend-reg.cpp and ggml-backend-dl.cpp; its one source is
-#     ggml-backend-rs-builtins.c (ggml_backend_rs_builtin_regs, called by the Rust registry);
+#     ggml-backend-rs-builtins.c (ggml_backend_rs_builtin_regs, looked up by the Rust registry);
 #   * ggml-base links ggml as INTERFACE (the reverse edge of the ggml -> ggml-base cycle), and
 #     consumers of a shared ggml-base link with --no-as-needed so libggml is not dropped;
 #   * when the crate's generated headers exist in <repo>/include, ggml-base, ggml, the backends
@@ -33,6 +33,12 @@ cmake_path(NORMAL_PATH root)
 string(REGEX REPLACE "/$" "" root "${root}")
 set(GGML_BACKEND_RS_ROOT "${root}" CACHE INTERNAL "ggml-backend-rs repository")
 unset(root)
+
+# A static program holds the builtin list (libggml.a's ggml_backend_rs_builtin_regs), which the
+# Rust registry looks up at run time: keep it (nothing else refers to it) and export it.
+set(GGML_BACKEND_RS_STATIC_EXPORTS
+    "LINKER:--undefined=ggml_backend_rs_builtin_regs"
+    "LINKER:--export-dynamic-symbol=ggml_backend_rs_builtin_regs" CACHE INTERNAL "")
 
 # Native libraries the Rust staticlib needs (`--print native-static-libs` on Linux).
 set(GGML_BACKEND_RS_NATIVE_LIBS dl gcc_s util rt pthread m c CACHE INTERNAL "")
@@ -190,17 +196,17 @@ function(ggml_backend_rs_splice)
         # it inside the repeated ggml-base/ggml/backend cycle, twice: duplicate definitions.
         get_target_property(archive ggml_backend_rs_static IMPORTED_LOCATION)
         target_link_options(ggml-base INTERFACE
-            "SHELL:-Wl,--whole-archive \"${archive}\" -Wl,--no-whole-archive")
+            "SHELL:-Wl,--whole-archive \"${archive}\" -Wl,--no-whole-archive"
+            ${GGML_BACKEND_RS_STATIC_EXPORTS})
         set_property(TARGET ggml-base APPEND PROPERTY INTERFACE_LINK_DEPENDS "${archive}")
         target_link_libraries(ggml-base INTERFACE ${GGML_BACKEND_RS_NATIVE_LIBS})
         add_dependencies(ggml-base ggml_backend_rs_cargo)
     else()
         target_link_libraries(ggml-base PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,ggml_backend_rs::static>")
     endif()
-    # The Rust registry calls ggml_backend_rs_builtin_regs, defined in ggml: whatever links
-    # ggml-base links ggml too, except ggml itself and the backends ggml links (for shared
-    # libraries CMake refuses that cycle; libggml-base.so is left with one undefined symbol,
-    # resolved by the libggml.so that every program or library using it loads).
+    # The Rust registry looks up ggml_backend_rs_builtin_regs, defined in ggml, at run time:
+    # whatever links ggml-base links ggml too, except ggml itself and the backends ggml links
+    # (for shared libraries CMake refuses that cycle).
     set(not_ggml_side "")
     foreach(t ggml ${GGML_AVAILABLE_BACKENDS})
         list(APPEND not_ggml_side "$<STREQUAL:$<TARGET_PROPERTY:NAME>,${t}>")
@@ -251,7 +257,7 @@ function(_ggml_backend_rs_install)
         foreach(b IN LISTS GGML_AVAILABLE_BACKENDS)
             string(APPEND backends " -l${b}")
         endforeach()
-        set(pc_libs "-Wl,--whole-archive \${libdir}/libggml_backend_rs.a -Wl,--no-whole-archive -Wl,--start-group -lggml -lggml-base${backends} -Wl,--end-group")
+        set(pc_libs "-Wl,--whole-archive \${libdir}/libggml_backend_rs.a -Wl,--no-whole-archive -Wl,--start-group -lggml -lggml-base${backends} -Wl,--end-group -Wl,--undefined=ggml_backend_rs_builtin_regs -Wl,--export-dynamic-symbol=ggml_backend_rs_builtin_regs")
         list(JOIN GGML_BACKEND_RS_NATIVE_LIBS " -l" native)
         set(pc_libs_private "-l${native} -lstdc++")
         if(GGML_OPENMP)

@@ -1,7 +1,10 @@
 //! The backend registry: the process-wide list of backend registries and their devices.
 //!
-//! Backends compiled into the build are registered on first use (their list comes from
-//! target `ggml`, see `cmake/ggml-backend-rs-builtins.c`); others are added with
+//! Backends compiled into the build are registered on first use. Their list comes from target
+//! `ggml` (`ggml_backend_rs_builtin_regs`, see `cmake/ggml-backend-rs-builtins.c`), looked up in
+//! the process at run time; a process without it (this crate's `libggml_backend_rs.so` linked
+//! in place of upstream's backend files) gets the backends whose registration functions
+//! (`ggml_backend_<name>_reg`) it finds instead, in upstream's order. Others are added with
 //! `ggml_backend_register`, `ggml_backend_device_register` or loaded from shared libraries
 //! ([`loader`]).
 
@@ -12,11 +15,32 @@ use std::sync::{Arc, Mutex, MutexGuard, Once};
 use crate::abi::*;
 use crate::log::log_debug;
 
-extern "C" {
-    /// Provided by the build (target `ggml`): writes up to `capacity` registries of the
-    /// compiled-in backends to `regs` and returns how many there are.
-    fn ggml_backend_rs_builtin_regs(regs: *mut ggml_backend_reg_t, capacity: usize) -> usize;
-}
+/// `ggml_backend_rs_builtin_regs`, provided by the build (target `ggml`): writes up to
+/// `capacity` registries of the compiled-in backends to `regs` and returns how many there are.
+type BuiltinRegs = unsafe extern "C" fn(regs: *mut ggml_backend_reg_t, capacity: usize) -> usize;
+
+/// A backend's registration function, `ggml_backend_reg_t ggml_backend_<name>_reg(void)`.
+type RegFn = unsafe extern "C" fn() -> ggml_backend_reg_t;
+
+/// The registration functions a build can compile in, in the order upstream registers them
+/// (Vulkan unless `GGML_DISABLE_VULKAN` is set, as upstream).
+const REG_FUNCTIONS: &[&[u8]] = &[
+    b"ggml_backend_cuda_reg\0",
+    b"ggml_backend_metal_reg\0",
+    b"ggml_backend_sycl_reg\0",
+    b"ggml_backend_vk_reg\0",
+    b"ggml_backend_webgpu_reg\0",
+    b"ggml_backend_zdnn_reg\0",
+    b"ggml_backend_virtgpu_reg\0",
+    b"ggml_backend_opencl_reg\0",
+    b"ggml_backend_zendnn_reg\0",
+    b"ggml_backend_hexagon_reg\0",
+    b"ggml_backend_cann_reg\0",
+    b"ggml_backend_blas_reg\0",
+    b"ggml_backend_rpc_reg\0",
+    b"ggml_backend_openvino_reg\0",
+    b"ggml_backend_cpu_reg\0",
+];
 
 struct Entry {
     reg: Reg,
@@ -58,12 +82,39 @@ fn ensure_builtins() {
 }
 
 fn builtin_regs() -> Vec<Reg> {
-    // SAFETY: a NULL buffer with capacity 0 only asks for the count.
-    let count = unsafe { ggml_backend_rs_builtin_regs(std::ptr::null_mut(), 0) };
-    let mut regs = vec![std::ptr::null_mut(); count];
-    // SAFETY: `regs` has room for `count` entries.
-    let written = unsafe { ggml_backend_rs_builtin_regs(regs.as_mut_ptr(), count) }.min(count);
-    regs.truncate(written);
+    let process = libloading::os::unix::Library::this();
+    // SAFETY: the symbol, where the build defines it, has the type `BuiltinRegs` declares.
+    let listed = unsafe { process.get::<BuiltinRegs>(b"ggml_backend_rs_builtin_regs\0") };
+    let regs = match listed {
+        Ok(list) => {
+            // SAFETY: a NULL buffer with capacity 0 only asks for the count.
+            let count = unsafe { list(std::ptr::null_mut(), 0) };
+            let mut regs = vec![std::ptr::null_mut(); count];
+            // SAFETY: `regs` has room for `count` entries.
+            let written = unsafe { list(regs.as_mut_ptr(), count) }.min(count);
+            regs.truncate(written);
+            regs
+        }
+        Err(_) => {
+            log_debug!(
+                "ggml_backend_rs: no builtin list in the process; looking for backends' registration functions"
+            );
+            REG_FUNCTIONS
+                .iter()
+                .filter(|name| {
+                    **name != b"ggml_backend_vk_reg\0"
+                        || std::env::var_os("GGML_DISABLE_VULKAN").is_none()
+                })
+                .filter_map(|name| {
+                    // SAFETY: every `ggml_backend_<name>_reg` has the type `RegFn` declares.
+                    let f = unsafe { process.get::<RegFn>(name) }.ok()?;
+                    // SAFETY: a registration function takes no arguments and may be called
+                    // at any time; it returns its backend's registry or NULL.
+                    Some(unsafe { f() })
+                })
+                .collect()
+        }
+    };
     // SAFETY: registries of compiled-in backends live for the whole process.
     regs.into_iter()
         .filter_map(|r| unsafe { Reg::from_ptr(r) })
