@@ -60,6 +60,10 @@ function(ggml_backend_rs_add_reference llama_cpp_dir)
                 list(APPEND backend_args "-D${opt}=${${opt}}")
             endif()
         endforeach()
+        if(GGML_BACKEND_DL)
+            # no modules of its own, CUDA's neither (see above)
+            set(backend_args -DGGML_CUDA=OFF)
+        endif()
         ExternalProject_Add(ggml_reference
             SOURCE_DIR "${llama_cpp_dir}"
             BINARY_DIR "${build_dir}"
