@@ -591,6 +591,15 @@ static int bad_input(const char * name) {
     } else if (strcmp(name, "bad_copy_layouts") == 0) {
         struct ggml_context * ctx = new_ctx();
         ggml_backend_tensor_copy(ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4), ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 5));
+    } else if (strcmp(name, "bad_buffer_copy_too_small") == 0) {
+        // upstream lets the destination buffer's cpy_tensor write past the smaller tensor
+        struct ggml_context * ctx = new_ctx();
+        struct ggml_tensor * src = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 8);
+        struct ggml_tensor * dst = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4);
+        ggml_set_name(src, "src8");
+        ggml_set_name(dst, "dst4");
+        ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_cpu_buffer_type());
+        ggml_backend_buffer_copy_tensor(src, dst);
     } else if (strcmp(name, "bad_null_buft") == 0) {
         ggml_backend_buft_name(NULL);
     } else if (strcmp(name, "bad_null_buffer") == 0) {

@@ -74,6 +74,7 @@ set(bad_cases
     "bad_set_async_out_of_bounds|ggml_backend_tensor_set_async: access out of bounds"
     "bad_set_unallocated|ggml_backend_tensor_set: tensor '.*' buffer not set"
     "bad_copy_layouts|ggml_backend_tensor_copy: cannot copy tensors with different layouts"
+    "bad_buffer_copy_too_small|ggml_backend_buffer_copy_tensor: 'src8' \\(32 bytes\\) does not fit in 'dst4' \\(16 bytes\\)"
     "bad_null_buft|ggml_backend_buft_name: argument `buft` is NULL"
     "bad_null_buffer|ggml_backend_buffer_get_size: argument `buffer` is NULL"
     "bad_null_tensor|ggml_backend_tensor_set: argument `tensor` is NULL"

@@ -373,8 +373,19 @@ pub unsafe fn get_2d_async(backend: Backend, tensor: Tensor, data: *mut c_void, 
 }
 
 /// `ggml_backend_buffer_copy_tensor`: the destination buffer's own copy, if it has one.
+/// Backends copy all of `src`'s bytes, so a smaller `dst` stops the program here (upstream
+/// lets the backend write past it).
 pub fn buffer_copy(src: Tensor, dst: Tensor) -> bool {
-    data_buffer(dst, "ggml_backend_buffer_copy_tensor").cpy_tensor(src, dst)
+    const F: &str = "ggml_backend_buffer_copy_tensor";
+    ggml_assert!(
+        src.nbytes() <= dst.nbytes(),
+        "{F}: '{}' ({} bytes) does not fit in '{}' ({} bytes)",
+        src.name_string(),
+        src.nbytes(),
+        dst.name_string(),
+        dst.nbytes()
+    );
+    data_buffer(dst, F).cpy_tensor(src, dst)
 }
 
 fn is_host(t: Tensor) -> bool {
