@@ -36,9 +36,10 @@ unset(root)
 
 # A static program holds the builtin list (libggml.a's ggml_backend_rs_builtin_regs), which the
 # Rust registry looks up at run time: keep it (nothing else refers to it) and export it.
+# (Compiler-driver flags: also what the installed package config and .pc hand to consumers.)
 set(GGML_BACKEND_RS_STATIC_EXPORTS
-    "LINKER:--undefined=ggml_backend_rs_builtin_regs"
-    "LINKER:--export-dynamic-symbol=ggml_backend_rs_builtin_regs" CACHE INTERNAL "")
+    "-Wl,--undefined=ggml_backend_rs_builtin_regs"
+    "-Wl,--export-dynamic-symbol=ggml_backend_rs_builtin_regs" CACHE INTERNAL "")
 
 # Native libraries the Rust staticlib needs (`--print native-static-libs` on Linux).
 set(GGML_BACKEND_RS_NATIVE_LIBS dl gcc_s util rt pthread m c CACHE INTERNAL "")
@@ -243,6 +244,7 @@ function(_ggml_backend_rs_install)
                 DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
     endif()
 
+    list(JOIN GGML_BACKEND_RS_STATIC_EXPORTS " " GGML_BACKEND_RS_STATIC_EXPORTS_LIST)
     get_target_property(base_type ggml-base TYPE)
     if(base_type STREQUAL "SHARED_LIBRARY")
         set(GGML_BACKEND_RS_SHARED ON)
@@ -257,7 +259,7 @@ function(_ggml_backend_rs_install)
         foreach(b IN LISTS GGML_AVAILABLE_BACKENDS)
             string(APPEND backends " -l${b}")
         endforeach()
-        set(pc_libs "-Wl,--whole-archive \${libdir}/libggml_backend_rs.a -Wl,--no-whole-archive -Wl,--start-group -lggml -lggml-base${backends} -Wl,--end-group -Wl,--undefined=ggml_backend_rs_builtin_regs -Wl,--export-dynamic-symbol=ggml_backend_rs_builtin_regs")
+        set(pc_libs "-Wl,--whole-archive \${libdir}/libggml_backend_rs.a -Wl,--no-whole-archive -Wl,--start-group -lggml -lggml-base${backends} -Wl,--end-group ${GGML_BACKEND_RS_STATIC_EXPORTS_LIST}")
         list(JOIN GGML_BACKEND_RS_NATIVE_LIBS " -l" native)
         set(pc_libs_private "-l${native} -lstdc++")
         if(GGML_OPENMP)

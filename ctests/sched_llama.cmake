@@ -38,24 +38,13 @@ if(TARGET ggml_ref::llama)
     target_link_libraries(llama_driver_ref PRIVATE ggml_ref::llama ggml_ref::ggml ggml_ref::ggml-base ggml_ref::ggml-cpu)
 endif()
 
-# Test models: name, then write_model flags. Two shapes (grouped-query and plain multi-head
-# attention), f32 and f16; output.weight scaled by 8 so greedy tokens have clear margins.
-set(models
-    "tiny-gqa-f32|--n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 128 --n-vocab 300 --type f32"
-    "tiny-gqa-f16|--n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 128 --n-vocab 300 --type f16"
-    "small-mha-f32|--n-embd 96 --n-layer 3 --n-head 6 --n-head-kv 6 --n-ff 192 --n-vocab 320 --type f32")
+include("${CMAKE_CURRENT_LIST_DIR}/test_models.cmake")
 set(model_dir "${CMAKE_CURRENT_BINARY_DIR}/models")
 file(MAKE_DIRECTORY "${model_dir}")
 
 set(run "${CMAKE_CURRENT_SOURCE_DIR}/llama_run.cmake")
-foreach(entry IN LISTS models)
-    string(REPLACE "|" ";" parts "${entry}")
-    list(GET parts 0 name)
-    list(GET parts 1 flag_text)
-    separate_arguments(flags UNIX_COMMAND "${flag_text}")
-    set(gguf "${model_dir}/${name}.gguf")
-    add_test(NAME model/${name} COMMAND write_model ${flags} --seed 7 --out "${gguf}")
-    set_tests_properties(model/${name} PROPERTIES FIXTURES_SETUP model_${name})
+foreach(entry IN LISTS GGML_BACKEND_RS_TEST_MODELS)
+    ggml_backend_rs_test_model("${entry}" "${model_dir}" "" name gguf)
 
     set(cpu_args --model "${gguf}" --split-mode none --devices CPU --threads 2 --n-predict 12)
     set(tgpu_args --model "${gguf}" --test-device --devices TESTGPU0 --split-mode layer --threads 2 --n-predict 12)

@@ -14,9 +14,6 @@ use super::Sched;
 use crate::abi::*;
 use crate::log::{abort, log_debug};
 
-/// ggml's tensors as the passes see them.
-struct TensorView;
-
 /// A ggml graph as the passes see it.
 pub(super) struct GraphView(pub(super) Graph);
 
@@ -43,36 +40,6 @@ impl assign::Graph for GraphView {
 
 /// A graph's tensors are ggml's tensors.
 impl assign::Tensors for GraphView {
-    type Tensor = Tensor;
-    type Buft = ggml_backend_buffer_type_t;
-
-    fn srcs(&self, t: Tensor) -> impl Iterator<Item = Tensor> + '_ {
-        TensorView.srcs(t)
-    }
-    fn view_src(&self, t: Tensor) -> Option<Tensor> {
-        TensorView.view_src(t)
-    }
-    fn is_view_op(&self, t: Tensor) -> bool {
-        TensorView.is_view_op(t)
-    }
-    fn is_input(&self, t: Tensor) -> bool {
-        TensorView.is_input(t)
-    }
-    fn is_rope(&self, t: Tensor) -> bool {
-        TensorView.is_rope(t)
-    }
-    fn data_buft(&self, t: Tensor) -> Option<ggml_backend_buffer_type_t> {
-        TensorView.data_buft(t)
-    }
-    fn in_weight_buffer(&self, t: Tensor) -> bool {
-        TensorView.in_weight_buffer(t)
-    }
-    fn in_host_buffer(&self, t: Tensor) -> bool {
-        TensorView.in_host_buffer(t)
-    }
-}
-
-impl assign::Tensors for TensorView {
     type Tensor = Tensor;
     type Buft = ggml_backend_buffer_type_t;
 
@@ -117,9 +84,7 @@ impl BackendsView<'_> {
     }
 }
 
-impl<G: assign::Tensors<Tensor = Tensor, Buft = ggml_backend_buffer_type_t>> assign::Backends<G>
-    for BackendsView<'_>
-{
+impl assign::Backends<GraphView> for BackendsView<'_> {
     fn count(&self) -> usize {
         self.backends.len()
     }

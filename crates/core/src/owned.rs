@@ -38,15 +38,25 @@ impl<T: ?Sized> Registry<T> {
 
     /// The value of the C object at `addr`, if it is a live object of this kind.
     pub fn get(&self, addr: usize) -> Option<Arc<T>> {
+        self.lookup(addr, |map| map.get(&addr).cloned())
+    }
+
+    pub fn contains(&self, addr: usize) -> bool {
+        self.lookup(addr, |map| map.contains_key(&addr).then_some(()))
+            .is_some()
+    }
+
+    /// `f` over the live objects, unless `addr` is NULL or nothing was ever registered.
+    fn lookup<R>(
+        &self,
+        addr: usize,
+        f: impl FnOnce(&HashMap<usize, Arc<T>>) -> Option<R>,
+    ) -> Option<R> {
         if addr == 0 || !self.used.load(Ordering::Acquire) {
             return None;
         }
         let map = self.map.read().unwrap_or_else(|e| e.into_inner());
-        map.as_ref()?.get(&addr).cloned()
-    }
-
-    pub fn contains(&self, addr: usize) -> bool {
-        self.get(addr).is_some()
+        f(map.as_ref()?)
     }
 
     /// Unregisters the C object at `addr` (when it is freed) and hands back its value, which
