@@ -32,6 +32,8 @@ pub mod buffer;
 #[cfg(not(all(test, ggml_backend_rs_unlinked)))]
 pub mod meta;
 #[cfg(not(all(test, ggml_backend_rs_unlinked)))]
+pub mod plugin;
+#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
 pub mod registry;
 #[cfg(not(all(test, ggml_backend_rs_unlinked)))]
 pub mod sched;

@@ -5,7 +5,7 @@ pub mod cpu;
 pub mod multi;
 
 use std::ffi::c_void;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use ggml_backend_rs_core::owned::Registry;
 
@@ -51,6 +51,31 @@ pub fn allocate_empty(buft: Buft) {
     ALLOCATE_EMPTY.insert(buft.as_ptr() as usize, Arc::new(()));
 }
 
+/// The host program's buffer constructor and destructor (`ggml_backend_buffer_init` and
+/// `ggml_backend_buffer_free` of the ggml that loaded the plugin build).
+#[derive(Clone, Copy, Debug)]
+pub struct HostBuffers {
+    pub init: unsafe extern "C" fn(
+        ggml_backend_buffer_type_t,
+        ggml_backend_buffer_i,
+        *mut c_void,
+        usize,
+    ) -> ggml_backend_buffer_t,
+    pub free: unsafe extern "C" fn(ggml_backend_buffer_t),
+}
+
+/// Set once when the library runs as a plugin inside another ggml: every buffer object is then
+/// made and released by the host, because the host's generic code releases buffers itself
+/// (upstream's `ggml_backend_buffer_free` deletes the object with C++ `delete`), ours included.
+static HOST: OnceLock<HostBuffers> = OnceLock::new();
+
+/// Makes every later buffer object the host's (see [`HostBuffers`]). Returns false if a
+/// different host was installed before.
+pub fn use_host_buffers(host: HostBuffers) -> bool {
+    let installed = *HOST.get_or_init(|| host);
+    std::ptr::fn_addr_eq(installed.init, host.init) && std::ptr::fn_addr_eq(installed.free, host.free)
+}
+
 /// Creates a buffer object. Ownership passes to the caller, who releases it with [`free`].
 pub fn init(
     buft: ggml_backend_buffer_type_t,
@@ -58,6 +83,15 @@ pub fn init(
     context: *mut c_void,
     size: usize,
 ) -> Buffer {
+    if let Some(host) = HOST.get() {
+        // SAFETY: the host's ggml_backend_buffer_init takes exactly these values (the ABI's
+        // prototype) and returns a new buffer object, which it never returns NULL for.
+        let raw = unsafe { (host.init)(buft, iface, context, size) };
+        // SAFETY: the host's new object is live until it is freed through `free` below.
+        return unsafe { Buffer::from_ptr(raw) }.unwrap_or_else(|| {
+            crate::log::abort(file!(), line!(), "the host's ggml_backend_buffer_init returned NULL")
+        });
+    }
     let raw = Box::into_raw(Box::new(ggml_backend_buffer {
         iface,
         buft,
@@ -74,6 +108,13 @@ pub fn init(
 /// # Safety
 /// `buffer` was returned by [`init`] (i.e. by `ggml_backend_buffer_init`) and is not used again.
 pub unsafe fn free(buffer: Buffer) {
+    if let Some(host) = HOST.get() {
+        // SAFETY: every buffer object is the host's once it is installed (it is installed
+        // before the plugin makes or sees any buffer); the host runs the vtable's
+        // `free_buffer`, then releases the object. `buffer` is not used again (contract).
+        unsafe { (host.free)(buffer.as_ptr()) };
+        return;
+    }
     if let Some(free_buffer) = buffer.free_buffer_fn() {
         // SAFETY: vtable entry of `buffer`, which is live and not used after this call
         // (this function's contract).

@@ -7,19 +7,48 @@
 //! `ggml_backend_set_abort_callback` to the simple backends, so that libllama's thread count
 //! reaches CPU devices inside a meta device.
 
-use std::ffi::{c_char, c_void, CString};
+use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr;
 use std::sync::Mutex;
+
+use ggml_backend_rs_core::names::{Info, NamePolicy};
 
 use super::split::{RawSplitState, Split, StateError};
 use crate::abi::*;
 use crate::log::{abort, ggml_assert};
 
+/// How a meta device learns the splits of weights and caches.
+pub enum Policy {
+    /// The callback given to `ggml_backend_meta_device` (libllama's, in tensor mode); none
+    /// mirrors everything.
+    Callback {
+        callback: ggml_backend_meta_get_split_state_t,
+        userdata: usize,
+    },
+    /// Rules by GGUF tensor name, from the tensors allocated on the device (the plugin's
+    /// devices: libllama sees them as plain devices and gives no callback).
+    Names(Mutex<NamePolicy>),
+}
+
+/// What ggml sees of a meta device.
+pub enum Face {
+    /// `ggml_backend_meta_device`'s: type META, in a private registry, not enumerated.
+    Meta,
+    /// A plugin device, listed by the plugin's registry `reg`: type GPU, so that programs
+    /// may name it, with `device_id` (its first simple device's) so that libllama's default
+    /// device selection, which skips a second device with the id of one it has, keeps
+    /// using the simple devices themselves.
+    Plugin {
+        device_id: Option<CString>,
+        reg: ggml_backend_reg_t,
+    },
+}
+
 /// Everything a meta device knows. Reached from the C objects' `context` pointers.
 pub struct MetaDevice {
     pub simple: Vec<Device>,
-    callback: ggml_backend_meta_get_split_state_t,
-    userdata: usize,
+    policy: Policy,
+    face: Face,
     name: CString,
     description: CString,
     /// The C device object (for `buft.device` and backends).
@@ -29,7 +58,8 @@ pub struct MetaDevice {
 }
 
 // SAFETY: the simple device handles are shared by design (ggml devices are process-wide);
-// the callback and userdata are only called/passed, as the C API expects.
+// the callback and userdata are only called/passed, as the C API expects; the plugin's
+// registry lives for the process; the name policy is behind its mutex.
 unsafe impl Send for MetaDevice {}
 // SAFETY: as for `Send` above: shared access goes through the same synchronisation.
 unsafe impl Sync for MetaDevice {}
@@ -43,11 +73,7 @@ pub fn get_or_create(
     callback: ggml_backend_meta_get_split_state_t,
     userdata: *mut c_void,
 ) -> ggml_backend_dev_t {
-    ggml_assert!(
-        !simple.is_empty() && simple.len() <= GGML_BACKEND_META_MAX_DEVICES,
-        "ggml_backend_meta_device: n_devs must be 1..={GGML_BACKEND_META_MAX_DEVICES}, got {}",
-        simple.len()
-    );
+    check_count(simple.len());
     let key: Key = (
         simple.iter().map(|d| d.as_ptr() as usize).collect(),
         callback.map_or(0, |f| f as usize),
@@ -59,19 +85,79 @@ pub fn get_or_create(
     }
     let names: Vec<String> = simple.iter().map(|d| d.name_string()).collect();
     let descs: Vec<String> = simple.iter().map(|d| d.description_string()).collect();
+    let device = create(
+        simple,
+        Policy::Callback {
+            callback,
+            userdata: userdata as usize,
+        },
+        Face::Meta,
+        format!("Meta({})", names.join(",")),
+        format!("Meta({})", descs.join(",")),
+    );
+    devices.push((key, device as usize));
+    device
+}
+
+/// A plugin device over `simple` named `name`, listed by `reg`, splitting by tensor name
+/// (`head_dim`: the head size where the tensors do not tell it).
+pub fn create_plugin(
+    simple: Vec<Device>,
+    name: String,
+    description: String,
+    reg: ggml_backend_reg_t,
+    head_dim: Option<i64>,
+) -> ggml_backend_dev_t {
+    check_count(simple.len());
+    let device_id = simple.first().and_then(|d| {
+        // SAFETY: a plain C struct of pointers, integers and bools: all-zero is a valid value.
+        let mut p: ggml_backend_dev_props = unsafe { std::mem::zeroed() };
+        d.props(&mut p);
+        // SAFETY: a device's props strings are NULL or NUL-terminated and live as long as
+        // the device; the id is copied at once.
+        (!p.device_id.is_null()).then(|| unsafe { CStr::from_ptr(p.device_id) }.to_owned())
+    });
+    let n = simple.len();
+    create(
+        simple,
+        Policy::Names(Mutex::new(NamePolicy::new(n, head_dim))),
+        Face::Plugin { device_id, reg },
+        name,
+        description,
+    )
+}
+
+fn check_count(n: usize) {
+    ggml_assert!(
+        n > 0 && n <= GGML_BACKEND_META_MAX_DEVICES,
+        "ggml_backend_meta_device: n_devs must be 1..={GGML_BACKEND_META_MAX_DEVICES}, got {n}"
+    );
+}
+
+fn create(
+    simple: Vec<Device>,
+    policy: Policy,
+    face: Face,
+    name: String,
+    description: String,
+) -> ggml_backend_dev_t {
+    let reg = match &face {
+        Face::Meta => registry(),
+        Face::Plugin { reg, .. } => *reg,
+    };
     let meta: &'static mut MetaDevice = Box::leak(Box::new(MetaDevice {
         simple,
-        callback,
-        userdata: userdata as usize,
-        name: cstring(format!("Meta({})", names.join(","))),
-        description: cstring(format!("Meta({})", descs.join(","))),
+        policy,
+        face,
+        name: cstring(name),
+        description: cstring(description),
         device: ptr::null_mut(),
         buft: ptr::null_mut(),
     }));
     let ctx = meta as *mut MetaDevice as *mut c_void;
     let device = Box::leak(Box::new(ggml_backend_device {
         iface: DEVICE_IFACE,
-        reg: registry(),
+        reg,
         context: ctx,
     })) as *mut ggml_backend_device;
     let buft = Box::leak(Box::new(ggml_backend_buffer_type {
@@ -90,8 +176,11 @@ pub fn get_or_create(
         buft: buft as usize,
         meta,
     });
-    devices.push((key, device as usize));
     device
+}
+
+fn lock(p: &Mutex<NamePolicy>) -> std::sync::MutexGuard<'_, NamePolicy> {
+    p.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn cstring(s: String) -> CString {
@@ -105,7 +194,17 @@ impl MetaDevice {
 
     /// The split of a statically allocated tensor (weights, caches), from the callback.
     pub fn callback_split(&self, t: Tensor) -> Result<Split, StateError> {
-        let Some(cb) = self.callback else {
+        let ne = [t.ne(0), t.ne(1), t.ne(2), t.ne(3)];
+        let blck = t.blck_size();
+        let granule = |axis| if axis == 0 { blck } else { 1 };
+        let (callback, userdata) = match &self.policy {
+            Policy::Callback { callback, userdata } => (*callback, *userdata),
+            Policy::Names(p) => {
+                let raw = lock(p).split(&t.name_string(), Info { blck, ne });
+                return Split::from_raw(&raw, ne, self.n(), granule);
+            }
+        };
+        let Some(cb) = callback else {
             return Ok(Split::Mirrored);
         };
         // SAFETY: the callback has the C type declared in ggml-ext.h; it is called with a live
@@ -115,11 +214,28 @@ impl MetaDevice {
         let raw: RawSplitState = unsafe {
             let f: unsafe extern "C" fn(*const ggml_tensor, *mut c_void) -> RawSplitState =
                 std::mem::transmute(cb);
-            f(t.as_ptr(), self.userdata as *mut c_void)
+            f(t.as_ptr(), userdata as *mut c_void)
         };
-        let ne = [t.ne(0), t.ne(1), t.ne(2), t.ne(3)];
-        let blck = t.blck_size();
-        Split::from_raw(&raw, ne, self.n(), |axis| if axis == 0 { blck } else { 1 })
+        Split::from_raw(&raw, ne, self.n(), granule)
+    }
+
+    /// Notes a tensor about to be allocated on the device, for a name policy (which needs
+    /// a layer's other tensors to split any of them). Only leaves with names count:
+    /// weights, caches and inputs, not the graph's intermediate results.
+    pub fn observe(&self, t: Tensor) {
+        if let Policy::Names(p) = &self.policy {
+            if t.op_kind() == Some(ggml_backend_rs_core::Op::None) && t.view_src().is_none() {
+                let info = Info {
+                    blck: t.blck_size(),
+                    ne: [t.ne(0), t.ne(1), t.ne(2), t.ne(3)],
+                };
+                lock(p).record(&t.name_string(), info);
+            }
+        }
+    }
+
+    pub fn is_plugin(&self) -> bool {
+        matches!(self.face, Face::Plugin { .. })
     }
 
     fn simple_bufts(&self) -> impl Iterator<Item = Buft> + '_ {
@@ -220,8 +336,17 @@ unsafe extern "C" fn dev_get_memory(dev: ggml_backend_dev_t, free: *mut usize, t
     }
 }
 
-unsafe extern "C" fn dev_get_type(_dev: ggml_backend_dev_t) -> ggml_backend_dev_type {
-    ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_META
+unsafe extern "C" fn dev_get_type(dev: ggml_backend_dev_t) -> ggml_backend_dev_type {
+    meta(dev).device_type()
+}
+
+impl MetaDevice {
+    fn device_type(&self) -> ggml_backend_dev_type {
+        match self.face {
+            Face::Meta => ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_META,
+            Face::Plugin { .. } => ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_GPU,
+        }
+    }
 }
 
 unsafe extern "C" fn dev_get_props(dev: ggml_backend_dev_t, props: *mut ggml_backend_dev_props) {
@@ -230,8 +355,14 @@ unsafe extern "C" fn dev_get_props(dev: ggml_backend_dev_t, props: *mut ggml_bac
     let p = unsafe { &mut *props };
     p.name = m.name.as_ptr();
     p.description = m.description.as_ptr();
-    p.type_ = ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_META;
-    p.device_id = ptr::null();
+    p.type_ = m.device_type();
+    p.device_id = match &m.face {
+        Face::Plugin {
+            device_id: Some(id),
+            ..
+        } => id.as_ptr(),
+        _ => ptr::null(),
+    };
     // SAFETY: `dev` is this meta device; both fields are writable.
     unsafe { dev_get_memory(dev, &mut p.memory_free, &mut p.memory_total) };
     // Asynchronous only if every simple device is; no host buffers, host pointers or events
@@ -351,6 +482,8 @@ unsafe extern "C" fn buft_get_alloc_size(
     let Some(t) = (unsafe { Tensor::from_ptr(t as *mut ggml_tensor) }) else {
         return 0;
     };
+    // ggml-alloc asks the size of every tensor of a context before it places any.
+    m.observe(t);
     m.simple_bufts().map(|b| b.alloc_size(t)).max().unwrap_or(0)
 }
 
@@ -405,7 +538,12 @@ unsafe extern "C" fn reg_get_proc_address(
         return ptr::null_mut();
     }
     // SAFETY: non-null, and NUL-terminated by ggml_backend_reg_get_proc_address's contract.
-    match unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes() {
+    proc_address(unsafe { CStr::from_ptr(name) })
+}
+
+/// The registry functions of meta devices (and of the plugin's devices).
+pub fn proc_address(name: &CStr) -> *mut c_void {
+    match name.to_bytes() {
         b"ggml_backend_set_n_threads" => super::backend::set_n_threads as *mut c_void,
         b"ggml_backend_set_abort_callback" => super::backend::set_abort_callback as *mut c_void,
         _ => ptr::null_mut(),

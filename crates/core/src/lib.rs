@@ -19,6 +19,8 @@
 //! * [`exchange`]: the copy/add schedule of the AllReduce and the one summation order every
 //!   AllReduce path follows;
 //! * [`ptx`]: the text of our CUDA AllReduce kernels, which add in that order.
+//! * [`names`]: a split policy by GGUF tensor name, for the plugin's tensor-parallel devices
+//!   (libllama gives them no split callback);
 //! * [`plan`]: the decisions of the meta backend's graph plan (MoE tails, sub-graph cuts,
 //!   misplaced partial sums).
 //!
@@ -30,6 +32,7 @@
 
 pub mod assign;
 pub mod exchange;
+pub mod names;
 pub mod op;
 pub mod owned;
 pub mod partition;

@@ -1,0 +1,655 @@
+//! A split policy by GGUF tensor name, for meta devices that libllama does not know are meta
+//! devices (the plugin's tensor-parallel devices).
+//!
+//! In tensor mode libllama passes `ggml_backend_meta_device` a callback that splits each
+//! weight and cache by its name, using the model's hyperparameters (head size, GQA ratio). A
+//! program that merely names a plugin device gives no callback, so the plugin decides from
+//! what it can see: the name, type and shape of every tensor allocated on the device
+//! ([`NamePolicy::record`]). The layout follows libllama's rules for the same names:
+//!
+//! | tensor | split |
+//! |---|---|
+//! | `blk.N.attn_{q,k,v}.weight`, fused `attn_qkv.weight` (3 segments) | rows (axis 1), whole heads |
+//! | their biases | axis 0, like the rows |
+//! | `blk.N.attn_output.weight` | columns (axis 0), like Q's rows |
+//! | `blk.N.attn_{q,k}_norm.weight` | mirrored when 1-D (per head), else by heads |
+//! | `blk.N.attn_sinks.weight`, `cache_{k,v}_lN` | axis 0, by heads |
+//! | `blk.N.ffn_{up,gate}[_exps]`, fused `ffn_gate_up[_exps]` (2 segments) | rows (axis 1) |
+//! | `blk.N.ffn_down[_exps].weight` | columns (axis 0) |
+//! | `blk.N.ffn_down_exps.bias` | partial (added once, by device 0) |
+//! | `output.weight`, `output.bias` | vocabulary rows |
+//! | everything else (norms, embeddings, routers, shared experts, SSM state) | mirrored |
+//!
+//! Heads: a layer's attention is divided in units of KV heads when the head size is known:
+//! from a per-head Q/K norm (its length), from attention sinks (one per Q head), or from the
+//! caller (`head_dim`). Otherwise each device gets an equal share of K's rows, which is whole
+//! heads exactly when the number of devices divides the number of KV heads (true of every
+//! grouped-query model with 2, 4 or 8 KV heads on 2 devices); the caller's `head_dim` is the
+//! way out for the other cases. Attention stays mirrored (computed whole on every device, at
+//! the memory cost of one full copy of its weights and KV cache per device) where it cannot
+//! be divided: a single KV head, shares that are not whole quantization blocks, a full-width
+//! Q norm, or a layer with recurrent (`ssm_*`), gated (`attn_gate`) or unknown `attn_*`
+//! tensors, whose layout this table does not describe.
+//!
+//! Decisions are per layer and fixed the first time a layer is asked about, so that every
+//! tensor of a layer agrees even if its tensors arrive in several allocations; recording a
+//! changed tensor (another model with the same names) forgets the layer's decision.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+use crate::split::{RawSplitState, AXIS_MIRRORED, AXIS_PARTIAL, MAX_DEVICES, MAX_SEGMENTS};
+
+/// What the policy knows of one tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Info {
+    /// Elements per quantization block of the tensor's type (1 for f32/f16).
+    pub blck: i64,
+    pub ne: [i64; 4],
+}
+
+/// A layer's attention: mirrored, or split in `units` (KV heads, or equal shares when the
+/// head size is unknown), `per_device[d]` of them on device `d`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Attn {
+    Mirrored,
+    Split { units: i64, per_device: Vec<i64> },
+}
+
+/// The policy of one meta device over `n` devices.
+#[derive(Debug)]
+pub struct NamePolicy {
+    n: usize,
+    head_dim: Option<i64>,
+    tensors: HashMap<String, Info>,
+    attn: HashMap<u32, Attn>,
+    /// Per layer: the quantization block the FFN's splits are multiples of.
+    ffn_granule: HashMap<u32, i64>,
+}
+
+/// A tensor name, parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Name<'a> {
+    /// `blk.<layer>.<base>[.<weight|bias>]`
+    Block {
+        layer: u32,
+        base: &'a str,
+        bias: bool,
+    },
+    /// `cache_<k|v|r|s>_l<layer>`
+    Cache { kind: char, layer: u32 },
+    /// `output.weight` / `output.bias`
+    Output,
+    Other,
+}
+
+fn parse(name: &str) -> Name<'_> {
+    static BLOCK: OnceLock<Regex> = OnceLock::new();
+    static CACHE: OnceLock<Regex> = OnceLock::new();
+    let block = BLOCK.get_or_init(|| {
+        Regex::new(r"^blk\.([0-9]+)\.([A-Za-z0-9_]+)(?:\.(weight|bias))?$").expect("valid regex")
+    });
+    let cache =
+        CACHE.get_or_init(|| Regex::new(r"^cache_([kvrs])_l([0-9]+)$").expect("valid regex"));
+    if let Some(c) = block.captures(name) {
+        let (Some(il), Some(base)) = (c.get(1), c.get(2)) else {
+            return Name::Other;
+        };
+        let Ok(layer) = il.as_str().parse() else {
+            return Name::Other;
+        };
+        return Name::Block {
+            layer,
+            base: base.as_str(),
+            bias: c.get(3).is_some_and(|k| k.as_str() == "bias"),
+        };
+    }
+    if let Some(c) = cache.captures(name) {
+        let (Some(k), Some(il)) = (c.get(1), c.get(2)) else {
+            return Name::Other;
+        };
+        let Ok(layer) = il.as_str().parse() else {
+            return Name::Other;
+        };
+        let kind = k.as_str().chars().next().unwrap_or('?');
+        return Name::Cache { kind, layer };
+    }
+    if name == "output.weight" || name == "output.bias" {
+        return Name::Output;
+    }
+    Name::Other
+}
+
+/// The attention tensors whose layout the table describes; any other `attn_*` tensor in a
+/// layer keeps that layer's attention mirrored.
+const KNOWN_ATTN: &[&str] = &[
+    "attn_norm",
+    "attn_norm_2",
+    "attn_post_norm",
+    "attn_q",
+    "attn_k",
+    "attn_v",
+    "attn_qkv",
+    "attn_output",
+    "attn_q_norm",
+    "attn_k_norm",
+    "attn_sinks",
+];
+
+/// Splits `e` elements over `n` devices in multiples of `g` as libllama does: equal shares
+/// rounded down to `g`, the remainder to the last device, device order rotated by `rot`.
+/// `None` when `e` is not a multiple of `g`.
+fn distribute(e: i64, g: i64, n: usize, rot: usize) -> Option<Vec<i64>> {
+    let g = g.max(1);
+    if n == 0 || e < 0 || e % g != 0 {
+        return None;
+    }
+    let mut out = vec![0; n];
+    let mut low = 0;
+    for j in 0..n - 1 {
+        let mut high = e * (j as i64 + 1) / n as i64;
+        high -= high % g;
+        out[(j + rot) % n] = high - low;
+        low = high;
+    }
+    out[(n - 1 + rot) % n] = e - low;
+    Some(out)
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 {
+        a.abs()
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+fn lcm(a: i64, b: i64) -> i64 {
+    if a == 0 || b == 0 {
+        0
+    } else {
+        a / gcd(a, b) * b
+    }
+}
+
+fn mirrored() -> RawSplitState {
+    RawSplitState {
+        axis: AXIS_MIRRORED,
+        ne: [0; MAX_SEGMENTS * MAX_DEVICES],
+        n_segments: 1,
+    }
+}
+
+fn partial() -> RawSplitState {
+    RawSplitState {
+        axis: AXIS_PARTIAL,
+        ..mirrored()
+    }
+}
+
+/// A split along `axis` with one entry per segment, each a per-device list.
+fn along(axis: i32, segments: &[Vec<i64>]) -> RawSplitState {
+    let mut s = RawSplitState {
+        axis,
+        ne: [0; MAX_SEGMENTS * MAX_DEVICES],
+        n_segments: segments.len() as u32,
+    };
+    let n = segments.first().map_or(0, Vec::len);
+    for (i, seg) in segments.iter().enumerate() {
+        s.ne[i * n..(i + 1) * n].copy_from_slice(seg);
+    }
+    s
+}
+
+impl NamePolicy {
+    /// A policy for `n` devices (1..=16); `head_dim` overrides the head size wherever the
+    /// tensors do not tell it.
+    pub fn new(n: usize, head_dim: Option<i64>) -> NamePolicy {
+        NamePolicy {
+            n: n.clamp(1, MAX_DEVICES),
+            head_dim: head_dim.filter(|&h| h > 0),
+            tensors: HashMap::new(),
+            attn: HashMap::new(),
+            ffn_granule: HashMap::new(),
+        }
+    }
+
+    /// Notes a tensor allocated on the device. A changed tensor forgets its layer's decisions.
+    pub fn record(&mut self, name: &str, info: Info) {
+        if self.tensors.get(name) == Some(&info) {
+            return;
+        }
+        if let Name::Block { layer, .. } = parse(name) {
+            self.attn.remove(&layer);
+            self.ffn_granule.remove(&layer);
+        }
+        self.tensors.insert(name.to_owned(), info);
+    }
+
+    fn get(&self, layer: u32, base: &str) -> Option<Info> {
+        self.tensors.get(&format!("blk.{layer}.{base}.weight")).copied()
+    }
+
+    fn layer_has(&self, layer: u32, pred: impl Fn(&str) -> bool) -> bool {
+        let prefix = format!("blk.{layer}.");
+        self.tensors.keys().any(|k| {
+            k.strip_prefix(&prefix).is_some_and(|rest| {
+                let base = rest.split('.').next().unwrap_or(rest);
+                pred(base)
+            })
+        })
+    }
+
+    /// One past the highest layer index recorded.
+    fn n_layer(&self) -> usize {
+        self.tensors
+            .keys()
+            .filter_map(|k| match parse(k) {
+                Name::Block { layer, .. } => Some(layer as usize + 1),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The split state of the tensor `name` (shape `info`), in the C layout the meta device
+    /// checks like any callback's answer.
+    pub fn split(&mut self, name: &str, info: Info) -> RawSplitState {
+        self.record(name, info);
+        let n = self.n;
+        if n == 1 {
+            return mirrored();
+        }
+        match parse(name) {
+            Name::Block { layer, base, bias } => self.block(layer, base, bias, info),
+            Name::Cache { kind, layer } => match kind {
+                'k' | 'v' => self.by_heads(layer, 0, &[info.ne[0]]),
+                _ => mirrored(),
+            },
+            Name::Output => {
+                let axis = if name.ends_with(".bias") { 0 } else { 1 };
+                let rot = self.n_layer() % n;
+                match distribute(info.ne[axis], 1, n, rot) {
+                    Some(d) => along(axis as i32, &[d]),
+                    None => mirrored(),
+                }
+            }
+            Name::Other => mirrored(),
+        }
+    }
+
+    fn block(&mut self, layer: u32, base: &str, bias: bool, info: Info) -> RawSplitState {
+        match base {
+            "attn_q" | "attn_k" | "attn_v" => {
+                let axis = if bias { 0 } else { 1 };
+                self.by_heads(layer, axis, &[info.ne[axis as usize]])
+            }
+            "attn_qkv" => {
+                let axis = if bias { 0 } else { 1 };
+                match self.qkv_segments(layer) {
+                    Some(segs) if segs.iter().sum::<i64>() == info.ne[axis as usize] => {
+                        self.by_heads(layer, axis, &segs)
+                    }
+                    _ => mirrored(),
+                }
+            }
+            "attn_output" if !bias => self.by_heads(layer, 0, &[info.ne[0]]),
+            "attn_q_norm" | "attn_k_norm" if !bias => {
+                if info.ne[1] == 1 {
+                    mirrored()
+                } else {
+                    self.by_heads(layer, 1, &[info.ne[1]])
+                }
+            }
+            "attn_sinks" if !bias => self.by_heads(layer, 0, &[info.ne[0]]),
+            "ffn_up" | "ffn_gate" | "ffn_up_exps" | "ffn_gate_exps" => {
+                let axis = if bias { 0 } else { 1 };
+                self.ffn(layer, axis, &[info.ne[axis as usize]])
+            }
+            "ffn_gate_up" | "ffn_gate_up_exps" if !bias => {
+                let e = info.ne[1];
+                if e % 2 != 0 {
+                    return mirrored();
+                }
+                self.ffn(layer, 1, &[e / 2, e / 2])
+            }
+            "ffn_down" | "ffn_down_exps" if !bias => self.ffn(layer, 0, &[info.ne[0]]),
+            "ffn_down_exps" => partial(),
+            _ => mirrored(),
+        }
+    }
+
+    /// The three segments of a fused QKV tensor: Q's rows (the model width, as in libllama)
+    /// and two equal K and V parts.
+    fn qkv_segments(&self, layer: u32) -> Option<Vec<i64>> {
+        let qkv = self.get(layer, "attn_qkv")?;
+        let (n_embd, rows) = (qkv.ne[0], qkv.ne[1]);
+        let kv2 = rows - n_embd;
+        if kv2 <= 0 || kv2 % 2 != 0 {
+            return None;
+        }
+        Some(vec![n_embd, kv2 / 2, kv2 / 2])
+    }
+
+    /// Splits each segment of extents `segs` along `axis` by the layer's attention units.
+    fn by_heads(&mut self, layer: u32, axis: i32, segs: &[i64]) -> RawSplitState {
+        let Attn::Split { units, per_device } = self.attention(layer) else {
+            return mirrored();
+        };
+        let mut out = Vec::with_capacity(segs.len());
+        for &e in segs {
+            if e % units != 0 {
+                return mirrored();
+            }
+            out.push(per_device.iter().map(|u| e / units * u).collect());
+        }
+        along(axis, &out)
+    }
+
+    fn attention(&mut self, layer: u32) -> Attn {
+        if let Some(a) = self.attn.get(&layer) {
+            return a.clone();
+        }
+        let a = self.decide_attention(layer);
+        self.attn.insert(layer, a.clone());
+        a
+    }
+
+    fn decide_attention(&self, layer: u32) -> Attn {
+        let n = self.n as i64;
+        let recurrent_or_unknown = self.layer_has(layer, |b| {
+            b.starts_with("ssm_")
+                || b == "attn_gate"
+                || (b.starts_with("attn_") && !KNOWN_ATTN.contains(&b))
+        });
+        if recurrent_or_unknown {
+            return Attn::Mirrored;
+        }
+        // Rows of Q, K and V.
+        let (q, k, v) = match (
+            self.get(layer, "attn_q"),
+            self.get(layer, "attn_k"),
+            self.get(layer, "attn_v"),
+            self.qkv_segments(layer),
+        ) {
+            (Some(q), Some(k), Some(v), _) => (q.ne[1], k.ne[1], v.ne[1]),
+            (_, _, _, Some(s)) => (s[0], s[1], s[2]),
+            _ => return Attn::Mirrored,
+        };
+        if q <= 0 || k <= 0 || v <= 0 || q % k != 0 {
+            return Attn::Mirrored;
+        }
+        let n_gqa = q / k;
+        // Columns of the output projection follow Q's rows; they must be whole blocks.
+        let out_blck = self.get(layer, "attn_output").map_or(256, |o| o.blck);
+        let head_dim = self.head_dim_of(layer, q, k);
+        let (units, granule) = match head_dim {
+            Some(hd) if k % hd == 0 && q % hd == 0 => {
+                let n_kv = k / hd;
+                // libllama's granularity: whole groups of Q heads per KV head, rounded up to
+                // whole blocks of the output projection's columns.
+                let group = n_gqa * hd;
+                (n_kv, lcm(group, out_blck) / group)
+            }
+            Some(_) => return Attn::Mirrored,
+            None if k % n == 0 => (n, 1),
+            None => return Attn::Mirrored,
+        };
+        if units < 2 || v % units != 0 {
+            return Attn::Mirrored;
+        }
+        let Some(per_device) = distribute(units, granule, self.n, layer as usize % self.n) else {
+            return Attn::Mirrored;
+        };
+        let whole_blocks = per_device.iter().all(|u| (q / units * u) % out_blck == 0);
+        if !whole_blocks {
+            return Attn::Mirrored;
+        }
+        Attn::Split { units, per_device }
+    }
+
+    /// The head size of `layer` where a tensor tells it (per-head norms, sinks), else the
+    /// caller's. A full-width Q norm means attention cannot be divided by heads at all.
+    fn head_dim_of(&self, layer: u32, q: i64, k: i64) -> Option<i64> {
+        if let Some(qn) = self.get(layer, "attn_q_norm") {
+            if qn.ne[1] == 1 && qn.ne[0] < q {
+                return Some(qn.ne[0]);
+            }
+            if qn.ne[1] == 1 && qn.ne[0] == q {
+                // one norm over all heads: only a single head could be split this way
+                return Some(q);
+            }
+        }
+        if let Some(kn) = self.get(layer, "attn_k_norm") {
+            if kn.ne[1] == 1 && kn.ne[0] <= k {
+                return Some(kn.ne[0]);
+            }
+        }
+        if let Some(s) = self.get(layer, "attn_sinks") {
+            if s.ne[0] > 0 && q % s.ne[0] == 0 {
+                return Some(q / s.ne[0]);
+            }
+        }
+        self.head_dim
+    }
+
+    fn ffn(&mut self, layer: u32, axis: i32, segs: &[i64]) -> RawSplitState {
+        let g = *self.ffn_granule.entry(layer).or_insert_with(|| {
+            // The down projection's columns are split; its blocks bound every FFN split.
+            let down = self
+                .tensors
+                .get(&format!("blk.{layer}.ffn_down.weight"))
+                .or_else(|| {
+                    self.tensors
+                        .get(&format!("blk.{layer}.ffn_down_exps.weight"))
+                });
+            down.map_or(256, |d| d.blck)
+        });
+        let rot = layer as usize % self.n;
+        let mut out = Vec::with_capacity(segs.len());
+        for &e in segs {
+            match distribute(e, g, self.n, rot) {
+                Some(d) => out.push(d),
+                None => return mirrored(),
+            }
+        }
+        along(axis, &out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const F32: i64 = 1;
+    const Q4_0: i64 = 32;
+
+    fn info(blck: i64, ne: &[i64]) -> Info {
+        let mut a = [1; 4];
+        a[..ne.len()].copy_from_slice(ne);
+        Info { blck, ne: a }
+    }
+
+    fn shares(s: &RawSplitState, n: usize) -> Vec<Vec<i64>> {
+        (0..s.n_segments as usize)
+            .map(|i| s.ne[i * n..(i + 1) * n].to_vec())
+            .collect()
+    }
+
+    /// A llama-shaped layer: n_embd, n_head, n_head_kv, head_dim, n_ff.
+    fn llama(p: &mut NamePolicy, layers: u32, embd: i64, kv_rows: i64, ff: i64, blck: i64) {
+        for il in 0..layers {
+            let b = |s: &str| format!("blk.{il}.{s}.weight");
+            p.record(&b("attn_norm"), info(F32, &[embd]));
+            p.record(&b("attn_q"), info(blck, &[embd, embd]));
+            p.record(&b("attn_k"), info(blck, &[embd, kv_rows]));
+            p.record(&b("attn_v"), info(blck, &[embd, kv_rows]));
+            p.record(&b("attn_output"), info(blck, &[embd, embd]));
+            p.record(&b("ffn_up"), info(blck, &[embd, ff]));
+            p.record(&b("ffn_gate"), info(blck, &[embd, ff]));
+            p.record(&b("ffn_down"), info(blck, &[ff, embd]));
+        }
+        p.record("output.weight", info(blck, &[embd, 300]));
+    }
+
+    #[test]
+    fn names_parse() {
+        assert_eq!(
+            parse("blk.12.attn_q.weight"),
+            Name::Block {
+                layer: 12,
+                base: "attn_q",
+                bias: false
+            }
+        );
+        assert_eq!(
+            parse("blk.0.ssm_a"),
+            Name::Block {
+                layer: 0,
+                base: "ssm_a",
+                bias: false
+            }
+        );
+        assert_eq!(
+            parse("cache_v_l3"),
+            Name::Cache {
+                kind: 'v',
+                layer: 3
+            }
+        );
+        assert_eq!(parse("output.bias"), Name::Output);
+        assert_eq!(parse("token_embd.weight"), Name::Other);
+        assert_eq!(parse("blk.x.attn_q.weight"), Name::Other);
+    }
+
+    #[test]
+    fn distribute_is_libllamas_rounding() {
+        assert_eq!(distribute(8, 1, 3, 0), Some(vec![2, 3, 3]));
+        assert_eq!(distribute(8, 1, 3, 1), Some(vec![3, 2, 3]));
+        assert_eq!(distribute(256, 32, 3, 0), Some(vec![64, 96, 96]));
+        assert_eq!(distribute(100, 32, 2, 0), None);
+        assert_eq!(distribute(0, 1, 2, 0), Some(vec![0, 0]));
+    }
+
+    /// Unknown head size, devices dividing K's rows: equal shares, Q/K/V/O/cache agree.
+    #[test]
+    fn gqa_without_head_size_splits_evenly() {
+        let mut p = NamePolicy::new(2, None);
+        llama(&mut p, 2, 64, 32, 128, F32);
+        let q = p.split("blk.1.attn_q.weight", info(F32, &[64, 64]));
+        assert_eq!((q.axis, shares(&q, 2)), (1, vec![vec![32, 32]]));
+        let k = p.split("blk.1.attn_k.weight", info(F32, &[64, 32]));
+        assert_eq!((k.axis, shares(&k, 2)), (1, vec![vec![16, 16]]));
+        let o = p.split("blk.1.attn_output.weight", info(F32, &[64, 64]));
+        assert_eq!((o.axis, shares(&o, 2)), (0, vec![vec![32, 32]]));
+        let c = p.split("cache_v_l1", info(F32, &[32, 512]));
+        assert_eq!((c.axis, shares(&c, 2)), (0, vec![vec![16, 16]]));
+        let up = p.split("blk.1.ffn_up.weight", info(F32, &[64, 128]));
+        assert_eq!((up.axis, shares(&up, 2)), (1, vec![vec![64, 64]]));
+        let down = p.split("blk.1.ffn_down.weight", info(F32, &[128, 64]));
+        assert_eq!((down.axis, shares(&down, 2)), (0, vec![vec![64, 64]]));
+        let out = p.split("output.weight", info(F32, &[64, 300]));
+        assert_eq!((out.axis, shares(&out, 2)), (1, vec![vec![150, 150]]));
+        assert_eq!(p.split("blk.1.attn_norm.weight", info(F32, &[64])).axis, AXIS_MIRRORED);
+        assert_eq!(p.split("token_embd.weight", info(F32, &[64, 300])).axis, AXIS_MIRRORED);
+    }
+
+    /// Known head size (a per-head K norm): whole KV heads, libllama's rotation by layer.
+    #[test]
+    fn head_size_from_a_norm_gives_whole_heads() {
+        // 8 KV heads of 16 over 3 devices: {2,3,3} heads, rotated by the layer index.
+        let mut p = NamePolicy::new(3, None);
+        llama(&mut p, 2, 256, 128, 96, F32);
+        for il in 0..2 {
+            p.record(&format!("blk.{il}.attn_k_norm.weight"), info(F32, &[16]));
+        }
+        let k0 = p.split("blk.0.attn_k.weight", info(F32, &[256, 128]));
+        assert_eq!(shares(&k0, 3), vec![vec![32, 48, 48]]);
+        let k1 = p.split("blk.1.attn_k.weight", info(F32, &[256, 128]));
+        assert_eq!(shares(&k1, 3), vec![vec![48, 32, 48]]);
+        let q1 = p.split("blk.1.attn_q.weight", info(F32, &[256, 256]));
+        assert_eq!(shares(&q1, 3), vec![vec![96, 64, 96]]);
+        assert_eq!(p.split("blk.1.attn_k_norm.weight", info(F32, &[16])).axis, AXIS_MIRRORED);
+    }
+
+    #[test]
+    fn one_kv_head_or_uneven_rows_stay_mirrored() {
+        let mut p = NamePolicy::new(2, None);
+        llama(&mut p, 1, 64, 16, 128, F32);
+        p.record("blk.0.attn_k_norm.weight", info(F32, &[16]));
+        assert_eq!(p.split("blk.0.attn_q.weight", info(F32, &[64, 64])).axis, AXIS_MIRRORED);
+        assert_eq!(p.split("cache_k_l0", info(F32, &[16, 64])).axis, AXIS_MIRRORED);
+        // the FFN is still split
+        assert_eq!(p.split("blk.0.ffn_up.weight", info(F32, &[64, 128])).axis, 1);
+
+        let mut p = NamePolicy::new(3, None);
+        llama(&mut p, 1, 64, 32, 96, F32);
+        assert_eq!(p.split("blk.0.attn_k.weight", info(F32, &[64, 32])).axis, AXIS_MIRRORED);
+    }
+
+    #[test]
+    fn recurrent_layers_keep_attention_mirrored() {
+        let mut p = NamePolicy::new(2, None);
+        llama(&mut p, 1, 64, 32, 128, F32);
+        p.record("blk.0.ssm_a", info(F32, &[16]));
+        assert_eq!(p.split("blk.0.attn_q.weight", info(F32, &[64, 64])).axis, AXIS_MIRRORED);
+        assert_eq!(p.split("blk.0.ssm_a", info(F32, &[16])).axis, AXIS_MIRRORED);
+    }
+
+    #[test]
+    fn quantized_shares_are_whole_blocks() {
+        // Q4_0 FFN of 96 rows over 2 devices: 96 = 3 blocks, {32, 64}.
+        let mut p = NamePolicy::new(2, None);
+        llama(&mut p, 1, 64, 32, 96, Q4_0);
+        let up = p.split("blk.0.ffn_up.weight", info(Q4_0, &[64, 96]));
+        assert_eq!(shares(&up, 2), vec![vec![32, 64]]);
+        // attention: output columns of 32 per device are whole blocks
+        assert_eq!(p.split("blk.0.attn_output.weight", info(Q4_0, &[64, 64])).axis, 0);
+    }
+
+    #[test]
+    fn fused_tensors_have_segments() {
+        let mut p = NamePolicy::new(2, Some(16));
+        p.record("blk.0.attn_qkv.weight", info(F32, &[64, 128]));
+        p.record("blk.0.attn_output.weight", info(F32, &[64, 64]));
+        let qkv = p.split("blk.0.attn_qkv.weight", info(F32, &[64, 128]));
+        assert_eq!(shares(&qkv, 2), vec![vec![32, 32], vec![16, 16], vec![16, 16]]);
+        p.record("blk.0.ffn_down_exps.weight", info(F32, &[32, 64, 4]));
+        let gu = p.split("blk.0.ffn_gate_up_exps.weight", info(F32, &[64, 64, 4]));
+        assert_eq!(shares(&gu, 2), vec![vec![16, 16], vec![16, 16]]);
+        assert_eq!(
+            p.split("blk.0.ffn_down_exps.bias", info(F32, &[64, 4])).axis,
+            AXIS_PARTIAL
+        );
+    }
+
+    #[test]
+    fn sinks_give_the_head_count() {
+        // 4 Q heads of 16, 2 KV heads: sinks [4] -> head size 16.
+        let mut p = NamePolicy::new(2, None);
+        llama(&mut p, 1, 64, 32, 128, F32);
+        p.record("blk.0.attn_sinks.weight", info(F32, &[4]));
+        let s = p.split("blk.0.attn_sinks.weight", info(F32, &[4]));
+        assert_eq!((s.axis, shares(&s, 2)), (0, vec![vec![2, 2]]));
+    }
+
+    #[test]
+    fn a_changed_tensor_forgets_the_layer() {
+        let mut p = NamePolicy::new(2, None);
+        llama(&mut p, 1, 64, 32, 128, F32);
+        assert_eq!(p.split("blk.0.attn_k.weight", info(F32, &[64, 32])).axis, 1);
+        // another model: one KV head of 32 (K norm says so) -> mirrored
+        p.record("blk.0.attn_k.weight", info(F32, &[64, 32]));
+        p.record("blk.0.attn_k_norm.weight", info(F32, &[32]));
+        assert_eq!(p.split("blk.0.attn_k.weight", info(F32, &[64, 32])).axis, AXIS_MIRRORED);
+    }
+
+    #[test]
+    fn one_device_mirrors_everything() {
+        let mut p = NamePolicy::new(1, None);
+        llama(&mut p, 1, 64, 32, 128, F32);
+        assert_eq!(p.split("blk.0.ffn_up.weight", info(F32, &[64, 128])).axis, AXIS_MIRRORED);
+    }
+}

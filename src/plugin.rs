@@ -1,0 +1,230 @@
+//! The library as a backend plugin: tensor-parallel devices for a program built against
+//! upstream ggml, loaded with `ggml_backend_load(path)` or `GGML_BACKEND_PATH`.
+//!
+//! The plugin build (`crates/plugin`, linked by CMake into `libggml-backend-rs-tp.so`) exports
+//! only `ggml_backend_init` and `ggml_backend_score`; everything else, this library's own
+//! `ggml_backend_*` functions included, is local to it, so nothing collides with the host's
+//! backend layer. The host's objects (its devices, their buffers and backends) are used
+//! through their vtables, as any ggml code does. Two functions of the host are needed by
+//! name and found in the process's global scope: `ggml_backend_dev_count`/`_dev_get` (the
+//! devices to build on) and `ggml_backend_buffer_init`/`_free`, which make and release every
+//! buffer object from then on (see [`crate::buffer::HostBuffers`]).
+//!
+//! Devices: `GGML_BACKEND_RS_TP` lists them, `;` between devices and `,` between the host
+//! devices of one (names as the host lists them, any case): `CPU,CPU` or
+//! `CUDA0,CUDA1;CUDA2,CUDA3`. Unset, there is one device over all of the host's GPUs when
+//! it has two or more, else none. They are named `TP0`, `TP1`, ... and have type GPU; a
+//! device over GPUs carries its first GPU's device id, so libllama's default device
+//! selection skips it (it keeps one device per id) and uses the GPUs as before, while
+//! `--devices TP0` selects it. `GGML_BACKEND_RS_TP_HEAD_DIM` gives the attention head size
+//! where the model's tensors do not tell it (see `ggml_backend_rs_core::names`).
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::OnceLock;
+
+use crate::abi::*;
+use crate::buffer::HostBuffers;
+use crate::log::{log_error, log_info};
+
+type DevCount = unsafe extern "C" fn() -> usize;
+type DevGet = unsafe extern "C" fn(usize) -> ggml_backend_dev_t;
+
+/// The plugin's registry and its devices, made by the first [`init`].
+struct Plugin {
+    reg: ggml_backend_reg_t,
+    devices: Vec<ggml_backend_dev_t>,
+}
+
+// SAFETY: the registry and devices are process-lifetime objects that are only read after
+// `init` made them.
+unsafe impl Send for Plugin {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Plugin {}
+
+static PLUGIN: OnceLock<Option<Plugin>> = OnceLock::new();
+
+/// `ggml_backend_score` of the plugin: usable wherever it loads (the devices it builds on
+/// are the host's).
+pub fn score() -> c_int {
+    1
+}
+
+/// `ggml_backend_init` of the plugin: its registry, or NULL when the host's ggml cannot be
+/// found in the process (a log message says which function is missing).
+pub fn init() -> ggml_backend_reg_t {
+    PLUGIN
+        .get_or_init(make)
+        .as_ref()
+        .map_or(std::ptr::null_mut(), |p| p.reg)
+}
+
+fn make() -> Option<Plugin> {
+    let process = libloading::os::unix::Library::this();
+    // SAFETY: each name is a function of ggml's C API with the type given here; a host that
+    // is a ggml build defines them (ggml-base and ggml).
+    let host = unsafe {
+        (|| -> Result<(HostBuffers, DevCount, DevGet), &'static str> {
+            let get = |name: &'static [u8]| {
+                process
+                    .get::<*mut c_void>(name)
+                    .map(|s| *s)
+                    .ok()
+                    .filter(|p| !p.is_null())
+                    .ok_or(std::str::from_utf8(&name[..name.len() - 1]).unwrap_or("?"))
+            };
+            let buffer_init = get(b"ggml_backend_buffer_init\0")?;
+            let buffer_free = get(b"ggml_backend_buffer_free\0")?;
+            let dev_count = get(b"ggml_backend_dev_count\0")?;
+            let dev_get = get(b"ggml_backend_dev_get\0")?;
+            Ok((
+                HostBuffers {
+                    init: std::mem::transmute::<*mut c_void, _>(buffer_init),
+                    free: std::mem::transmute::<*mut c_void, _>(buffer_free),
+                },
+                std::mem::transmute::<*mut c_void, DevCount>(dev_count),
+                std::mem::transmute::<*mut c_void, DevGet>(dev_get),
+            ))
+        })()
+    };
+    let (buffers, dev_count, dev_get) = match host {
+        Ok(h) => h,
+        Err(missing) => {
+            log_error!(
+                "ggml-backend-rs plugin: the host process has no `{missing}` in its global \
+                 symbols (the plugin needs a program linked with ggml's shared libraries)"
+            );
+            return None;
+        }
+    };
+    if !crate::buffer::use_host_buffers(buffers) {
+        log_error!("ggml-backend-rs plugin: loaded into two different ggml builds at once");
+        return None;
+    }
+    // SAFETY: the host's registry functions, called while it registers this plugin (its
+    // list is complete up to here) and with indices below its count.
+    let host_devices: Vec<Device> = unsafe {
+        (0..dev_count())
+            .filter_map(|i| Device::from_ptr(dev_get(i)))
+            .collect()
+    };
+    let reg = registry();
+    let head_dim = std::env::var("GGML_BACKEND_RS_TP_HEAD_DIM")
+        .ok()
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .filter(|&h| h > 0);
+    let mut devices = Vec::new();
+    for group in groups(&host_devices) {
+        let names: Vec<String> = group.iter().map(|d| d.name_string()).collect();
+        let name = format!("TP{}", devices.len());
+        let description = format!("TP({})", names.join(","));
+        log_info!("ggml-backend-rs plugin: {name} = {description}");
+        devices.push(crate::meta::device::create_plugin(
+            group,
+            name,
+            description,
+            reg,
+            head_dim,
+        ));
+    }
+    Some(Plugin { reg, devices })
+}
+
+/// The simple devices of each plugin device (see the module documentation).
+fn groups(host: &[Device]) -> Vec<Vec<Device>> {
+    let Ok(spec) = std::env::var("GGML_BACKEND_RS_TP") else {
+        let gpus: Vec<Device> = host
+            .iter()
+            .copied()
+            .filter(|d| d.dev_type() == ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_GPU)
+            .collect();
+        return if gpus.len() >= 2 { vec![gpus] } else { vec![] };
+    };
+    let mut out = Vec::new();
+    for group in spec.split(';').map(str::trim).filter(|g| !g.is_empty()) {
+        let mut members = Vec::new();
+        for name in group.split(',').map(str::trim) {
+            match host.iter().find(|d| d.name_string().eq_ignore_ascii_case(name)) {
+                Some(d) => members.push(*d),
+                None => {
+                    log_error!(
+                        "ggml-backend-rs plugin: GGML_BACKEND_RS_TP names `{name}`, which the \
+                         host does not have; device `{group}` left out"
+                    );
+                    members.clear();
+                    break;
+                }
+            }
+        }
+        if members.len() > GGML_BACKEND_META_MAX_DEVICES {
+            log_error!(
+                "ggml-backend-rs plugin: `{group}` has {} devices, at most {} fit one device",
+                members.len(),
+                GGML_BACKEND_META_MAX_DEVICES
+            );
+        } else if !members.is_empty() {
+            out.push(members);
+        }
+    }
+    out
+}
+
+// --- registry -----------------------------------------------------------------------------
+
+struct StaticReg(std::cell::UnsafeCell<ggml_backend_reg>);
+// SAFETY: initialised at compile time and never written; C reads it through the pointer.
+unsafe impl Sync for StaticReg {}
+
+static REG: StaticReg = StaticReg(std::cell::UnsafeCell::new(ggml_backend_reg {
+    api_version: GGML_BACKEND_API_VERSION,
+    iface: ggml_backend_reg_i {
+        get_name: Some(reg_get_name),
+        get_device_count: Some(reg_get_device_count),
+        get_device: Some(reg_get_device),
+        get_proc_address: Some(reg_get_proc_address),
+    },
+    context: std::ptr::null_mut(),
+}));
+
+fn registry() -> ggml_backend_reg_t {
+    REG.0.get()
+}
+
+fn devices() -> &'static [ggml_backend_dev_t] {
+    PLUGIN
+        .get()
+        .and_then(Option::as_ref)
+        .map_or(&[], |p| p.devices.as_slice())
+}
+
+unsafe extern "C" fn reg_get_name(_reg: ggml_backend_reg_t) -> *const c_char {
+    c"TP".as_ptr()
+}
+
+unsafe extern "C" fn reg_get_device_count(_reg: ggml_backend_reg_t) -> usize {
+    devices().len()
+}
+
+unsafe extern "C" fn reg_get_device(_reg: ggml_backend_reg_t, index: usize) -> ggml_backend_dev_t {
+    match devices().get(index) {
+        Some(d) => *d,
+        None => crate::log::abort(
+            file!(),
+            line!(),
+            &format!(
+                "ggml_backend_reg_dev_get: index {index} out of range (the TP registry has {} devices)",
+                devices().len()
+            ),
+        ),
+    }
+}
+
+unsafe extern "C" fn reg_get_proc_address(
+    _reg: ggml_backend_reg_t,
+    name: *const c_char,
+) -> *mut c_void {
+    if name.is_null() {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: non-null, and NUL-terminated by ggml_backend_reg_get_proc_address's contract.
+    crate::meta::device::proc_address(unsafe { CStr::from_ptr(name) })
+}
