@@ -18,6 +18,12 @@
 //! selection skips it (it keeps one device per id) and uses the GPUs as before, while
 //! `--devices TP0` selects it. `GGML_BACKEND_RS_TP_HEAD_DIM` gives the attention head size
 //! where the model's tensors do not tell it (see `ggml_backend_rs_core::names`).
+//!
+//! The registry's `get_proc_address` offers `ggml_backend_set_n_threads` and
+//! `ggml_backend_set_abort_callback` (forwarded to the simple backends, which is how
+//! libllama's thread count reaches CPU devices), and the meta API's inspection functions
+//! (`ggml_backend_meta_get_split_state`, `ggml_backend_meta_buffer_simple_buffer`, ...) for
+//! the plugin's objects: the host's own `ggml_backend_meta_*` do not know them.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::OnceLock;
@@ -226,5 +232,11 @@ unsafe extern "C" fn reg_get_proc_address(
         return std::ptr::null_mut();
     }
     // SAFETY: non-null, and NUL-terminated by ggml_backend_reg_get_proc_address's contract.
-    crate::meta::device::proc_address(unsafe { CStr::from_ptr(name) })
+    let name = unsafe { CStr::from_ptr(name) };
+    let f = crate::meta::device::proc_address(name);
+    if f.is_null() {
+        crate::ffi::inspection_proc(name)
+    } else {
+        f
+    }
 }

@@ -248,3 +248,27 @@ pub extern "C" fn ggml_backend_meta_alloc_ctx_tensors_from_buft(
     // SAFETY: a non-NULL context from the caller, live per the C contract.
     unsafe { buffer::alloc_ctx_tensors(ctx, dev) }
 }
+
+/// The meta API's inspection functions by name, for the plugin's registry: a host program
+/// has upstream's own `ggml_backend_meta_*` functions, which do not know the plugin's
+/// devices, so it finds ours through `ggml_backend_reg_get_proc_address`. NULL for any
+/// other name.
+pub(crate) fn inspection_proc(name: &std::ffi::CStr) -> *mut std::ffi::c_void {
+    use std::ffi::c_void;
+    match name.to_bytes() {
+        b"ggml_backend_meta_get_split_state" => ggml_backend_meta_get_split_state as *mut c_void,
+        b"ggml_backend_meta_split_axis_name" => ggml_backend_meta_split_axis_name as *mut c_void,
+        b"ggml_backend_dev_is_meta" => ggml_backend_dev_is_meta as *mut c_void,
+        b"ggml_backend_meta_dev_n_devs" => ggml_backend_meta_dev_n_devs as *mut c_void,
+        b"ggml_backend_meta_dev_simple_dev" => ggml_backend_meta_dev_simple_dev as *mut c_void,
+        b"ggml_backend_buffer_is_meta" => ggml_backend_buffer_is_meta as *mut c_void,
+        b"ggml_backend_meta_buffer_n_bufs" => ggml_backend_meta_buffer_n_bufs as *mut c_void,
+        b"ggml_backend_meta_buffer_simple_buffer" => {
+            ggml_backend_meta_buffer_simple_buffer as *mut c_void
+        }
+        b"ggml_backend_meta_buffer_simple_tensor" => {
+            ggml_backend_meta_buffer_simple_tensor as *mut c_void
+        }
+        _ => std::ptr::null_mut(),
+    }
+}

@@ -14,6 +14,7 @@ mod device;
 mod event;
 mod graph;
 mod meta;
+pub(crate) use meta::inspection_proc;
 mod registry;
 mod sched;
 mod tensor;

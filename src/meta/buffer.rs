@@ -93,6 +93,18 @@ pub struct MetaBuffer {
     /// buffer is made, or, for weights, once their slices are placed.
     simple: OnceLock<Vec<Option<Buffer>>>,
     tensors: Mutex<Tensors>,
+    /// Buffers a plugin device allocated through `alloc_buffer`, whose memory is made when it
+    /// is first needed (see [`alloc_deferred`]); None for every other buffer.
+    deferred: Option<Mutex<Deferred>>,
+}
+
+/// The state of a deferred buffer before and after its memory is made.
+#[derive(Default)]
+struct Deferred {
+    /// Tensors initialised before the memory was made, in order (views last placed).
+    pending: Vec<Tensor>,
+    /// Per-device buffers of tensors initialised after the memory was made.
+    late: Vec<Buffer>,
 }
 
 // SAFETY: the boxed tensors are only touched under the mutex or by ggml's single-threaded
@@ -115,8 +127,52 @@ impl MetaBuffer {
         self.simple.get().map_or(&[], Vec::as_slice)
     }
 
-    /// The per-device tensors of `t`, if `t` was initialised in this buffer.
+    /// Every buffer of the simple devices that this meta buffer owns.
+    fn owned_buffers(&self) -> Vec<Buffer> {
+        let mut all: Vec<Buffer> = self.simple().iter().flatten().copied().collect();
+        if let Some(d) = &self.deferred {
+            all.extend(lock_deferred(d).late.iter().copied());
+        }
+        all
+    }
+
+    /// Makes a deferred buffer's memory for the tensors initialised so far (a no-op for
+    /// other buffers and once made): each device's slices packed, as `alloc_ctx_tensors`
+    /// does; the views among them then point into their sources' slices.
+    fn place_deferred(&self) {
+        let Some(d) = &self.deferred else { return };
+        if self.simple.get().is_some() {
+            return;
+        }
+        let views: Vec<Tensor> = {
+            let mut g = lock_deferred(d);
+            if self.simple.get().is_some() {
+                return;
+            }
+            let (views, own): (Vec<Tensor>, Vec<Tensor>) = std::mem::take(&mut g.pending)
+                .into_iter()
+                .partition(|t| t.view_src().is_some());
+            let simple = pack(self, &own).unwrap_or_else(|e| abort(file!(), line!(), &e)).0;
+            let placed = self.simple.set(simple).is_ok();
+            ggml_assert!(placed, "meta buffer: slices placed twice");
+            views
+        };
+        for v in views {
+            if let Err(e) = init_simple(self, v, None) {
+                abort(file!(), line!(), &e);
+            }
+        }
+    }
+
+    /// The per-device tensors of `t`, if `t` was initialised in this buffer (placed first,
+    /// if the buffer is deferred).
     pub fn simple_tensors(&self, t: Tensor) -> Option<Vec<Tensor>> {
+        self.place_deferred();
+        self.entry_tensors(t)
+    }
+
+    /// The per-device tensors of `t` as they are (placed or not).
+    fn entry_tensors(&self, t: Tensor) -> Option<Vec<Tensor>> {
         let g = self.lock();
         let e = g.map.get(&(t.as_ptr() as usize))?;
         if e.simple.is_empty() {
@@ -136,10 +192,15 @@ pub fn holding(t: Tensor) -> Option<Arc<MetaBuffer>> {
     t.own_buffer().or_else(|| t.data_buffer()).and_then(of)
 }
 
+fn lock_deferred(d: &Mutex<Deferred>) -> MutexGuard<'_, Deferred> {
+    d.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn new_buffer(
     dev: &'static MetaDevice,
     simple: Option<Vec<Option<Buffer>>>,
     size: usize,
+    deferred: bool,
 ) -> Buffer {
     let mb = Arc::new(MetaBuffer {
         dev,
@@ -148,6 +209,7 @@ fn new_buffer(
             map: HashMap::new(),
             epoch: 0,
         }),
+        deferred: deferred.then(|| Mutex::new(Deferred::default())),
     });
     // The context is the state's address for identification only; the state is found through
     // the registry (`of`, `ctx`).
@@ -160,6 +222,27 @@ fn new_buffer(
 
 /// A compute buffer: every device gets a simple buffer of the full size.
 pub fn alloc(dev: &'static MetaDevice, size: usize) -> ggml_backend_buffer_t {
+    match alloc_full(dev, size) {
+        Some(simple) => new_buffer(dev, Some(simple), size, false).as_ptr(),
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// A buffer of a plugin device, whose memory is made when first needed. Programs built
+/// against upstream ggml allocate weights and caches on a plugin device the generic way
+/// (`alloc_buffer`, then every tensor at its offset): they cannot know it is a meta device
+/// and call `ggml_backend_meta_alloc_ctx_tensors_from_buft`. So the first tensor decides:
+/// in a compute buffer (usage COMPUTE, which ggml-alloc sets before it places tensors)
+/// every device gets the full size, as in [`alloc`]; otherwise the tensors are collected and
+/// each device allocates only its slices, packed, when the buffer is first used (its data
+/// is written, read or cleared, or a graph needs its tensors). An allocation failure there
+/// aborts with a message: the buffer's callers can no longer be told.
+pub fn alloc_deferred(dev: &'static MetaDevice, size: usize) -> ggml_backend_buffer_t {
+    new_buffer(dev, None, size, true).as_ptr()
+}
+
+/// A simple buffer of `size` bytes on every device of `dev`; None (logged) when one fails.
+fn alloc_full(dev: &'static MetaDevice, size: usize) -> Option<Vec<Option<Buffer>>> {
     let mut simple = Vec::with_capacity(dev.n());
     for j in 0..dev.n() {
         let buft = dev.simple_buft(j);
@@ -176,11 +259,11 @@ pub fn alloc(dev: &'static MetaDevice, size: usize) -> ggml_backend_buffer_t {
                     // SAFETY: allocated above, not shared yet.
                     unsafe { crate::buffer::free(b) };
                 }
-                return std::ptr::null_mut();
+                return None;
             }
         }
     }
-    new_buffer(dev, Some(simple), size).as_ptr()
+    Some(simple)
 }
 
 // --- splits -------------------------------------------------------------------------------
@@ -484,8 +567,7 @@ pub unsafe fn alloc_ctx_tensors(
     if own.is_empty() {
         return std::ptr::null_mut();
     }
-    let n = dev.n();
-    let meta_buf = new_buffer(dev, None, 0);
+    let meta_buf = new_buffer(dev, None, 0, false);
     let Some(mb) = of(meta_buf) else {
         unreachable!("registered in new_buffer")
     };
@@ -495,8 +577,41 @@ pub unsafe fn alloc_ctx_tensors(
             abort(file!(), line!(), &e);
         }
     }
-    // Pack each device's slices into its own buffer(s).
-    let mut simple = vec![None; n];
+    let (simple, max_total) = match pack(&mb, &own) {
+        Ok(p) => p,
+        Err(e) => {
+            log_error!("{e}");
+            // Undo: the tensors' placement and the meta buffer.
+            for &t in own.iter().chain(views.iter()) {
+                t.detach();
+            }
+            // SAFETY: created above and referenced nowhere else.
+            unsafe { crate::buffer::free(meta_buf) };
+            return std::ptr::null_mut();
+        }
+    };
+    let placed = mb.simple.set(simple).is_ok();
+    ggml_assert!(placed, "meta buffer: slices placed twice");
+    meta_buf.set_size_field(max_total);
+    for &v in &views {
+        let src = v.view_src().expect("partitioned on view_src");
+        let data = (src.data() as *mut u8).wrapping_add(v.view_offs()) as *mut c_void;
+        v.attach(meta_buf, data);
+        if let Err(e) = init_simple(&mb, v, None) {
+            abort(file!(), line!(), &e);
+        }
+    }
+    meta_buf.as_ptr()
+}
+
+/// Packs each device's slices of `own` (initialised in `mb`, not yet placed) into buffers of
+/// that device: one buffer per device, or a multi-buffer when the buffer type's maximum size
+/// asks for several. Returns them with the largest per-device total; on failure, frees what
+/// it allocated and says what failed.
+fn pack(mb: &MetaBuffer, own: &[Tensor]) -> Result<(Vec<Option<Buffer>>, usize), String> {
+    let dev = mb.dev;
+    let n = dev.n();
+    let mut simple: Vec<Option<Buffer>> = vec![None; n];
     let mut max_total = 0usize;
     for j in 0..n {
         let buft = dev.simple_buft(j);
@@ -504,7 +619,7 @@ pub unsafe fn alloc_ctx_tensors(
         let max_size = buft.max_size();
         let parts: Vec<Tensor> = own
             .iter()
-            .map(|&t| mb.simple_tensors(t).expect("initialised above")[j])
+            .map(|&t| mb.entry_tensors(t).expect("initialised before packing")[j])
             .collect();
         // chunks of (tensor, offset) below the buffer type's maximum size
         let mut chunks: Vec<(Vec<(Tensor, usize)>, usize)> = vec![(Vec::new(), 0)];
@@ -532,22 +647,17 @@ pub unsafe fn alloc_ctx_tensors(
             let b = crate::buffer::alloc(buft, if *size == 0 { align } else { *size });
             // SAFETY: returned by the buffer type; live until freed.
             let Some(b) = (unsafe { Buffer::from_ptr(b) }) else {
-                log_error!(
-                    "meta buffer: failed to allocate {size} bytes on {}",
-                    dev.simple[j].name_string()
-                );
-                // Undo: the buffers allocated so far, the tensors' placement, the meta buffer.
-                for &t in own.iter().chain(views.iter()) {
-                    t.detach();
-                }
-                // SAFETY: these buffers were created above and are referenced nowhere else.
+                // SAFETY: these buffers were created above and are referenced nowhere else
+                // (the slices placed in them belong to tensors that are being given up).
                 unsafe {
                     for b in simple.iter().flatten().chain(bufs.iter()) {
                         crate::buffer::free(*b);
                     }
-                    crate::buffer::free(meta_buf);
                 }
-                return std::ptr::null_mut();
+                return Err(format!(
+                    "meta buffer: failed to allocate {size} bytes on {}",
+                    dev.simple[j].name_string()
+                ));
             };
             let base = crate::buffer::base(b) as *mut u8;
             for &(p, off) in members {
@@ -566,18 +676,7 @@ pub unsafe fn alloc_ctx_tensors(
             crate::buffer::multi::alloc(bufs)
         });
     }
-    let placed = mb.simple.set(simple).is_ok();
-    ggml_assert!(placed, "meta buffer: slices placed twice");
-    meta_buf.set_size_field(max_total);
-    for &v in &views {
-        let src = v.view_src().expect("partitioned on view_src");
-        let data = (src.data() as *mut u8).wrapping_add(v.view_offs()) as *mut c_void;
-        v.attach(meta_buf, data);
-        if let Err(e) = init_simple(&mb, v, None) {
-            abort(file!(), line!(), &e);
-        }
-    }
-    meta_buf.as_ptr()
+    Ok((simple, max_total))
 }
 
 // --- data transfers -----------------------------------------------------------------------
@@ -653,9 +752,9 @@ unsafe extern "C" fn free_buffer(buffer: ggml_backend_buffer_t) {
     if let Some(b) = unsafe { Buffer::from_ptr(buffer) } {
         crate::buffer::unextend(b);
     }
-    for b in mb.simple().iter().flatten() {
+    for b in mb.owned_buffers() {
         // SAFETY: the simple buffers belong to this meta buffer alone and go with it.
-        unsafe { crate::buffer::free(*b) };
+        unsafe { crate::buffer::free(b) };
     }
     bump();
 }
@@ -673,6 +772,57 @@ unsafe extern "C" fn init_tensor(
     let Some(t) = (unsafe { Tensor::from_ptr(tensor) }) else {
         return GGML_STATUS_FAILED;
     };
+    if let Some(d) = &mb.deferred {
+        // SAFETY: ggml passes the live buffer that `tensor` is being placed in.
+        let compute = unsafe { Buffer::from_ptr(buffer) }.is_some_and(|b| {
+            b.usage() == ggml_backend_buffer_usage::GGML_BACKEND_BUFFER_USAGE_COMPUTE
+        });
+        if compute {
+            // full-size memory per device, as `alloc` makes it
+            if mb.simple.get().is_none() {
+                let Some(simple) = alloc_full(mb.dev, buffer_size(buffer)) else {
+                    return GGML_STATUS_ALLOC_FAILED;
+                };
+                // The host's `ggml_backend_buffer_set_usage` does not tell us; backends
+                // (CUDA's padding rules) look at their own buffer's usage.
+                for b in simple.iter().flatten() {
+                    crate::buffer::set_usage(
+                        *b,
+                        ggml_backend_buffer_usage::GGML_BACKEND_BUFFER_USAGE_COMPUTE,
+                    );
+                }
+                if let Err(unused) = mb.simple.set(simple) {
+                    for b in unused.into_iter().flatten() {
+                        // SAFETY: allocated just now and never shared.
+                        unsafe { crate::buffer::free(b) };
+                    }
+                }
+            }
+        } else if mb.simple.get().is_none() {
+            // weights or caches before the buffer is used: placed together later
+            if t.view_src().is_none() {
+                if let Err(e) = init_simple(&mb, t, None) {
+                    abort(file!(), line!(), &e);
+                }
+            }
+            lock_deferred(d).pending.push(t);
+            return GGML_STATUS_SUCCESS;
+        } else if t.view_src().is_none() {
+            // a tensor placed in a buffer that is in use already: its slices get buffers
+            // of their own
+            if let Err(e) = init_simple(&mb, t, None) {
+                abort(file!(), line!(), &e);
+            }
+            match pack(&mb, &[t]) {
+                Ok((bufs, _)) => lock_deferred(d).late.extend(bufs.into_iter().flatten()),
+                Err(e) => {
+                    log_error!("{e}");
+                    return GGML_STATUS_ALLOC_FAILED;
+                }
+            }
+            return GGML_STATUS_SUCCESS;
+        }
+    }
     let place = if t.view_src().is_none() {
         Some((t.data() as usize).wrapping_sub(META_BASE))
     } else {
@@ -868,9 +1018,17 @@ unsafe extern "C" fn cpy_tensor(
 }
 
 unsafe extern "C" fn clear(buffer: ggml_backend_buffer_t, value: u8) {
-    for b in ctx(buffer).simple().iter().flatten() {
-        crate::buffer::clear(*b, value);
+    let mb = ctx(buffer);
+    mb.place_deferred();
+    for b in mb.owned_buffers() {
+        crate::buffer::clear(b, value);
     }
+}
+
+/// The size field of a live buffer.
+fn buffer_size(buffer: ggml_backend_buffer_t) -> usize {
+    // SAFETY: the vtable entries pass their own live buffer.
+    unsafe { Buffer::from_ptr(buffer) }.map_or(0, |b| b.size())
 }
 
 unsafe extern "C" fn reset(buffer: ggml_backend_buffer_t) {
@@ -898,8 +1056,8 @@ impl crate::buffer::Extension for MetaBuffer {
 
     /// Forwards a usage change to the simple buffers.
     fn usage_changed(&self, usage: ggml_backend_buffer_usage) {
-        for b in self.simple().iter().flatten() {
-            crate::buffer::set_usage(*b, usage);
+        for b in self.owned_buffers() {
+            crate::buffer::set_usage(b, usage);
         }
     }
 }

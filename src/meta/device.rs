@@ -446,7 +446,12 @@ unsafe extern "C" fn buft_alloc_buffer(
     buft: ggml_backend_buffer_type_t,
     size: usize,
 ) -> ggml_backend_buffer_t {
-    super::buffer::alloc(meta_of_buft(buft), size)
+    let m = meta_of_buft(buft);
+    if m.is_plugin() {
+        super::buffer::alloc_deferred(m, size)
+    } else {
+        super::buffer::alloc(m, size)
+    }
 }
 
 unsafe extern "C" fn buft_get_alignment(buft: ggml_backend_buffer_type_t) -> usize {
