@@ -99,6 +99,52 @@ function(ggml_backend_rs_add_crate)
     add_library(ggml_backend_rs::static ALIAS ggml_backend_rs_static)
 endfunction()
 
+# The library as a backend plugin for programs built against upstream ggml: the module
+# libggml-backend-rs-tp.so (target ggml-backend-rs-tp), loaded with ggml_backend_load() or
+# GGML_BACKEND_PATH. cargo builds crates/plugin as a static archive; the module links it with
+# a version script that exports ggml_backend_init and ggml_backend_score only, so the
+# library's own ggml_backend_* functions stay local and never meet the host's. ggml core
+# (ggml_nbytes, ...) stays undefined: the host's libggml-base provides it when the module
+# loads.
+function(ggml_backend_rs_add_plugin)
+    if(TARGET ggml-backend-rs-tp OR GGML_BACKEND_RS_STATICLIB)
+        return()
+    endif()
+    ggml_backend_rs_add_crate()
+    set(root "${GGML_BACKEND_RS_ROOT}")
+    set(tdir "${GGML_BACKEND_RS_CARGO_TARGET_DIR}")
+    set(archive "${tdir}/release/libggml_backend_rs_plugin.a")
+    file(GLOB_RECURSE rs_sources CONFIGURE_DEPENDS "${root}/src/*.rs" "${root}/crates/*.rs"
+        "${root}/crates/*/Cargo.toml")
+    add_custom_command(
+        OUTPUT "${archive}"
+        COMMAND "${GGML_BACKEND_RS_CARGO}" build --release -p ggml-backend-rs-plugin
+                --manifest-path "${root}/Cargo.toml" --target-dir "${tdir}"
+        COMMAND "${CMAKE_COMMAND}" -E touch_nocreate "${archive}"
+        DEPENDS ${rs_sources} "${root}/Cargo.toml" "${root}/Cargo.lock"
+        WORKING_DIRECTORY "${root}"
+        COMMENT "cargo build --release -p ggml-backend-rs-plugin"
+        USES_TERMINAL
+        VERBATIM)
+    add_custom_target(ggml_backend_rs_plugin_cargo DEPENDS "${archive}")
+
+    set(map "${root}/crates/plugin/exports.map")
+    set(stub "${CMAKE_BINARY_DIR}/ggml-backend-rs-tp.c")
+    file(CONFIGURE OUTPUT "${stub}" CONTENT
+        "/* libggml-backend-rs-tp: every symbol comes from the Rust archive. */\n")
+    add_library(ggml-backend-rs-tp MODULE "${stub}")
+    add_dependencies(ggml-backend-rs-tp ggml_backend_rs_plugin_cargo)
+    target_link_libraries(ggml-backend-rs-tp PRIVATE "${archive}" ${GGML_BACKEND_RS_NATIVE_LIBS})
+    target_link_options(ggml-backend-rs-tp PRIVATE
+        "-Wl,--version-script=${map}"
+        "-Wl,--undefined=ggml_backend_init" "-Wl,--undefined=ggml_backend_score"
+        "-Wl,--gc-sections")
+    set_target_properties(ggml-backend-rs-tp PROPERTIES
+        PREFIX "lib" LINK_DEPENDS "${archive};${map}")
+    include(GNUInstallDirs)
+    install(TARGETS ggml-backend-rs-tp LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}")
+endfunction()
+
 # Removes the sources whose file name is in the remaining arguments from `target`.
 function(_ggml_backend_rs_drop_sources target)
     get_target_property(sources ${target} SOURCES)

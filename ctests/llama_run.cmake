@@ -5,7 +5,8 @@
 # (compare_logits: 0 = bit-identical, else relative L2). CWD_A / CWD_B: the drivers' working
 # directories (upstream's loader searches it for backend modules). SAME_SYSTEM: the drivers'
 # `system:` lines (llama_print_system_info: the features of the CPU backend that was loaded,
-# i.e. which variant) must be equal too.
+# i.e. which variant) must be equal too. EXPECT_A / EXPECT_B: a regular expression side A / B's
+# output (stdout and stderr) must match; REJECT_A / REJECT_B: one it must not match.
 
 foreach(var DRIVER_A ARGS_A COMPARE TOL WORK_DIR)
     if(NOT DEFINED ${var})
@@ -36,6 +37,12 @@ foreach(side A B)
     string(REGEX MATCH "\nsystem: [^\n]*" system_${side} "\n${out}")
     if(tokens_${side} STREQUAL "")
         message(FATAL_ERROR "driver ${side} printed no tokens line")
+    endif()
+    if(DEFINED EXPECT_${side} AND NOT "${out}${err}" MATCHES "${EXPECT_${side}}")
+        message(FATAL_ERROR "driver ${side}'s output does not match: ${EXPECT_${side}}")
+    endif()
+    if(DEFINED REJECT_${side} AND "${out}${err}" MATCHES "${REJECT_${side}}")
+        message(FATAL_ERROR "driver ${side}'s output matches what it must not: ${REJECT_${side}}")
     endif()
 endforeach()
 

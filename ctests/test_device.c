@@ -133,6 +133,7 @@ static const struct ggml_backend_buffer_i tbuf_iface = {
 // --- buffer type --------------------------------------------------------------------------
 
 static const char * const testgpu_names[TESTGPU_COUNT] = { "TESTGPU0", "TESTGPU1", "TESTGPU2", "TESTGPU3" };
+static const char * const testgpu_ids[TESTGPU_COUNT] = { "testgpu:0", "testgpu:1", "testgpu:2", "testgpu:3" };
 
 static size_t testgpu_count(void) {
     static size_t n = 0;
@@ -255,7 +256,8 @@ static void td_props(ggml_backend_dev_t d, struct ggml_backend_dev_props * p) {
     p->description = td_desc(d);
     td_memory(d, &p->memory_free, &p->memory_total);
     p->type = td_type(d);
-    p->device_id = NULL;
+    // distinct ids, like real GPUs' PCI bus ids (libllama keeps one device per id)
+    p->device_id = testgpu_ids[dev_index(d)];
     p->caps.async = true;
     p->caps.host_buffer = false;
     p->caps.buffer_from_host_ptr = false;

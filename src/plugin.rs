@@ -29,7 +29,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::OnceLock;
 
 use crate::abi::*;
-use crate::buffer::HostBuffers;
+use crate::buffer::{HostBuffers, HostFree, HostInit};
 use crate::log::{log_error, log_info};
 
 type DevCount = unsafe extern "C" fn() -> usize;
@@ -67,29 +67,23 @@ pub fn init() -> ggml_backend_reg_t {
 fn make() -> Option<Plugin> {
     let process = libloading::os::unix::Library::this();
     // SAFETY: each name is a function of ggml's C API with the type given here; a host that
-    // is a ggml build defines them (ggml-base and ggml).
+    // is a ggml build defines them (ggml-base and ggml). The copies outlive `process`: the
+    // host's libraries stay loaded while it runs the plugin.
     let host = unsafe {
         (|| -> Result<(HostBuffers, DevCount, DevGet), &'static str> {
-            let get = |name: &'static [u8]| {
-                process
-                    .get::<*mut c_void>(name)
-                    .map(|s| *s)
-                    .ok()
-                    .filter(|p| !p.is_null())
-                    .ok_or(std::str::from_utf8(&name[..name.len() - 1]).unwrap_or("?"))
-            };
-            let buffer_init = get(b"ggml_backend_buffer_init\0")?;
-            let buffer_free = get(b"ggml_backend_buffer_free\0")?;
-            let dev_count = get(b"ggml_backend_dev_count\0")?;
-            let dev_get = get(b"ggml_backend_dev_get\0")?;
-            Ok((
-                HostBuffers {
-                    init: std::mem::transmute::<*mut c_void, _>(buffer_init),
-                    free: std::mem::transmute::<*mut c_void, _>(buffer_free),
-                },
-                std::mem::transmute::<*mut c_void, DevCount>(dev_count),
-                std::mem::transmute::<*mut c_void, DevGet>(dev_get),
-            ))
+            let init = *process
+                .get::<HostInit>(b"ggml_backend_buffer_init\0")
+                .map_err(|_| "ggml_backend_buffer_init")?;
+            let free = *process
+                .get::<HostFree>(b"ggml_backend_buffer_free\0")
+                .map_err(|_| "ggml_backend_buffer_free")?;
+            let count = *process
+                .get::<DevCount>(b"ggml_backend_dev_count\0")
+                .map_err(|_| "ggml_backend_dev_count")?;
+            let get = *process
+                .get::<DevGet>(b"ggml_backend_dev_get\0")
+                .map_err(|_| "ggml_backend_dev_get")?;
+            Ok((HostBuffers { init, free }, count, get))
         })()
     };
     let (buffers, dev_count, dev_get) = match host {
@@ -149,7 +143,10 @@ fn groups(host: &[Device]) -> Vec<Vec<Device>> {
     for group in spec.split(';').map(str::trim).filter(|g| !g.is_empty()) {
         let mut members = Vec::new();
         for name in group.split(',').map(str::trim) {
-            match host.iter().find(|d| d.name_string().eq_ignore_ascii_case(name)) {
+            match host
+                .iter()
+                .find(|d| d.name_string().eq_ignore_ascii_case(name))
+            {
                 Some(d) => members.push(*d),
                 None => {
                     log_error!(

@@ -55,14 +55,19 @@ pub fn allocate_empty(buft: Buft) {
 /// `ggml_backend_buffer_free` of the ggml that loaded the plugin build).
 #[derive(Clone, Copy, Debug)]
 pub struct HostBuffers {
-    pub init: unsafe extern "C" fn(
-        ggml_backend_buffer_type_t,
-        ggml_backend_buffer_i,
-        *mut c_void,
-        usize,
-    ) -> ggml_backend_buffer_t,
-    pub free: unsafe extern "C" fn(ggml_backend_buffer_t),
+    pub init: HostInit,
+    pub free: HostFree,
 }
+
+/// `ggml_backend_buffer_init`'s type.
+pub type HostInit = unsafe extern "C" fn(
+    ggml_backend_buffer_type_t,
+    ggml_backend_buffer_i,
+    *mut c_void,
+    usize,
+) -> ggml_backend_buffer_t;
+/// `ggml_backend_buffer_free`'s type.
+pub type HostFree = unsafe extern "C" fn(ggml_backend_buffer_t);
 
 /// Set once when the library runs as a plugin inside another ggml: every buffer object is then
 /// made and released by the host, because the host's generic code releases buffers itself
@@ -73,7 +78,8 @@ static HOST: OnceLock<HostBuffers> = OnceLock::new();
 /// different host was installed before.
 pub fn use_host_buffers(host: HostBuffers) -> bool {
     let installed = *HOST.get_or_init(|| host);
-    std::ptr::fn_addr_eq(installed.init, host.init) && std::ptr::fn_addr_eq(installed.free, host.free)
+    std::ptr::fn_addr_eq(installed.init, host.init)
+        && std::ptr::fn_addr_eq(installed.free, host.free)
 }
 
 /// Creates a buffer object. Ownership passes to the caller, who releases it with [`free`].
@@ -84,13 +90,7 @@ pub fn init(
     size: usize,
 ) -> Buffer {
     if let Some(host) = HOST.get() {
-        // SAFETY: the host's ggml_backend_buffer_init takes exactly these values (the ABI's
-        // prototype) and returns a new buffer object, which it never returns NULL for.
-        let raw = unsafe { (host.init)(buft, iface, context, size) };
-        // SAFETY: the host's new object is live until it is freed through `free` below.
-        return unsafe { Buffer::from_ptr(raw) }.unwrap_or_else(|| {
-            crate::log::abort(file!(), line!(), "the host's ggml_backend_buffer_init returned NULL")
-        });
+        return host_init(host, buft, iface, context, size);
     }
     let raw = Box::into_raw(Box::new(ggml_backend_buffer {
         iface,
@@ -101,6 +101,27 @@ pub fn init(
     }));
     // SAFETY: freshly boxed, non-null, alive until `free`.
     unsafe { Buffer::from_ptr(raw) }.expect("Box::into_raw is never null")
+}
+
+/// [`init`] through the host: its object, which its own `ggml_backend_buffer_free` can delete.
+fn host_init(
+    host: &HostBuffers,
+    buft: ggml_backend_buffer_type_t,
+    iface: ggml_backend_buffer_i,
+    context: *mut c_void,
+    size: usize,
+) -> Buffer {
+    // SAFETY: the host's ggml_backend_buffer_init takes exactly these values (the ABI's
+    // prototype) and only stores them in the new object it returns.
+    let raw = unsafe { (host.init)(buft, iface, context, size) };
+    // SAFETY: the host's new object is live until it is freed through `free` below.
+    unsafe { Buffer::from_ptr(raw) }.unwrap_or_else(|| {
+        crate::log::abort(
+            file!(),
+            line!(),
+            "the host's ggml_backend_buffer_init returned NULL",
+        )
+    })
 }
 
 /// Releases the backend's resources of the buffer, then the buffer object itself.

@@ -152,7 +152,9 @@ impl MetaBuffer {
             let (views, own): (Vec<Tensor>, Vec<Tensor>) = std::mem::take(&mut g.pending)
                 .into_iter()
                 .partition(|t| t.view_src().is_some());
-            let simple = pack(self, &own).unwrap_or_else(|e| abort(file!(), line!(), &e)).0;
+            let simple = pack(self, &own)
+                .unwrap_or_else(|e| abort(file!(), line!(), &e))
+                .0;
             let placed = self.simple.set(simple).is_ok();
             ggml_assert!(placed, "meta buffer: slices placed twice");
             views

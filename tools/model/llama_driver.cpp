@@ -232,8 +232,7 @@ int main(int argc, char ** argv) {
 
     llama_cli::verbose = o.verbose;
     llama_log_set(llama_cli::log_cb, nullptr);
-    if (o.load_all) ggml_backend_load_all();
-    if (!o.backend_dir.empty()) ggml_backend_load_all_from_path(o.backend_dir.c_str());
+    // Test devices first: a plugin loaded next (GGML_BACKEND_PATH) may build on them.
     if (o.test_device) {
 #ifdef LLAMA_DRIVER_TEST_DEVICE
         test_device_register(o.threads);
@@ -242,6 +241,8 @@ int main(int argc, char ** argv) {
         return 1;
 #endif
     }
+    if (o.load_all) ggml_backend_load_all();
+    if (!o.backend_dir.empty()) ggml_backend_load_all_from_path(o.backend_dir.c_str());
     if (o.step_report && !o.test_device) {
         fprintf(stderr, "llama_driver: --step-report needs --test-device\n");
         return 1;

@@ -79,7 +79,10 @@ enum Name<'a> {
         bias: bool,
     },
     /// `cache_<k|v|r|s>_l<layer>`
-    Cache { kind: char, layer: u32 },
+    Cache {
+        kind: char,
+        layer: u32,
+    },
     /// `output.weight` / `output.bias`
     Output,
     Other,
@@ -229,7 +232,9 @@ impl NamePolicy {
     }
 
     fn get(&self, layer: u32, base: &str) -> Option<Info> {
-        self.tensors.get(&format!("blk.{layer}.{base}.weight")).copied()
+        self.tensors
+            .get(&format!("blk.{layer}.{base}.weight"))
+            .copied()
     }
 
     fn layer_has(&self, layer: u32, pred: impl Fn(&str) -> bool) -> bool {
@@ -552,8 +557,14 @@ mod tests {
         assert_eq!((down.axis, shares(&down, 2)), (0, vec![vec![64, 64]]));
         let out = p.split("output.weight", info(F32, &[64, 300]));
         assert_eq!((out.axis, shares(&out, 2)), (1, vec![vec![150, 150]]));
-        assert_eq!(p.split("blk.1.attn_norm.weight", info(F32, &[64])).axis, AXIS_MIRRORED);
-        assert_eq!(p.split("token_embd.weight", info(F32, &[64, 300])).axis, AXIS_MIRRORED);
+        assert_eq!(
+            p.split("blk.1.attn_norm.weight", info(F32, &[64])).axis,
+            AXIS_MIRRORED
+        );
+        assert_eq!(
+            p.split("token_embd.weight", info(F32, &[64, 300])).axis,
+            AXIS_MIRRORED
+        );
     }
 
     /// Known head size (a per-head K norm): whole KV heads, libllama's rotation by layer.
@@ -571,7 +582,10 @@ mod tests {
         assert_eq!(shares(&k1, 3), vec![vec![48, 32, 48]]);
         let q1 = p.split("blk.1.attn_q.weight", info(F32, &[256, 256]));
         assert_eq!(shares(&q1, 3), vec![vec![96, 64, 96]]);
-        assert_eq!(p.split("blk.1.attn_k_norm.weight", info(F32, &[16])).axis, AXIS_MIRRORED);
+        assert_eq!(
+            p.split("blk.1.attn_k_norm.weight", info(F32, &[16])).axis,
+            AXIS_MIRRORED
+        );
     }
 
     #[test]
@@ -579,14 +593,26 @@ mod tests {
         let mut p = NamePolicy::new(2, None);
         llama(&mut p, 1, 64, 16, 128, F32);
         p.record("blk.0.attn_k_norm.weight", info(F32, &[16]));
-        assert_eq!(p.split("blk.0.attn_q.weight", info(F32, &[64, 64])).axis, AXIS_MIRRORED);
-        assert_eq!(p.split("cache_k_l0", info(F32, &[16, 64])).axis, AXIS_MIRRORED);
+        assert_eq!(
+            p.split("blk.0.attn_q.weight", info(F32, &[64, 64])).axis,
+            AXIS_MIRRORED
+        );
+        assert_eq!(
+            p.split("cache_k_l0", info(F32, &[16, 64])).axis,
+            AXIS_MIRRORED
+        );
         // the FFN is still split
-        assert_eq!(p.split("blk.0.ffn_up.weight", info(F32, &[64, 128])).axis, 1);
+        assert_eq!(
+            p.split("blk.0.ffn_up.weight", info(F32, &[64, 128])).axis,
+            1
+        );
 
         let mut p = NamePolicy::new(3, None);
         llama(&mut p, 1, 64, 32, 96, F32);
-        assert_eq!(p.split("blk.0.attn_k.weight", info(F32, &[64, 32])).axis, AXIS_MIRRORED);
+        assert_eq!(
+            p.split("blk.0.attn_k.weight", info(F32, &[64, 32])).axis,
+            AXIS_MIRRORED
+        );
     }
 
     #[test]
@@ -594,7 +620,10 @@ mod tests {
         let mut p = NamePolicy::new(2, None);
         llama(&mut p, 1, 64, 32, 128, F32);
         p.record("blk.0.ssm_a", info(F32, &[16]));
-        assert_eq!(p.split("blk.0.attn_q.weight", info(F32, &[64, 64])).axis, AXIS_MIRRORED);
+        assert_eq!(
+            p.split("blk.0.attn_q.weight", info(F32, &[64, 64])).axis,
+            AXIS_MIRRORED
+        );
         assert_eq!(p.split("blk.0.ssm_a", info(F32, &[16])).axis, AXIS_MIRRORED);
     }
 
@@ -606,7 +635,11 @@ mod tests {
         let up = p.split("blk.0.ffn_up.weight", info(Q4_0, &[64, 96]));
         assert_eq!(shares(&up, 2), vec![vec![32, 64]]);
         // attention: output columns of 32 per device are whole blocks
-        assert_eq!(p.split("blk.0.attn_output.weight", info(Q4_0, &[64, 64])).axis, 0);
+        assert_eq!(
+            p.split("blk.0.attn_output.weight", info(Q4_0, &[64, 64]))
+                .axis,
+            0
+        );
     }
 
     #[test]
@@ -615,12 +648,16 @@ mod tests {
         p.record("blk.0.attn_qkv.weight", info(F32, &[64, 128]));
         p.record("blk.0.attn_output.weight", info(F32, &[64, 64]));
         let qkv = p.split("blk.0.attn_qkv.weight", info(F32, &[64, 128]));
-        assert_eq!(shares(&qkv, 2), vec![vec![32, 32], vec![16, 16], vec![16, 16]]);
+        assert_eq!(
+            shares(&qkv, 2),
+            vec![vec![32, 32], vec![16, 16], vec![16, 16]]
+        );
         p.record("blk.0.ffn_down_exps.weight", info(F32, &[32, 64, 4]));
         let gu = p.split("blk.0.ffn_gate_up_exps.weight", info(F32, &[64, 64, 4]));
         assert_eq!(shares(&gu, 2), vec![vec![16, 16], vec![16, 16]]);
         assert_eq!(
-            p.split("blk.0.ffn_down_exps.bias", info(F32, &[64, 4])).axis,
+            p.split("blk.0.ffn_down_exps.bias", info(F32, &[64, 4]))
+                .axis,
             AXIS_PARTIAL
         );
     }
@@ -643,13 +680,19 @@ mod tests {
         // another model: one KV head of 32 (K norm says so) -> mirrored
         p.record("blk.0.attn_k.weight", info(F32, &[64, 32]));
         p.record("blk.0.attn_k_norm.weight", info(F32, &[32]));
-        assert_eq!(p.split("blk.0.attn_k.weight", info(F32, &[64, 32])).axis, AXIS_MIRRORED);
+        assert_eq!(
+            p.split("blk.0.attn_k.weight", info(F32, &[64, 32])).axis,
+            AXIS_MIRRORED
+        );
     }
 
     #[test]
     fn one_device_mirrors_everything() {
         let mut p = NamePolicy::new(1, None);
         llama(&mut p, 1, 64, 32, 128, F32);
-        assert_eq!(p.split("blk.0.ffn_up.weight", info(F32, &[64, 128])).axis, AXIS_MIRRORED);
+        assert_eq!(
+            p.split("blk.0.ffn_up.weight", info(F32, &[64, 128])).axis,
+            AXIS_MIRRORED
+        );
     }
 }

@@ -1,0 +1,86 @@
+# The plugin module (libggml-backend-rs-tp.so, target ggml-backend-rs-tp) in programs built
+# against upstream ggml: the pristine reference build's llama_driver_ref and plugin_ops.
+# Included from ctests/CMakeLists.txt after meta_e2e.cmake (models, fixtures, `run`).
+#
+#   plugin/exports                        the module's dynamic symbols are ggml_backend_init
+#                                         and ggml_backend_score, nothing else
+#   plugin/ops                            plugin_ops.c: TP0 = TP(CPU,CPU) through the ggml API
+#                                         (split states, per-device memory, an FFN block
+#                                         against the host's CPU backend)
+#   plugin/llama/<model>/<cfg>_vs_cpu     upstream's libllama decodes with --devices TP0 (the
+#                                         plugin's device over cpu2: CPU,CPU, cpu3: CPU x3,
+#                                         tgpu2: TESTGPU0,TESTGPU1) and gives the greedy tokens
+#                                         of one plain CPU, logits within the tolerance of
+#                                         meta_e2e.cmake (the same partial sums are added;
+#                                         model|TOL below)
+#   plugin/llama/default_selection        with the plugin's TP(TESTGPU0,TESTGPU1) loaded and no
+#                                         --devices, libllama's default device selection skips
+#                                         TP0 (same device id as TESTGPU0) and uses the test
+#                                         devices, with the tokens of a run without the plugin
+#   plugin/llama/no_host_devices          a GGML_BACKEND_RS_TP naming a device the host does
+#                                         not have: the device is left out with a message and
+#                                         the plugin offers none (--devices TP0 is invalid)
+#
+# Upstream's own tensor mode over CPU,CPU crashes (see meta_e2e.cmake); through the plugin the
+# same upstream libllama runs it, because the meta device is ours.
+
+set(plugin "$<TARGET_FILE:ggml-backend-rs-tp>")
+set(plugin_env "GGML_BACKEND_PATH=${plugin}")
+
+add_test(NAME plugin/exports COMMAND "${CMAKE_COMMAND}" -D "MODULE=${plugin}"
+    -P "${CMAKE_CURRENT_SOURCE_DIR}/plugin_exports.cmake")
+
+add_executable(plugin_ops plugin_ops.c)
+target_link_libraries(plugin_ops PRIVATE ggml_ref::ggml ggml_ref::ggml-base ggml_ref::ggml-cpu m)
+add_dependencies(plugin_ops ggml-backend-rs-tp)
+add_test(NAME plugin/ops COMMAND plugin_ops "${plugin}")
+set_tests_properties(plugin/ops PROPERTIES
+    ENVIRONMENT "GGML_BACKEND_RS_TP=CPU,CPU;GGML_NO_BACKTRACE=1"
+    PASS_REGULAR_EXPRESSION "plugin_ops: TP0 = TP\\(CPU,CPU\\) matches the CPU backend")
+
+# model|TOL, as meta_e2e.cmake measured them for the same sums
+set(plugin_models "tiny-gqa-f32|1e-4" "tiny-gqa-f16|1e-3" "small-mha-f32|1e-4" "tiny-moe-f32|1e-4")
+set(plugin_configs "cpu2|CPU,CPU|" "cpu3|CPU,CPU,CPU|" "tgpu2|TESTGPU0,TESTGPU1|--test-device")
+foreach(model_entry IN LISTS plugin_models)
+    string(REPLACE "|" ";" parts "${model_entry}")
+    list(GET parts 0 model)
+    list(GET parts 1 tol)
+    set(common --model "${model_dir}/${model}.gguf" --threads 2 --n-predict 12)
+    set(tests "")
+    foreach(cfg_entry IN LISTS plugin_configs)
+        string(REPLACE "|" ";" cfg_parts "${cfg_entry} ")
+        list(GET cfg_parts 0 cfg)
+        list(GET cfg_parts 1 members)
+        list(GET cfg_parts 2 extra_text)
+        separate_arguments(extra UNIX_COMMAND "${extra_text}")
+        set(test plugin/llama/${model}/${cfg}_vs_cpu)
+        add_test(NAME ${test} COMMAND "${CMAKE_COMMAND}"
+            -D "DRIVER_A=$<TARGET_FILE:llama_driver_ref>"
+            -D "ARGS_A=${common};--split-mode;none;--devices;CPU"
+            -D "DRIVER_B=${CMAKE_COMMAND}"
+            -D "ARGS_B=-E;env;${plugin_env};GGML_BACKEND_RS_TP=${members};$<TARGET_FILE:llama_driver_ref>;${common};--load-all-backends;${extra};--devices;TP0"
+            -D "COMPARE=$<TARGET_FILE:compare_logits>" -D "TOL=${tol}"
+            -D "WORK_DIR=${model_dir}/plugin-${model}-${cfg}" -P "${run}")
+        list(APPEND tests ${test})
+    endforeach()
+    set_tests_properties(${tests} PROPERTIES FIXTURES_REQUIRED model_${model})
+endforeach()
+
+set(gguf "${model_dir}/tiny-gqa-f32.gguf")
+add_test(NAME plugin/llama/default_selection COMMAND "${CMAKE_COMMAND}"
+    -D "DRIVER_A=$<TARGET_FILE:llama_driver_ref>"
+    -D "ARGS_A=--model;${gguf};--threads;2;--n-predict;12;--test-device"
+    -D "DRIVER_B=${CMAKE_COMMAND}"
+    -D "ARGS_B=-E;env;${plugin_env};GGML_BACKEND_RS_TP=TESTGPU0,TESTGPU1;$<TARGET_FILE:llama_driver_ref>;--model;${gguf};--threads;2;--n-predict;12;--test-device;--load-all-backends;--verbose"
+    -D "EXPECT_B=skipping device TP0 \\(TP\\(TESTGPU0,TESTGPU1\\)\\) with id testgpu:0 - already using device TESTGPU0"
+    -D "REJECT_B=using device TP0"
+    -D "COMPARE=$<TARGET_FILE:compare_logits>" -D TOL=0
+    -D "WORK_DIR=${model_dir}/plugin-default-selection" -P "${run}")
+add_test(NAME plugin/llama/no_host_devices COMMAND "${CMAKE_COMMAND}" -E env
+    "${plugin_env}" "GGML_BACKEND_RS_TP=CPU,NOSUCHDEVICE"
+    "$<TARGET_FILE:llama_driver_ref>" --model "${gguf}" --n-predict 2 --load-all-backends
+    --verbose --devices TP0)
+set_tests_properties(plugin/llama/no_host_devices PROPERTIES
+    PASS_REGULAR_EXPRESSION "GGML_BACKEND_RS_TP names `NOSUCHDEVICE`, which the host does not have; device `CPU,NOSUCHDEVICE` left out.*unknown device 'TP0'")
+set_tests_properties(plugin/llama/default_selection plugin/llama/no_host_devices PROPERTIES
+    FIXTURES_REQUIRED model_tiny-gqa-f32)
