@@ -46,6 +46,11 @@
 #   TP_ENVS      extra runs of ours (benchmark and logits) for every tensor device list, one per
 #                space-separated item, each item one or more VAR=value joined with '+', e.g.
 #                "GGML_META_ALLREDUCE=copies GGML_META_ALLREDUCE=own" [none]
+#   TP_PLUGIN    the plugin module (libggml-backend-rs-tp.so, built on the CPU host and carried):
+#                for every tensor device list, also upstream's own programs (llama_bench_ref,
+#                llama_driver_ref) with the plugin's TP0 over that list (GGML_BACKEND_PATH,
+#                GGML_BACKEND_RS_TP, --split-mode none --devices TP0) [$GPU_DIR/libggml-backend-rs-tp.so
+#                when it exists; "off": none]
 #   TP_NPREDICT  greedy tokens of each logits run [16]
 #   TP_TIMEOUT   seconds after which one benchmark or logits process is stopped ("timed out") [300]
 #   TP_CPU_TEST  1: check the script on a CPU-only host: no CUDA, a small model (n_embd 256, 2
@@ -196,6 +201,20 @@ tp_settings() {
     tp_npredict=${TP_NPREDICT:-16}
     tp_nccl=${TP_NCCL:-off}
     tp_timeout=${TP_TIMEOUT:-300}
+    tp_plugin=${TP_PLUGIN:-$gpu_dir/libggml-backend-rs-tp.so}
+    [[ $tp_plugin == off || ! -f $tp_plugin ]] && tp_plugin=""
+}
+
+# tp_side_args SIDE SPLIT DEVICES: sets `bin_suffix`, `run_split`, `run_devs`, `run_env` and
+# `run_extra` for a run of SIDE: upstream (the pristine build), ours, or plugin (the pristine
+# build with our plugin's TP0 over DEVICES).
+tp_side_args() {
+    bin_suffix=""; run_split=$2; run_devs=$3; run_env=(); run_extra=()
+    case $1 in
+        upstream) bin_suffix=_ref ;;
+        plugin) bin_suffix=_ref; run_split=none; run_devs=TP0; run_extra=(--load-all-backends)
+                run_env=("GGML_BACKEND_PATH=$tp_plugin" "GGML_BACKEND_RS_TP=$3") ;;
+    esac
 }
 
 # "crashed (SIGSEGV)" / "failed (exit 1)" for a nonzero exit status.
@@ -213,16 +232,19 @@ tp_tag() { local t="$1-${2//,/_}"; [[ -n ${3:-} ]] && t+="-${3//[^A-Za-z0-9_.-]/
 # model, test, row label, base label, split, side, status, median, min, max.
 tp_bench() {
     local model=$1 split=$2 devs=$3 side=$4 envitem=${5:-}
-    local bin="$build/bench/llama_bench" base="$split $devs" label="$split $devs"
-    [[ $side == upstream ]] && bin+=_ref
+    local bin_suffix run_split run_devs run_env run_extra
+    tp_side_args "$side" "$split" "$devs"
+    local bin="$build/bench/llama_bench$bin_suffix" base="$split $devs" label="$split $devs"
     [[ -n $envitem ]] && label+=" [${envitem//+/ }]"
+    [[ $side == plugin ]] && label+=" [plugin in upstream's program]"
     local log="$tpdir/bench-$model-$(tp_tag "$split" "$devs" "$envitem")-$side.txt"
-    local envs=(); [[ -n $envitem ]] && IFS=+ read -r -a envs <<<"$envitem"
+    local envs=("${run_env[@]}"); [[ -n $envitem ]] && IFS=+ read -r -a envs <<<"$envitem"
     step "bench $model, $label, $side"
     # (braces with 2>/dev/null: no "Segmentation fault" note from bash; the table says it)
-    { timeout -k 10 "$tp_timeout" env "${envs[@]}" "$bin" --model "$out/models/$model.gguf" --split-mode "$split" --devices "$devs" \
-        --n-prompt "$tp_np" --n-gen "$tp_ng" --n-ubatch "$tp_ub" --flash-attn on --threads "$tp_threads" \
+    { timeout -k 10 "$tp_timeout" env "${envs[@]}" "$bin" --model "$out/models/$model.gguf" --split-mode "$run_split" --devices "$run_devs" \
+        "${run_extra[@]}" --n-prompt "$tp_np" --n-gen "$tp_ng" --n-ubatch "$tp_ub" --flash-attn on --threads "$tp_threads" \
         --warmup "$tp_warmup" --reps "$tp_reps" >"$log" 2>&1; } 2>/dev/null
+    [[ $side == plugin ]] && side=ours   # a row of its own, compared with upstream's tensor run
     local rc=$? t line failed=0
     for t in "pp$tp_np" "tg$tp_ng"; do
         line=$(grep -m1 "^result test=$t " "$log")
@@ -246,11 +268,12 @@ tp_bench() {
 # "ok" or the failure.
 tp_logits() {
     local model=$1 split=$2 devs=$3 side=$4 envitem=${5:-}
-    local bin="$build/ctests/llama_driver" tag; tag=$(tp_tag "$split" "$devs" "$envitem")
-    [[ $side == upstream ]] && bin+=_ref
-    local envs=(); [[ -n $envitem ]] && IFS=+ read -r -a envs <<<"$envitem"
-    { timeout -k 10 "$tp_timeout" env "${envs[@]}" "$bin" --model "$out/models/$model.gguf" --split-mode "$split" --devices "$devs" \
-        --n-predict "$tp_npredict" --threads "$tp_threads" --flash-attn on \
+    local bin_suffix run_split run_devs run_env run_extra
+    tp_side_args "$side" "$split" "$devs"
+    local bin="$build/ctests/llama_driver$bin_suffix" tag; tag=$(tp_tag "$split" "$devs" "$envitem")
+    local envs=("${run_env[@]}"); [[ -n $envitem ]] && IFS=+ read -r -a envs <<<"$envitem"
+    { timeout -k 10 "$tp_timeout" env "${envs[@]}" "$bin" --model "$out/models/$model.gguf" --split-mode "$run_split" --devices "$run_devs" \
+        "${run_extra[@]}" --n-predict "$tp_npredict" --threads "$tp_threads" --flash-attn on \
         --logits-out "$tpdir/logits/$model-$tag-$side.bin" >"$tpdir/logits-$model-$tag-$side.txt" 2>&1; } 2>/dev/null
     local rc=$?
     if ((rc)); then tp_status $rc; else echo ok; fi
@@ -278,6 +301,8 @@ tp_config() {
     local variants=(""); [[ $split == tensor ]] && for e in $tp_envs; do variants+=("$e"); done
     tp_bench "$model" "$split" "$devs" upstream
     for e in "${variants[@]}"; do tp_bench "$model" "$split" "$devs" ours "$e"; done
+    local plugin=0; [[ $split == tensor && -n $tp_plugin ]] && plugin=1
+    ((plugin)) && tp_bench "$model" "$split" "$devs" plugin
 
     step "logits $model, $split $devs"
     local ndev; ndev=$(tr ',' '\n' <<<"$devs" | wc -l)
@@ -305,6 +330,20 @@ tp_config() {
         echo "  $label: ours vs upstream: $vs_ref (expected: $expect); ours vs ours split none: $vs_none"
         printf '%s\t%s\t%s\t%s\t%s\n' "$model" "$label" "$vs_ref" "$expect" "$vs_none" >>"$tpdir/logits.tsv"
     done
+    if ((plugin)); then
+        # the plugin runs our meta device with the same splits and kernels as ours linked
+        label="$split $devs [plugin in upstream's program]"
+        local st; st=$(tp_logits "$model" "$split" "$devs" plugin)
+        local p="$tpdir/logits/$model-$(tp_tag "$split" "$devs")-plugin.bin"
+        local linked="$tpdir/logits/$model-$(tp_tag "$split" "$devs")-ours.bin"
+        local none="$tpdir/logits/$model-$(tp_tag none "$tp_none")-ours.bin"
+        if [[ $st != ok ]]; then vs_ref="plugin $st"; vs_none="–"
+        else
+            vs_ref=$(tp_compare "$p" "$linked"); vs_none=$(tp_compare "$p" "$none" 0.05)
+        fi
+        echo "  $label: vs ours linked: $vs_ref (expected: bit-identical); vs ours split none: $vs_none"
+        printf '%s\t%s\t%s\t%s\t%s\n' "$model" "$label" "vs ours linked: $vs_ref" "bit-identical" "$vs_none" >>"$tpdir/logits.tsv"
+    fi
 }
 
 # The two tables, as markdown, from results.tsv and logits.tsv.
@@ -371,7 +410,7 @@ tp() {
         echo "started: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
         local gpus; gpus=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | paste -sd ';')
         echo "host: $(nproc) cores; GPUs: ${gpus:-none (no nvidia-smi)}"
-        echo "settings: models='$tp_models' none=$tp_none tensor='$tp_devices' layer='$tp_layer' envs='$tp_envs'"
+        echo "settings: models='$tp_models' none=$tp_none tensor='$tp_devices' layer='$tp_layer' envs='$tp_envs' plugin='${tp_plugin:-off}'"
         echo "          reps=$tp_reps warmup=$tp_warmup n_prompt=$tp_np n_gen=$tp_ng n_ubatch=$tp_ub threads=$tp_threads nccl=$tp_nccl cpu_test=${TP_CPU_TEST:-0}"
     } | tee "$tpdir/settings.txt"
     nvidia-smi >"$tpdir/nvidia-smi.txt" 2>&1

@@ -64,6 +64,7 @@ struct Opts {
     std::string devices;       // empty: libllama's default devices
     std::string tensor_split;  // empty: libllama's default
     int main_gpu = 0;
+    bool load_all = false;
     int n_gpu_layers = 999;
     int n_prompt = 512;
     int n_gen = 128;
@@ -83,7 +84,8 @@ void usage() {
         "usage: llama_bench --model PATH [--split-mode none|layer|row|tensor] [--devices LIST]\n"
         "                   [--tensor-split F,F,..] [--main-gpu I] [--n-gpu-layers N] [--n-prompt N]\n"
         "                   [--n-gen N] [--n-batch N] [--n-ubatch N] [--flash-attn on|off] [--threads N]\n"
-        "                   [--warmup N] [--reps N] [--seed N] [--no-mmap] [--verbose]\n"
+        "                   [--warmup N] [--reps N] [--seed N] [--no-mmap] [--load-all-backends]\n"
+        "                   [--verbose]\n"
         "       llama_bench --quantize IN OUT q4_0|q4_1|q5_0|q5_1|q8_0 [--threads N]\n");
 }
 
@@ -188,6 +190,7 @@ int main(int argc, char ** argv) {
         else if (a == "--reps" || a == "-r")    o.reps = parse_int(need(), "--reps", 1);
         else if (a == "--seed")                 o.seed = (uint32_t) parse_int(need(), "--seed", 0);
         else if (a == "--no-mmap")              o.no_mmap = true;
+        else if (a == "--load-all-backends")    o.load_all = true;
         else if (a == "--verbose")              o.verbose = true;
         else if (a == "-h" || a == "--help")    { usage(); return 0; }
         else { fprintf(stderr, "llama_bench: unknown argument: %s\n", a.c_str()); usage(); return 1; }
@@ -213,6 +216,8 @@ int main(int argc, char ** argv) {
     const char * verbose_env = getenv("LLAMA_BENCH_VERBOSE");
     llama_cli::verbose = o.verbose || (verbose_env && strcmp(verbose_env, "1") == 0);
     llama_log_set(llama_cli::log_cb, nullptr);
+    // ggml_backend_load_all: backend modules and GGML_BACKEND_PATH (e.g. our plugin)
+    if (o.load_all) ggml_backend_load_all();
     llama_backend_init();
 
     printf("build: %s\n", LLAMA_BENCH_BUILD_NAME);

@@ -6,6 +6,9 @@
 //! of its own whose only entries forward `ggml_backend_set_n_threads` and
 //! `ggml_backend_set_abort_callback` to the simple backends, so that libllama's thread count
 //! reaches CPU devices inside a meta device.
+//!
+//! The plugin's devices (`create_plugin`) are the same device with another [`Face`] (listed
+//! by the plugin's registry, type GPU) and [`Policy`] (splits by tensor name).
 
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr;
