@@ -25,6 +25,8 @@
 #                                         host for nothing and allocate nothing
 #                                         (ctests/meta_steps.cmake)
 #   differential/meta/<model>/tgpu2       the tgpu2 run, this library vs upstream's C++, TOL 0
+#   meta/e2e/tiny-mqa-f32/{cpu2,cpu3,tgpu2}_vs_cpu  one KV head: it lives on one device, the
+#                                         others hold no attention (upstream aborts)
 #   meta/e2e/fa_off_fails                 tensor mode with --flash-attn off: libllama refuses the
 #                                         context; both builds exit 1 with its message, no signal
 #
@@ -94,8 +96,21 @@ add_test(NAME model/tiny-moe-f32 COMMAND write_model --n-embd 64 --n-layer 2 --n
     --n-ff 64 --n-expert 6 --n-expert-used 3 --n-vocab 300 --type f32 --seed 5 --out "${meta_moe_gguf}")
 set_tests_properties(model/tiny-moe-f32 PROPERTIES FIXTURES_SETUP model_tiny-moe-f32)
 
+# One KV head (multi-query attention): libllama's split gives the head to one device and none to
+# the other, which reaches rope and flash attention as K rows split all-or-nothing (upstream
+# aborts there). Seed 7.
+set(meta_mqa_gguf "${model_dir}/tiny-mqa-f32.gguf")
+add_test(NAME model/tiny-mqa-f32 COMMAND write_model --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 1
+    --n-ff 128 --n-vocab 300 --type f32 --seed 7 --out "${meta_mqa_gguf}")
+set_tests_properties(model/tiny-mqa-f32 PROPERTIES FIXTURES_SETUP model_tiny-mqa-f32)
+
 # model|TOL (see the table above); the dense models are sched_llama.cmake's.
-set(meta_models "tiny-gqa-f32|1e-4" "tiny-gqa-f16|1e-3" "tiny-moe-f32|1e-4")
+set(meta_models "tiny-gqa-f32|1e-4" "tiny-gqa-f16|1e-3" "tiny-moe-f32|1e-4" "tiny-mqa-f32|1e-4")
+# Models that run a subset of the configurations, without the differential against upstream.
+set(meta_mqa_configs
+    "cpu2|--devices CPU,CPU|"
+    "cpu3|--devices CPU,CPU,CPU|"
+    "tgpu2|--test-device --devices TESTGPU0,TESTGPU1|")
 
 # Configurations: name|arguments of the tensor-parallel run|arguments of both runs.
 set(meta_configs
@@ -123,6 +138,9 @@ foreach(model_entry IN LISTS meta_models)
     set(gguf "${model_dir}/${model}.gguf")
     set(common --model "${gguf}" --flash-attn on --threads 2 --n-predict 12)
     set(configs ${meta_configs})
+    if(model STREQUAL "tiny-mqa-f32")
+        set(configs ${meta_mqa_configs})
+    endif()
     if(model STREQUAL meta_cpu4_model)
         list(APPEND configs "cpu4|--devices CPU,CPU,CPU,CPU|")
     endif()
@@ -169,7 +187,7 @@ foreach(model_entry IN LISTS meta_models)
         endif()
         if(cfg STREQUAL "tgpu2")
             set_tests_properties(${test} PROPERTIES ENVIRONMENT "${meta_testgpu_get_rows}")
-            if(TARGET llama_driver_ref)
+            if(TARGET llama_driver_ref AND NOT model STREQUAL "tiny-mqa-f32")
                 set(test differential/meta/${model}/tgpu2)
                 add_test(NAME ${test} COMMAND "${CMAKE_COMMAND}"
                     -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "DRIVER_B=$<TARGET_FILE:llama_driver_ref>"

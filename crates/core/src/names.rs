@@ -22,10 +22,12 @@
 //!
 //! Heads: a layer's attention is divided in units of KV heads when the head size is known:
 //! from a per-head Q/K norm (its length), from attention sinks (one per Q head), or from the
-//! caller (`head_dim`). Otherwise each device gets an equal share of K's rows, which is whole
-//! heads exactly when the number of devices divides the number of KV heads (true of every
-//! grouped-query model with 2, 4 or 8 KV heads on 2 devices); the caller's `head_dim` is the
-//! way out for the other cases. Attention stays mirrored (computed whole on every device, at
+//! caller (`head_dim`). Otherwise each device gets an equal share of K's rows when the share
+//! is a multiple of 16 rows (no head is smaller, and every head size in use is a multiple of
+//! 16): that is whole heads exactly when the number of devices divides the number of KV heads
+//! (true of every grouped-query model with 2, 4 or 8 KV heads on 2 devices). For head sizes
+//! with a factor 3 or 5 (80, 96) and device counts that do not divide the KV heads, shares can
+//! still cut a head, which the first graph reports; the caller's `head_dim` is the way out. Attention stays mirrored (computed whole on every device, at
 //! the memory cost of one full copy of its weights and KV cache per device) where it cannot
 //! be divided: a single KV head, shares that are not whole quantization blocks, a full-width
 //! Q norm, or a layer with recurrent (`ssm_*`), gated (`attn_gate`) or unknown `attn_*`
@@ -49,6 +51,12 @@ pub struct Info {
     pub blck: i64,
     pub ne: [i64; 4],
 }
+
+/// Without a known head size, equal shares of K's rows are used only when they are a multiple
+/// of this: the smallest head size in use (16, test models), of which every other (32 to 256)
+/// is a multiple. A share smaller than a head (a single KV head over two devices) or a
+/// fraction of one keeps attention mirrored.
+const MIN_HEAD: i64 = 16;
 
 /// A layer's attention: mirrored, or split in `units` (KV heads, or equal shares when the
 /// head size is unknown), `per_device[d]` of them on device `d`.
@@ -399,7 +407,9 @@ impl NamePolicy {
                 (n_kv, lcm(group, out_blck) / group)
             }
             Some(_) => return Attn::Mirrored,
-            None if k % n == 0 => (n, 1),
+            // equal shares that could be whole heads: no model has heads of fewer than 16
+            // rows, and every head size in use is a multiple of 16
+            None if k % n == 0 && (k / n) % MIN_HEAD == 0 => (n, 1),
             None => return Attn::Mirrored,
         };
         if units < 2 || v % units != 0 {
@@ -613,6 +623,27 @@ mod tests {
             p.split("blk.0.attn_k.weight", info(F32, &[64, 32])).axis,
             AXIS_MIRRORED
         );
+    }
+
+    /// No head size known: a share that cannot hold a whole head of 16 rows stays mirrored
+    /// (one KV head of 16 over 2 devices; 6 heads of 16 over 4 devices: shares of 24 rows).
+    #[test]
+    fn shares_below_a_head_stay_mirrored() {
+        let mut p = NamePolicy::new(2, None);
+        llama(&mut p, 1, 64, 16, 128, F32);
+        assert_eq!(
+            p.split("blk.0.attn_k.weight", info(F32, &[64, 16])).axis,
+            AXIS_MIRRORED
+        );
+        let mut p = NamePolicy::new(4, None);
+        llama(&mut p, 1, 96, 96, 128, F32);
+        assert_eq!(
+            p.split("blk.0.attn_k.weight", info(F32, &[96, 96])).axis,
+            AXIS_MIRRORED
+        );
+        let mut p = NamePolicy::new(2, None);
+        llama(&mut p, 1, 96, 96, 128, F32);
+        assert_eq!(p.split("blk.0.attn_k.weight", info(F32, &[96, 96])).axis, 1);
     }
 
     #[test]

@@ -653,6 +653,8 @@ pub fn derive(
             match &a.split {
                 Split::Mirrored => Derived::plain(Split::Mirrored),
                 Split::Dim(d) if d.axis == 1 => Derived::plain(a.split.clone()),
+                // a single head on one device: its rows split as all-or-nothing
+                _ if whole_rows_as(&a.split, a.ne, 1).is_some() => Derived::plain(a.split.clone()),
                 other => Err(RuleError::Rope(other.clone())),
             }
         }
@@ -917,6 +919,17 @@ fn mul_mat(w: &Src, x: &Src, ne: [i64; 4], is_id: bool) -> Result<Derived, RuleE
 }
 
 /// q [d, t, h, s], k and v [d, kv, h_kv, s], mask, sinks [h] → result [d_v, h, t, s].
+/// A split along dimension 0 in which every device holds all of its `ne[0]` or nothing, for a
+/// tensor whose dimension `axis` has extent 1: the same placement as a split of `axis` with
+/// extents 1 and 0 (e.g. a model's single KV head, placed on one device). Returns that split.
+fn whole_rows_as(split: &Split, ne: [i64; 4], axis: usize) -> Option<Split> {
+    let Split::Dim(d) = split else { return None };
+    let extents = d.extents();
+    let whole =
+        d.axis == 0 && ne[axis] == 1 && ne[0] > 0 && extents.iter().all(|&x| x == 0 || x == ne[0]);
+    whole.then(|| Split::dim(axis, extents.iter().map(|&x| i64::from(x > 0)).collect()))
+}
+
 fn flash_attn(srcs: &[Option<Src>]) -> Result<Derived, RuleError> {
     let get = |i: usize| srcs.get(i).and_then(|s| s.as_ref());
     let (q, k, v) = match (get(0), get(1), get(2)) {
@@ -926,7 +939,11 @@ fn flash_attn(srcs: &[Option<Src>]) -> Result<Derived, RuleError> {
     if let Some(m) = get(3) {
         mirrored(m, "attention mask")?;
     }
-    match (&q.split, &k.split, &v.split) {
+    // K and V with a single head on one device are split along their rows, all or nothing:
+    // the same placement as that head (axis 2) on that device.
+    let by_heads = |x: &Src| whole_rows_as(&x.split, x.ne, 2).unwrap_or_else(|| x.split.clone());
+    let (ks, vs) = (by_heads(k), by_heads(v));
+    match (&q.split, &ks, &vs) {
         (Split::Mirrored, Split::Mirrored, Split::Mirrored) => {
             if let Some(s) = get(4) {
                 mirrored(s, "attention sinks")?;
