@@ -1,5 +1,7 @@
 # cmake -DEXE=<program> -DARGS=<a;b> -DEXPECT=<regex> -P expect_abort.cmake
-# Passes when <program> stops abnormally (ggml's abort: SIGABRT) and its output matches <regex>.
+# Passes when <program> stops through ggml's abort: killed by SIGABRT (any other signal, a
+# segmentation fault included, and any exit status fail), with ggml_abort's line
+# `<file>:<line>: <message>` in its output, where <message> matches <regex> from its start.
 # ctest alone cannot say this: a test killed by a signal fails whatever PASS_REGULAR_EXPRESSION
 # says, and a plain non-zero exit would also accept a crash.
 
@@ -16,7 +18,11 @@ message("${out}${err}")
 if(result MATCHES "^[0-9]+$")
     message(FATAL_ERROR "expected an abort, but the program exited with status ${result}")
 endif()
-if(NOT "${out}${err}" MATCHES "${EXPECT}")
-    message(FATAL_ERROR "stopped (${result}), but the output does not match: ${EXPECT}")
+# CMake names SIGABRT "Subprocess aborted" (older releases: "Child aborted").
+if(NOT result MATCHES "aborted$")
+    message(FATAL_ERROR "expected SIGABRT (ggml's abort), but the program stopped with: ${result}")
+endif()
+if(NOT "\n${out}${err}" MATCHES "\n[^\n:]+:[0-9]+: ${EXPECT}")
+    message(FATAL_ERROR "aborted, but no ggml_abort line `<file>:<line>: ` followed by: ${EXPECT}")
 endif()
 message("stopped as expected (${result})")

@@ -15,12 +15,12 @@ endforeach()
 
 # Bad input: each case must stop through ggml_abort with a message matching its regex.
 set(meta_api_aborts
-    "abort_simple_backend_index=out of range"
-    "abort_not_meta_backend=not a meta backend"
-    "abort_extents=extents add up"
-    "abort_axis=invalid split axis"
-    "abort_n_devs_0=n_devs must be"
-    "abort_n_devs_17=n_devs must be")
+    "abort_simple_backend_index=ggml_backend_meta_simple_backend: index 2 out of range \\(2 devices\\)"
+    "abort_not_meta_backend=ggml_backend_meta_n_backends: not a meta backend"
+    "abort_extents=meta backend: cannot split tensor 'bad' \\(NONE\\) across devices: extents add up to 3 but the tensor has 4 along axis 1"
+    "abort_axis=meta backend: cannot split tensor 'bad' \\(NONE\\) across devices: invalid split axis 7"
+    "abort_n_devs_0=ggml_backend_meta_device: n_devs must be 1\\.\\.=16, got 0"
+    "abort_n_devs_17=ggml_backend_meta_device: n_devs must be 1\\.\\.=16, got 17")
 foreach(entry IN LISTS meta_api_aborts)
     string(FIND "${entry}" "=" eq)
     string(SUBSTRING "${entry}" 0 ${eq} case)

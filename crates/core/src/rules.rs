@@ -185,9 +185,8 @@ impl fmt::Display for RuleError {
             BatchedHeads => f.write_str("batched matmul operands are split into different heads"),
             MatMul { weight, input } => write!(
                 f,
-                "no rule for a matmul of weight {} (dimension {:?}) with input {}",
+                "no rule for a matmul of weight {} with input {}",
                 weight.describe(),
-                weight.as_dim().map(|d| d.axis),
                 input.describe()
             ),
             FlashAttnSources => f.write_str("flash_attn_ext needs q, k and v"),
