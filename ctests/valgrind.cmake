@@ -1,0 +1,70 @@
+# Memory checks under valgrind's memcheck. Included from ctests/CMakeLists.txt in the shared
+# tree (valgrind reads the debug information of our shared library). The build is not native
+# (GGML_NATIVE=OFF), so valgrind emulates every instruction the CPU backend uses.
+#
+#   valgrind/api/<case>           the API behaviour program, each family (backend_api.c)
+#   valgrind/meta_api/<case>      the meta API program's cases (meta_api.cpp)
+#   valgrind/meta_ops/n3          every op-level meta case over 3 CPU devices (meta_ops.cpp)
+#   valgrind/llama/{cpu2,tgpu2}   a tensor-mode decode of tiny-gqa-f32 over CPU x2 and over the
+#                                 test devices TESTGPU0,TESTGPU1 (llama_driver)
+#   valgrind/plugin/cpu2          the same decode by upstream's program through the plugin
+#
+# Passes with no memcheck error (invalid reads and writes, uses of uninitialised values, bad
+# frees) and no block definitely lost. Still-reachable memory (process-lifetime registries,
+# devices, thread pools) and "possibly lost" blocks (interior pointers to leaked, process-lifetime
+# meta devices) are not errors.
+
+if(CMAKE_SCRIPT_MODE_FILE)
+    # cmake -DVALGRIND=<valgrind> -DEXE=<program> -DARGS=<a;b> -P valgrind.cmake
+    set(ENV{GGML_NO_BACKTRACE} 1)
+    execute_process(COMMAND "${VALGRIND}" --error-exitcode=99 --leak-check=full
+            --errors-for-leak-kinds=definite --show-leak-kinds=definite --num-callers=30
+            "${EXE}" ${ARGS}
+        RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    message("${out}${err}")
+    if(NOT rc STREQUAL "0")
+        message(FATAL_ERROR "valgrind: the program failed or memcheck found errors (${rc})")
+    endif()
+    if(NOT err MATCHES "ERROR SUMMARY: 0 errors")
+        message(FATAL_ERROR "valgrind: no clean ERROR SUMMARY")
+    endif()
+    if(NOT err MATCHES "definitely lost: 0 bytes in 0 blocks" AND NOT err MATCHES "All heap blocks were freed")
+        message(FATAL_ERROR "valgrind: memory definitely lost")
+    endif()
+    return()
+endif()
+
+find_program(VALGRIND valgrind)
+if(NOT VALGRIND)
+    message(FATAL_ERROR "valgrind not found: the memory tests need it (apt-get install valgrind), "
+        "or configure with -DGGML_BACKEND_RS_VALGRIND=OFF")
+endif()
+
+function(ggml_backend_rs_valgrind name exe)
+    add_test(NAME valgrind/${name} COMMAND "${CMAKE_COMMAND}" -D "VALGRIND=${VALGRIND}"
+        -D "EXE=${exe}" -D "ARGS=${ARGN}" -P "${CMAKE_CURRENT_SOURCE_DIR}/valgrind.cmake")
+    set_tests_properties(valgrind/${name} PROPERTIES TIMEOUT 600)
+endfunction()
+
+foreach(case IN LISTS api_cases)
+    ggml_backend_rs_valgrind(api/${case} "$<TARGET_FILE:backend_api>" ${case})
+endforeach()
+foreach(case device backend set_get partial memset copies copies_zero_slice async compute_split)
+    ggml_backend_rs_valgrind(meta_api/${case} "$<TARGET_FILE:meta_api>" ${case})
+endforeach()
+ggml_backend_rs_valgrind(meta_ops/n3 "$<TARGET_FILE:meta_ops>" all 3 --simple cpu)
+
+set(vg_model "${model_dir}/tiny-gqa-f32.gguf")
+set(vg_decode --model "${vg_model}" --flash-attn on --threads 2 --n-predict 4 --split-mode tensor)
+ggml_backend_rs_valgrind(llama/cpu2 "$<TARGET_FILE:llama_driver>" ${vg_decode} --devices CPU,CPU)
+ggml_backend_rs_valgrind(llama/tgpu2 "$<TARGET_FILE:llama_driver>" ${vg_decode} --test-device
+    --devices TESTGPU0,TESTGPU1)
+set(vg_tests valgrind/llama/cpu2 valgrind/llama/tgpu2)
+if(TARGET ggml-backend-rs-tp AND TARGET llama_driver_ref)
+    ggml_backend_rs_valgrind(plugin/cpu2 "$<TARGET_FILE:llama_driver_ref>" --model "${vg_model}"
+        --threads 2 --n-predict 4 --load-all-backends --devices TP0)
+    set_tests_properties(valgrind/plugin/cpu2 PROPERTIES ENVIRONMENT
+        "GGML_BACKEND_PATH=$<TARGET_FILE:ggml-backend-rs-tp>;GGML_BACKEND_RS_TP=CPU,CPU")
+    list(APPEND vg_tests valgrind/plugin/cpu2)
+endif()
+set_tests_properties(${vg_tests} PROPERTIES FIXTURES_REQUIRED model_tiny-gqa-f32)
