@@ -19,6 +19,7 @@ set(meta_api_aborts
     "abort_not_meta_backend=ggml_backend_meta_n_backends: not a meta backend"
     "abort_extents=meta backend: cannot split tensor 'bad' \\(NONE\\) across devices: extents add up to 3 but the tensor has 4 along axis 1"
     "abort_axis=meta backend: cannot split tensor 'bad' \\(NONE\\) across devices: invalid split axis 7"
+    "abort_split_changes=meta backend: cannot split tensor 'w' \\(NONE\\) across devices: the split-state callback now answers AXIS_1\\{1,3\\} for it, but its slices were placed as AXIS_1\\{2,2\\}"
     "abort_n_devs_0=ggml_backend_meta_device: n_devs must be 1\\.\\.=16, got 0"
     "abort_n_devs_17=ggml_backend_meta_device: n_devs must be 1\\.\\.=16, got 17")
 foreach(entry IN LISTS meta_api_aborts)

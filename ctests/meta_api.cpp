@@ -672,6 +672,25 @@ State with_axis(State s, int axis) {
     return s;
 }
 
+// A weight placed as {2,2} rows whose callback then answers {1,3}: initialising it again must
+// stop (its slices cannot move), while a second initialisation with the same answer keeps them.
+int abort_split_changes() {
+    Meta m(2);
+    Weights w(m);
+    ggml_tensor * t = w.add("w", GGML_TYPE_F32, { 8, 4, 1, 1 }, dim(1, { 2, 2 }));
+    w.alloc();
+    std::vector<float> data(32);
+    for (size_t i = 0; i < data.size(); i++) data[i] = (float) i;
+    ggml_backend_tensor_set(t, data.data(), 0, ggml_nbytes(t));
+    CHECK(ggml_backend_buffer_init_tensor(w.buf, t) == GGML_STATUS_SUCCESS, "initialising again");
+    std::vector<float> back(32);
+    ggml_backend_tensor_get(t, back.data(), 0, ggml_nbytes(t));
+    CHECK(back == data, "a second initialisation with the same split moved the slices");
+    m.table["w"] = dim(1, { 1, 3 });
+    ggml_backend_buffer_init_tensor(w.buf, t);
+    return did_not_abort("a split-state callback that changed its answer");
+}
+
 int abort_n_devs(size_t n) {
     std::vector<ggml_backend_dev_t> devs(17, cpu_dev());
     SplitTable t;
@@ -775,6 +794,7 @@ const std::map<std::string, std::function<int()>> & cases() {
           } },
         { "abort_extents", [] { return abort_bad_split(dim(1, { 2, 1 }), "extents 2+1 for 4 rows"); } },
         { "abort_axis", [] { return abort_bad_split(with_axis(dim(1, { 2, 2 }), 7), "split axis 7"); } },
+        { "abort_split_changes", abort_split_changes },
         { "abort_n_devs_0", [] { return abort_n_devs(0); } },
         { "abort_n_devs_17", [] { return abort_n_devs(17); } },
     };

@@ -96,6 +96,9 @@ pub struct MetaBuffer {
     /// Buffers a plugin device allocated through `alloc_buffer`, whose memory is made when it
     /// is first needed (see [`alloc_deferred`]); None for every other buffer.
     deferred: Option<Mutex<Deferred>>,
+    /// Each device's slices are packed (weights and caches): a tensor's offset in the meta
+    /// buffer says nothing about where its slices are.
+    packed: std::sync::atomic::AtomicBool,
 }
 
 /// The state of a deferred buffer before and after its memory is made.
@@ -156,6 +159,7 @@ impl MetaBuffer {
                 .unwrap_or_else(|e| abort(file!(), line!(), &e))
                 .0;
             let placed = self.simple.set(simple).is_ok();
+            self.packed.store(true, Ordering::Release);
             ggml_assert!(placed, "meta buffer: slices placed twice");
             views
         };
@@ -171,6 +175,12 @@ impl MetaBuffer {
     pub fn simple_tensors(&self, t: Tensor) -> Option<Vec<Tensor>> {
         self.place_deferred();
         self.entry_tensors(t)
+    }
+
+    /// Whether `t` (not a view) has its slices in place on the devices already.
+    fn is_placed(&self, t: Tensor) -> bool {
+        self.entry_tensors(t)
+            .is_some_and(|s| s.iter().any(|p| !p.data().is_null()))
     }
 
     /// The per-device tensors of `t` as they are (placed or not).
@@ -212,6 +222,7 @@ fn new_buffer(
             epoch: 0,
         }),
         deferred: deferred.then(|| Mutex::new(Deferred::default())),
+        packed: std::sync::atomic::AtomicBool::new(false),
     });
     // The context is the state's address for identification only; the state is found through
     // the registry (`of`, `ctx`).
@@ -314,6 +325,29 @@ fn derive_fresh(
     let epoch = g.epoch;
     match g.map.get_mut(&(t.as_ptr() as usize)) {
         Some(e) => {
+            // The slices of a placed weight or cache are where its split put them: a split-state
+            // callback that answers differently for the same tensor is an error, not a move.
+            let placed = t.view_src().is_none() && e.simple.tensors().any(|s| !s.data().is_null());
+            let compute = t.own_buffer().is_some_and(|b| {
+                b.usage() == ggml_backend_buffer_usage::GGML_BACKEND_BUFFER_USAGE_COMPUTE
+            });
+            if placed
+                && !compute
+                && e.snapshot.type_ == snap.type_
+                && e.snapshot.ne == snap.ne
+                && !e.derived.split.same_as(&d.split)
+            {
+                let was = e.derived.split.describe();
+                drop(g);
+                return Err(named(
+                    t,
+                    format!(
+                        "the split-state callback now answers {} for it, but its slices were \
+                         placed as {was}",
+                        d.split.describe()
+                    ),
+                ));
+            }
             // Plans depend on splits and on the graph's structure (ops and edges: use counts,
             // the MoE tail); shapes and offsets are read from the tensors when they run.
             let structure_changed = e.snapshot.op != snap.op
@@ -521,6 +555,11 @@ fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), S
         } else if let (Some(offset), Some(buf)) = (place, mb.simple().get(j).copied().flatten()) {
             st.buffer = buf.as_ptr();
             st.data = (crate::buffer::base(buf) as *mut u8).wrapping_add(offset) as *mut c_void;
+        } else if !entry.simple.is_empty() {
+            // initialised again where its slices are packed: they stay where they are
+            let old = entry.simple.tensor(j);
+            st.buffer = old.buffer();
+            st.data = old.data();
         }
         entry.simple.update(j, |h| *h = st);
     }
@@ -593,6 +632,7 @@ pub unsafe fn alloc_ctx_tensors(
         }
     };
     let placed = mb.simple.set(simple).is_ok();
+    mb.packed.store(true, Ordering::Release);
     ggml_assert!(placed, "meta buffer: slices placed twice");
     meta_buf.set_size_field(max_total);
     for &v in &views {
@@ -809,7 +849,7 @@ unsafe extern "C" fn init_tensor(
             }
             lock_deferred(d).pending.push(t);
             return GGML_STATUS_SUCCESS;
-        } else if t.view_src().is_none() {
+        } else if t.view_src().is_none() && !mb.is_placed(t) {
             // a tensor placed in a buffer that is in use already: its slices get buffers
             // of their own
             if let Err(e) = init_simple(&mb, t, None) {
@@ -825,7 +865,7 @@ unsafe extern "C" fn init_tensor(
             return GGML_STATUS_SUCCESS;
         }
     }
-    let place = if t.view_src().is_none() {
+    let place = if t.view_src().is_none() && !mb.packed.load(Ordering::Acquire) {
         Some((t.data() as usize).wrapping_sub(META_BASE))
     } else {
         None
