@@ -213,3 +213,34 @@ add_test(NAME meta/e2e/fa_off_fails COMMAND "${CMAKE_COMMAND}"
     -D "EXPECT=SPLIT_MODE_TENSOR requires flash_attn to be enabled"
     -P "${CMAKE_CURRENT_LIST_FILE}")
 set_tests_properties(meta/e2e/fa_off_fails PROPERTIES FIXTURES_REQUIRED model_tiny-gqa-f32)
+
+# Beyond one context and a few tokens (ctests/llama_threads.cpp):
+#   meta/threads/two_contexts/{cpu2,tgpu2}  two contexts on one meta device decode at the same time
+#                                         from two threads: each gives the tokens of one context
+#                                         decoding alone
+#   meta/long/{cpu2,tgpu2}                10 000 tokens in a 256-cell context restarted when full:
+#                                         resident memory after the first 1000 tokens grows by at
+#                                         most 2 MiB (the figure is printed)
+add_executable(llama_threads llama_threads.cpp test_device.c)
+target_compile_definitions(llama_threads PRIVATE LLAMA_THREADS_TEST_DEVICE)
+target_include_directories(llama_threads PRIVATE ${GGML_BACKEND_RS_API_INCLUDES}
+    "${CMAKE_CURRENT_SOURCE_DIR}" "${GGML_BACKEND_RS_ROOT}/tools/model")
+target_link_libraries(llama_threads PRIVATE llama ggml ggml-cpu)
+set(threads_tests "")
+foreach(cfg "cpu2|CPU,CPU|" "tgpu2|TESTGPU0,TESTGPU1|--test-device")
+    string(REPLACE "|" ";" parts "${cfg} ")
+    list(GET parts 0 name)
+    list(GET parts 1 devices)
+    list(GET parts 2 extra_text)
+    separate_arguments(extra UNIX_COMMAND "${extra_text}")
+    add_test(NAME meta/threads/two_contexts/${name}
+        COMMAND llama_threads two "${model_dir}/tiny-gqa-f32.gguf" "${devices}" ${extra})
+    add_test(NAME meta/long/${name}
+        COMMAND llama_threads long "${model_dir}/tiny-gqa-f32.gguf" "${devices}" 10000 ${extra})
+    set_tests_properties(meta/threads/two_contexts/${name} PROPERTIES
+        PASS_REGULAR_EXPRESSION "the tokens of one context alone")
+    set_tests_properties(meta/long/${name} PROPERTIES
+        PASS_REGULAR_EXPRESSION "resident memory [0-9]+ KiB after 1000 tokens" TIMEOUT 600)
+    list(APPEND threads_tests meta/threads/two_contexts/${name} meta/long/${name})
+endforeach()
+set_tests_properties(${threads_tests} PROPERTIES FIXTURES_REQUIRED model_tiny-gqa-f32)
