@@ -135,7 +135,7 @@ fn groups(host: &[Device]) -> Vec<Vec<Device>> {
         let gpus: Vec<Device> = host
             .iter()
             .copied()
-            .filter(|d| d.dev_type() == ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_GPU)
+            .filter(|d| d.dev_type() == DEVICE_GPU)
             .collect();
         return if gpus.len() >= 2 { vec![gpus] } else { vec![] };
     };

@@ -38,6 +38,33 @@ pub enum ggml_backend_dev_type {
     GGML_BACKEND_DEVICE_TYPE_META,
 }
 
+// The two enums above are the C definitions (cbindgen emits them). Every value that crosses the
+// ABI — arguments, returns, struct fields — is the integer below instead, which C spells as the
+// enum (cbindgen.toml renames it): C may hand over any int, and a Rust enum holding a value
+// outside its variants is undefined behaviour. Code compares against the constants.
+
+/// `enum ggml_backend_buffer_usage` as it crosses the ABI.
+pub type ggml_backend_buffer_usage_raw = c_int;
+pub const USAGE_ANY: ggml_backend_buffer_usage_raw =
+    ggml_backend_buffer_usage::GGML_BACKEND_BUFFER_USAGE_ANY as c_int;
+pub const USAGE_WEIGHTS: ggml_backend_buffer_usage_raw =
+    ggml_backend_buffer_usage::GGML_BACKEND_BUFFER_USAGE_WEIGHTS as c_int;
+pub const USAGE_COMPUTE: ggml_backend_buffer_usage_raw =
+    ggml_backend_buffer_usage::GGML_BACKEND_BUFFER_USAGE_COMPUTE as c_int;
+
+/// `enum ggml_backend_dev_type` as it crosses the ABI.
+pub type ggml_backend_dev_type_raw = c_int;
+pub const DEVICE_CPU: ggml_backend_dev_type_raw =
+    ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_CPU as c_int;
+pub const DEVICE_GPU: ggml_backend_dev_type_raw =
+    ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_GPU as c_int;
+pub const DEVICE_IGPU: ggml_backend_dev_type_raw =
+    ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_IGPU as c_int;
+pub const DEVICE_ACCEL: ggml_backend_dev_type_raw =
+    ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_ACCEL as c_int;
+pub const DEVICE_META: ggml_backend_dev_type_raw =
+    ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_META as c_int;
+
 /// cbindgen:field-names=[async, host_buffer, buffer_from_host_ptr, events]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -56,7 +83,7 @@ pub struct ggml_backend_dev_props {
     pub description: *const c_char,
     pub memory_free: usize,
     pub memory_total: usize,
-    pub type_: ggml_backend_dev_type,
+    pub type_: ggml_backend_dev_type_raw,
     pub device_id: *const c_char,
     pub caps: ggml_backend_dev_caps,
 }
@@ -247,7 +274,7 @@ pub struct ggml_backend_buffer {
     pub buft: ggml_backend_buffer_type_t,
     pub context: *mut c_void,
     pub size: usize,
-    pub usage: ggml_backend_buffer_usage,
+    pub usage: ggml_backend_buffer_usage_raw,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -367,7 +394,8 @@ pub struct ggml_backend_device_i {
     pub get_description: Option<unsafe extern "C" fn(dev: ggml_backend_dev_t) -> *const c_char>,
     pub get_memory:
         Option<unsafe extern "C" fn(dev: ggml_backend_dev_t, free: *mut usize, total: *mut usize)>,
-    pub get_type: Option<unsafe extern "C" fn(dev: ggml_backend_dev_t) -> ggml_backend_dev_type>,
+    pub get_type:
+        Option<unsafe extern "C" fn(dev: ggml_backend_dev_t) -> ggml_backend_dev_type_raw>,
     pub get_props:
         Option<unsafe extern "C" fn(dev: ggml_backend_dev_t, props: *mut ggml_backend_dev_props)>,
     pub init_backend: Option<

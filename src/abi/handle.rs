@@ -165,10 +165,10 @@ impl Buffer {
     pub fn size(&self) -> usize {
         self.raw().size
     }
-    pub fn usage(&self) -> ggml_backend_buffer_usage {
+    pub fn usage(&self) -> ggml_backend_buffer_usage_raw {
         self.raw().usage
     }
-    pub fn set_usage_field(&self, usage: ggml_backend_buffer_usage) {
+    pub fn set_usage_field(&self, usage: ggml_backend_buffer_usage_raw) {
         // SAFETY: the buffer is live; `usage` is a plain field that C code only reads.
         unsafe { (*self.as_ptr()).usage = usage }
     }
@@ -347,7 +347,7 @@ impl Device {
         // SAFETY: as above, with two valid destinations.
         unsafe { f(self.as_ptr(), free, total) }
     }
-    pub fn dev_type(&self) -> ggml_backend_dev_type {
+    pub fn dev_type(&self) -> ggml_backend_dev_type_raw {
         let f = required!(self.iface(), get_type, "ggml_backend_dev_type");
         // SAFETY: as above.
         unsafe { f(self.as_ptr()) }

@@ -22,7 +22,7 @@ pub trait Extension: Send + Sync {
     }
 
     /// The buffer's usage was set to `usage` (after its own field changed).
-    fn usage_changed(&self, _usage: ggml_backend_buffer_usage) {}
+    fn usage_changed(&self, _usage: ggml_backend_buffer_usage_raw) {}
 }
 
 static EXTENSIONS: Registry<dyn Extension> = Registry::new();
@@ -97,7 +97,7 @@ pub fn init(
         buft,
         context,
         size,
-        usage: ggml_backend_buffer_usage::GGML_BACKEND_BUFFER_USAGE_ANY,
+        usage: USAGE_ANY,
     }));
     // SAFETY: freshly boxed, non-null, alive until `free`.
     unsafe { Buffer::from_ptr(raw) }.expect("Box::into_raw is never null")
@@ -176,7 +176,7 @@ pub fn clear(buffer: Buffer, value: u8) {
     buffer.clear(value);
 }
 
-pub fn set_usage(buffer: Buffer, usage: ggml_backend_buffer_usage) {
+pub fn set_usage(buffer: Buffer, usage: ggml_backend_buffer_usage_raw) {
     buffer.set_usage_field(usage);
     if let Some(ext) = extension(buffer) {
         ext.usage_changed(usage);

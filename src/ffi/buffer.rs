@@ -102,7 +102,7 @@ pub extern "C" fn ggml_backend_buffer_is_host(buffer: ggml_backend_buffer_t) -> 
 #[no_mangle]
 pub extern "C" fn ggml_backend_buffer_set_usage(
     buffer: ggml_backend_buffer_t,
-    usage: ggml_backend_buffer_usage,
+    usage: ggml_backend_buffer_usage_raw,
 ) {
     buffer::set_usage(
         handle_arg!(buffer, Buffer, "ggml_backend_buffer_set_usage"),
@@ -113,7 +113,7 @@ pub extern "C" fn ggml_backend_buffer_set_usage(
 #[no_mangle]
 pub extern "C" fn ggml_backend_buffer_get_usage(
     buffer: ggml_backend_buffer_t,
-) -> ggml_backend_buffer_usage {
+) -> ggml_backend_buffer_usage_raw {
     handle_arg!(buffer, Buffer, "ggml_backend_buffer_get_usage").usage()
 }
 
@@ -172,7 +172,7 @@ pub extern "C" fn ggml_backend_buffer_is_multi_buffer(buffer: ggml_backend_buffe
 #[no_mangle]
 pub extern "C" fn ggml_backend_multi_buffer_set_usage(
     buffer: ggml_backend_buffer_t,
-    usage: ggml_backend_buffer_usage,
+    usage: ggml_backend_buffer_usage_raw,
 ) {
     let b = handle_arg!(buffer, Buffer, "ggml_backend_multi_buffer_set_usage");
     crate::log::ggml_assert!(

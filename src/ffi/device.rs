@@ -43,7 +43,7 @@ pub unsafe extern "C" fn ggml_backend_dev_memory(
 }
 
 #[no_mangle]
-pub extern "C" fn ggml_backend_dev_type(device: ggml_backend_dev_t) -> ggml_backend_dev_type {
+pub extern "C" fn ggml_backend_dev_type(device: ggml_backend_dev_t) -> ggml_backend_dev_type_raw {
     handle_arg!(device, Device, "ggml_backend_dev_type").dev_type()
 }
 

@@ -119,7 +119,7 @@ pub unsafe extern "C" fn ggml_backend_dev_by_name(name: *const c_char) -> ggml_b
 }
 
 #[no_mangle]
-pub extern "C" fn ggml_backend_dev_by_type(ty: ggml_backend_dev_type) -> ggml_backend_dev_t {
+pub extern "C" fn ggml_backend_dev_by_type(ty: ggml_backend_dev_type_raw) -> ggml_backend_dev_t {
     registry::dev_by_type(ty).map_or(std::ptr::null_mut(), Device::as_ptr)
 }
 
@@ -144,7 +144,7 @@ pub unsafe extern "C" fn ggml_backend_init_by_name(
 /// `params` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_init_by_type(
-    ty: ggml_backend_dev_type,
+    ty: ggml_backend_dev_type_raw,
     params: *const c_char,
 ) -> ggml_backend_t {
     registry::dev_by_type(ty).map_or(std::ptr::null_mut(), |d| {

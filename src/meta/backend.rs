@@ -129,11 +129,7 @@ pub unsafe fn init(dev: &'static MetaDevice, params: *const c_char) -> ggml_back
     }
     let names: Vec<String> = dev.simple.iter().map(|d| d.name_string()).collect();
     let reducer = Reducer::new(&dev.simple);
-    let threaded = dev.n() > 1
-        && dev
-            .simple
-            .iter()
-            .all(|d| d.dev_type() == ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_CPU);
+    let threaded = dev.n() > 1 && dev.simple.iter().all(|d| d.dev_type() == DEVICE_CPU);
     let mb = Arc::new(MetaBackend {
         dev,
         simple,

@@ -328,9 +328,7 @@ fn derive_fresh(
             // The slices of a placed weight or cache are where its split put them: a split-state
             // callback that answers differently for the same tensor is an error, not a move.
             let placed = t.view_src().is_none() && e.simple.tensors().any(|s| !s.data().is_null());
-            let compute = t.own_buffer().is_some_and(|b| {
-                b.usage() == ggml_backend_buffer_usage::GGML_BACKEND_BUFFER_USAGE_COMPUTE
-            });
+            let compute = t.own_buffer().is_some_and(|b| b.usage() == USAGE_COMPUTE);
             if placed
                 && !compute
                 && e.snapshot.type_ == snap.type_
@@ -408,9 +406,7 @@ fn compute(t: Tensor, mb: &MetaBuffer) -> Result<(Derived, Option<Vec<DeviceLayo
     if t.nelements() == 0 {
         return Ok((plain(Split::Mirrored), None));
     }
-    let compute_buffer = t
-        .own_buffer()
-        .is_some_and(|b| b.usage() == ggml_backend_buffer_usage::GGML_BACKEND_BUFFER_USAGE_COMPUTE);
+    let compute_buffer = t.own_buffer().is_some_and(|b| b.usage() == USAGE_COMPUTE);
     let d = if compute_buffer {
         op_rule(t, n)?
     } else {
@@ -816,9 +812,8 @@ unsafe extern "C" fn init_tensor(
     };
     if let Some(d) = &mb.deferred {
         // SAFETY: ggml passes the live buffer that `tensor` is being placed in.
-        let compute = unsafe { Buffer::from_ptr(buffer) }.is_some_and(|b| {
-            b.usage() == ggml_backend_buffer_usage::GGML_BACKEND_BUFFER_USAGE_COMPUTE
-        });
+        let compute =
+            unsafe { Buffer::from_ptr(buffer) }.is_some_and(|b| b.usage() == USAGE_COMPUTE);
         if compute {
             // full-size memory per device, as `alloc` makes it
             if mb.simple.get().is_none() {
@@ -828,10 +823,7 @@ unsafe extern "C" fn init_tensor(
                 // The host's `ggml_backend_buffer_set_usage` does not tell us; backends
                 // (CUDA's padding rules) look at their own buffer's usage.
                 for b in simple.iter().flatten() {
-                    crate::buffer::set_usage(
-                        *b,
-                        ggml_backend_buffer_usage::GGML_BACKEND_BUFFER_USAGE_COMPUTE,
-                    );
+                    crate::buffer::set_usage(*b, USAGE_COMPUTE);
                 }
                 if let Err(unused) = mb.simple.set(simple) {
                     for b in unused.into_iter().flatten() {
@@ -1097,7 +1089,7 @@ impl crate::buffer::Extension for MetaBuffer {
     }
 
     /// Forwards a usage change to the simple buffers.
-    fn usage_changed(&self, usage: ggml_backend_buffer_usage) {
+    fn usage_changed(&self, usage: ggml_backend_buffer_usage_raw) {
         for b in self.owned_buffers() {
             crate::buffer::set_usage(b, usage);
         }

@@ -339,15 +339,15 @@ unsafe extern "C" fn dev_get_memory(dev: ggml_backend_dev_t, free: *mut usize, t
     }
 }
 
-unsafe extern "C" fn dev_get_type(dev: ggml_backend_dev_t) -> ggml_backend_dev_type {
+unsafe extern "C" fn dev_get_type(dev: ggml_backend_dev_t) -> ggml_backend_dev_type_raw {
     meta(dev).device_type()
 }
 
 impl MetaDevice {
-    fn device_type(&self) -> ggml_backend_dev_type {
+    fn device_type(&self) -> ggml_backend_dev_type_raw {
         match self.face {
-            Face::Meta => ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_META,
-            Face::Plugin { .. } => ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_GPU,
+            Face::Meta => DEVICE_META,
+            Face::Plugin { .. } => DEVICE_GPU,
         }
     }
 }

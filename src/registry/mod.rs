@@ -227,20 +227,15 @@ pub fn dev_by_name(name: &[u8]) -> Option<Device> {
         .find(|d| same_name(&d.name_string(), name))
 }
 
-pub fn dev_by_type(ty: ggml_backend_dev_type) -> Option<Device> {
+pub fn dev_by_type(ty: ggml_backend_dev_type_raw) -> Option<Device> {
     devices().iter().copied().find(|d| d.dev_type() == ty)
 }
 
 /// The first GPU, else the first integrated GPU, else the first CPU device.
 pub fn best_device() -> Option<Device> {
-    use ggml_backend_dev_type::*;
-    [
-        GGML_BACKEND_DEVICE_TYPE_GPU,
-        GGML_BACKEND_DEVICE_TYPE_IGPU,
-        GGML_BACKEND_DEVICE_TYPE_CPU,
-    ]
-    .into_iter()
-    .find_map(dev_by_type)
+    [DEVICE_GPU, DEVICE_IGPU, DEVICE_CPU]
+        .into_iter()
+        .find_map(dev_by_type)
 }
 
 #[cfg(test)]

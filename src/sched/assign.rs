@@ -62,9 +62,7 @@ impl assign::Tensors for GraphView {
         t.data_buffer().map(|b| b.buft())
     }
     fn in_weight_buffer(&self, t: Tensor) -> bool {
-        t.own_buffer().is_some_and(|b| {
-            b.usage() == ggml_backend_buffer_usage::GGML_BACKEND_BUFFER_USAGE_WEIGHTS
-        })
+        t.own_buffer().is_some_and(|b| b.usage() == USAGE_WEIGHTS)
     }
     fn in_host_buffer(&self, t: Tensor) -> bool {
         t.own_buffer().is_some_and(|b| b.buft_handle().is_host())

@@ -214,8 +214,7 @@ impl Sched {
         let Some(buffer) = input.own_buffer() else {
             return false;
         };
-        let is_expert_weight = buffer.usage()
-            == ggml_backend_buffer_usage::GGML_BACKEND_BUFFER_USAGE_WEIGHTS
+        let is_expert_weight = buffer.usage() == USAGE_WEIGHTS
             && buffer.buft_handle().is_host()
             && node.op() == GGML_OP_MUL_MAT_ID
             && node.src(0) == Some(input_cpy);

@@ -149,7 +149,7 @@ impl Sched {
         );
         let last = backends[n - 1].device_handle(F);
         ggml_assert!(
-            last.dev_type() == ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_CPU,
+            last.dev_type() == DEVICE_CPU,
             "{F}: the last backend must be a CPU backend, got {}",
             last.name_string()
         );

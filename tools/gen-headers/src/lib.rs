@@ -104,7 +104,8 @@ const EXT_TYPES: &[&str] = &[
     "GGML_BACKEND_META_MAX_DEVICES",
 ];
 
-/// Crate constants that mirror ggml.h / ggml-impl.h and so never appear in our headers.
+/// Crate constants that mirror ggml.h / ggml-impl.h, or that name enum values for Rust, and so
+/// never appear in our headers.
 const GGML_CONSTANTS: &[&str] = &[
     "GGML_MAX_DIMS",
     "GGML_MAX_SRC",
@@ -130,6 +131,15 @@ const GGML_CONSTANTS: &[&str] = &[
     "GGML_TENSOR_FLAG_OUTPUT",
     "GGML_TENSOR_FLAG_COMPUTE",
     "GGML_TYPE_F32",
+    // Rust names of the enum values our two ABI integers compare against
+    "USAGE_ANY",
+    "USAGE_WEIGHTS",
+    "USAGE_COMPUTE",
+    "DEVICE_CPU",
+    "DEVICE_GPU",
+    "DEVICE_IGPU",
+    "DEVICE_ACCEL",
+    "DEVICE_META",
 ];
 
 fn target_of_type(name: &str) -> Target {
