@@ -568,6 +568,31 @@ static struct ggml_tensor * allocated_tensor(ggml_backend_t * backend_out) {
     return t;
 }
 
+// An eval callback that asks its own scheduler something (upstream answers; here the
+// computation holds the scheduler, so the call stops).
+static bool reentrant_eval(struct ggml_tensor * t, bool ask, void * user_data) {
+    (void) t;
+    (void) ask;
+    ggml_backend_sched_get_n_splits((ggml_backend_sched_t) user_data);
+    return true;
+}
+
+static void sched_reentry(void) {
+    ggml_backend_t backend = cpu_backend();
+    ggml_backend_sched_t sched = ggml_backend_sched_new(&backend, NULL, 1, 64, false, true);
+    struct ggml_context * ctx = ggml_init((struct ggml_init_params) { 16 * ggml_tensor_overhead() + ggml_graph_overhead(), NULL, true });
+    struct ggml_tensor * a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4);
+    ggml_set_input(a);
+    struct ggml_tensor * b = ggml_scale(ctx, a, 2.0f);
+    struct ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, b);
+    ggml_backend_sched_set_eval_callback(sched, reentrant_eval, sched);
+    ggml_backend_sched_alloc_graph(sched, gf);
+    float x[4] = { 1, 2, 3, 4 };
+    ggml_backend_tensor_set(a, x, 0, sizeof(x));
+    ggml_backend_sched_graph_compute(sched, gf);
+}
+
 static int bad_input(const char * name) {
     float buf[64] = { 0 };
     if (strcmp(name, "bad_set_out_of_bounds") == 0) {
@@ -610,6 +635,8 @@ static int bad_input(const char * name) {
         ggml_backend_dev_get(ggml_backend_dev_count());
     } else if (strcmp(name, "bad_reg_index") == 0) {
         ggml_backend_reg_get(1000);
+    } else if (strcmp(name, "bad_sched_reentry") == 0) {
+        sched_reentry();
     } else if (strcmp(name, "bad_tensor_alloc_outside") == 0) {
         struct ggml_context * ctx = new_ctx();
         struct ggml_tensor * t = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 64);

@@ -80,6 +80,7 @@ set(bad_cases
     "bad_null_tensor|ggml_backend_tensor_set: argument `tensor` is NULL"
     "bad_dev_index|ggml_backend_dev_get: index [0-9]+ out of range"
     "bad_reg_index|ggml_backend_reg_get: index 1000 out of range"
+    "bad_sched_reentry|ggml_backend_sched_get_n_splits: called from the scheduler's eval callback, which cannot use the scheduler until ggml_backend_sched_graph_compute returns"
     "bad_tensor_alloc_outside|ggml_backend_tensor_alloc: tensor '.*' \\(256 bytes at offset 0\\) does not fit")
 foreach(entry IN LISTS bad_cases)
     string(REPLACE "|" ";" parts "${entry}")

@@ -2,6 +2,7 @@
 
 #![allow(non_camel_case_types)]
 
+use std::cell::Cell;
 use std::ffi::c_void;
 
 use super::handle_arg;
@@ -20,7 +21,43 @@ pub type ggml_backend_sched_t = *mut ggml_backend_sched;
 pub type ggml_backend_sched_eval_callback =
     Option<unsafe extern "C" fn(t: *mut ggml_tensor, ask: bool, user_data: *mut c_void) -> bool>;
 
-/// The scheduler behind a handle, aborting on NULL.
+thread_local! {
+    /// The scheduler whose graph this thread is computing, whose eval callback may be running.
+    static COMPUTING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Marks a scheduler as computing on this thread until dropped (restoring the previous mark).
+struct Computing(usize);
+
+impl Computing {
+    fn enter(sched: ggml_backend_sched_t) -> Computing {
+        Computing(COMPUTING.replace(sched as usize))
+    }
+}
+
+impl Drop for Computing {
+    fn drop(&mut self) {
+        COMPUTING.set(self.0);
+    }
+}
+
+/// Stops a call on a scheduler from inside its own eval callback: the computation holds the
+/// scheduler exclusively until it returns, and a second reference to it would be undefined
+/// behaviour (upstream allows the call; no pinned caller makes it).
+fn refuse_reentry(sched: ggml_backend_sched_t, func: &str) {
+    if COMPUTING.get() == sched as usize {
+        crate::log::abort(
+            file!(),
+            line!(),
+            &format!(
+                "{func}: called from the scheduler's eval callback, which cannot use the \
+                 scheduler until ggml_backend_sched_graph_compute returns"
+            ),
+        );
+    }
+}
+
+/// The scheduler behind a handle, aborting on NULL and on a call from its own eval callback.
 ///
 /// # Safety
 /// A non-NULL `sched` was returned by `ggml_backend_sched_new` and not freed; the caller does
@@ -29,6 +66,7 @@ unsafe fn sched_mut<'a>(sched: ggml_backend_sched_t, func: &str) -> &'a mut Sche
     if sched.is_null() {
         super::null_argument(func, "sched");
     }
+    refuse_reentry(sched, func);
     // SAFETY: `sched` is non-NULL here, so the `Box<Sched>` leaked by ggml_backend_sched_new
     // and not yet freed; no other reference to it is live while one thread uses it (this
     // function's contract).
@@ -81,6 +119,7 @@ pub unsafe extern "C" fn ggml_backend_sched_new(
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_sched_free(sched: ggml_backend_sched_t) {
     if !sched.is_null() {
+        refuse_reentry(sched, "ggml_backend_sched_free");
         // SAFETY: a non-NULL `sched` is the `Box<Sched>` leaked by ggml_backend_sched_new,
         // not used again (this function's contract).
         drop(unsafe { Box::from_raw(sched as *mut Sched) });
@@ -252,6 +291,7 @@ pub unsafe extern "C" fn ggml_backend_sched_graph_compute(
 ) -> ggml_status {
     // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
     let s = unsafe { sched_mut(sched, "ggml_backend_sched_graph_compute") };
+    let _computing = Computing::enter(sched);
     s.graph_compute(handle_arg!(
         graph,
         Graph,
@@ -268,6 +308,7 @@ pub unsafe extern "C" fn ggml_backend_sched_graph_compute_async(
 ) -> ggml_status {
     // SAFETY: `sched` is a live scheduler (this function's contract), one thread at a time.
     let s = unsafe { sched_mut(sched, "ggml_backend_sched_graph_compute_async") };
+    let _computing = Computing::enter(sched);
     s.graph_compute_async(handle_arg!(
         graph,
         Graph,
