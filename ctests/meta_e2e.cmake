@@ -27,6 +27,7 @@
 #   differential/meta/<model>/tgpu2       the tgpu2 run, this library vs upstream's C++, TOL 0
 #   meta/e2e/tiny-mqa-f32/{cpu2,cpu3,tgpu2}_vs_cpu  one KV head: it lives on one device, the
 #                                         others hold no attention (upstream aborts)
+#   meta/e2e/qwen3{,moe}-f32/{cpu2,cpu3,tgpu2}_vs_cpu  Qwen3 and Qwen3-MoE (Q/K norms per head)
 #   meta/e2e/fa_off_fails                 tensor mode with --flash-attn off: libllama refuses the
 #                                         context; both builds exit 1 with its message, no signal
 #
@@ -104,9 +105,25 @@ add_test(NAME model/tiny-mqa-f32 COMMAND write_model --n-embd 64 --n-layer 2 --n
     --n-ff 128 --n-vocab 300 --type f32 --seed 7 --out "${meta_mqa_gguf}")
 set_tests_properties(model/tiny-mqa-f32 PROPERTIES FIXTURES_SETUP model_tiny-mqa-f32)
 
+# Other architectures the pin splits in tensor mode (write_model --arch): Qwen3 (per-head Q/K
+# norms, NeoX RoPE) and Qwen3-MoE (the same attention, experts of width n_ff).
+set(meta_arch_models "qwen3-f32|--arch qwen3 --n-ff 128 --seed 7"
+    "qwen3moe-f32|--arch qwen3moe --n-ff 64 --n-expert 6 --n-expert-used 3 --seed 5")
+foreach(entry IN LISTS meta_arch_models)
+    string(REPLACE "|" ";" parts "${entry}")
+    list(GET parts 0 name)
+    list(GET parts 1 flag_text)
+    separate_arguments(flags UNIX_COMMAND "${flag_text}")
+    add_test(NAME model/${name} COMMAND write_model --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2
+        --n-vocab 300 --type f32 ${flags} --out "${model_dir}/${name}.gguf")
+    set_tests_properties(model/${name} PROPERTIES FIXTURES_SETUP model_${name})
+endforeach()
+
 # model|TOL (see the table above); the dense models are sched_llama.cmake's.
-set(meta_models "tiny-gqa-f32|1e-4" "tiny-gqa-f16|1e-3" "tiny-moe-f32|1e-4" "tiny-mqa-f32|1e-4")
-# Models that run a subset of the configurations, without the differential against upstream.
+set(meta_models "tiny-gqa-f32|1e-4" "tiny-gqa-f16|1e-3" "tiny-moe-f32|1e-4" "tiny-mqa-f32|1e-4"
+    "qwen3-f32|1e-4" "qwen3moe-f32|1e-4")
+# Models that run a subset of the configurations (tiny-mqa-f32 without the differential against
+# upstream, which aborts on it; the qwen3 models with it).
 set(meta_mqa_configs
     "cpu2|--devices CPU,CPU|"
     "cpu3|--devices CPU,CPU,CPU|"
@@ -138,7 +155,7 @@ foreach(model_entry IN LISTS meta_models)
     set(gguf "${model_dir}/${model}.gguf")
     set(common --model "${gguf}" --flash-attn on --threads 2 --n-predict 12)
     set(configs ${meta_configs})
-    if(model STREQUAL "tiny-mqa-f32")
+    if(model STREQUAL "tiny-mqa-f32" OR model MATCHES "^qwen3")
         set(configs ${meta_mqa_configs})
     endif()
     if(model STREQUAL meta_cpu4_model)

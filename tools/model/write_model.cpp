@@ -1,4 +1,4 @@
-// write_model.cpp — write a random-weight Llama-architecture GGUF with ggml's own gguf.h API.
+// write_model.cpp — write a random-weight Llama-family GGUF (llama, qwen3, qwen3moe) with ggml's own gguf.h API.
 //
 // Part of ggml-backend-rs' end-to-end differential test (DESIGN.md §4.3): the same file is loaded
 // by tools/model/llama_driver built against upstream and against our library.
@@ -8,6 +8,7 @@
 //               [--n-vocab 300] [--n-ctx-train 512] [--type f32|f16] [--seed 42]
 //               [--output-scale 8] [--rms-eps 1e-5] [--rope-freq-base 10000] [--stream]
 //               [--n-expert E --n-expert-used K]   (MoE feed-forward, E >= K >= 1; default dense)
+//               [--arch llama|qwen3|qwen3moe]
 //
 // What it writes (checked against the pin's src/llama-model.cpp LLM_ARCH_LLAMA load_hparams /
 // load_tensors and src/llama-vocab.cpp "llama" tokenizer):
@@ -33,6 +34,13 @@
 //            That is what the pin's LLM_ARCH_LLAMA loads when llama.expert_count > 0 (no shared
 //            expert, no biases); its graph (models/llama.cpp -> build_moe_ffn) routes with softmax
 //            over the router logits, top-K experts, weights renormalised to sum 1, SiLU gate.
+//
+// Architectures (--arch, default llama): the KV keys above use the architecture's name as prefix.
+//   qwen3     (the pin's LLM_ARCH_QWEN3): the llama tensors plus per-head RMS norms of Q and K,
+//             blk.N.attn_q_norm / attn_k_norm {n_embd_head} (f32); NeoX RoPE; dense FFN.
+//   qwen3moe  (LLM_ARCH_QWEN3MOE): qwen3 attention, the MoE FFN above (needs --n-expert), and
+//             qwen3moe.expert_feed_forward_length = n_ff (the experts' width). Its graph routes
+//             with softmax, top-K, renormalised weights.
 //
 // Values: each tensor gets its own splitmix64 stream seeded from (--seed, FNV-1a of tensor name), so
 // the content does not depend on write order. Matrices: uniform in [-a, a], a = 1/sqrt(fan_in)
@@ -69,6 +77,7 @@ struct Opts {
     float rope_freq_base = 10000.0f;
     int64_t n_expert = 0, n_expert_used = 0;  // 0: dense feed-forward
     bool stream = false;
+    std::string arch = "llama";
     std::string out;
 };
 
@@ -82,7 +91,7 @@ void usage() {
         "usage: write_model --out PATH [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
         "                   [--n-ff N] [--n-vocab N (>=259)] [--n-ctx-train N] [--type f32|f16]\n"
         "                   [--seed N] [--output-scale S] [--rms-eps E] [--rope-freq-base B] [--stream]\n"
-        "                   [--n-expert E --n-expert-used K]\n");
+        "                   [--n-expert E --n-expert-used K] [--arch llama|qwen3|qwen3moe]\n");
 }
 
 uint64_t splitmix64(uint64_t & s) {
@@ -157,6 +166,10 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
         mat(p + "attn_k.weight",      o.n_embd, n_embd_gqa,   1.0f);
         mat(p + "attn_v.weight",      o.n_embd, n_embd_gqa,   1.0f);
         mat(p + "attn_output.weight", o.n_embd, o.n_embd,     1.0f);
+        if (o.arch != "llama") {
+            norm(p + "attn_q_norm.weight", n_embd_head);
+            norm(p + "attn_k_norm.weight", n_embd_head);
+        }
         norm(p + "ffn_norm.weight", o.n_embd);
         if (o.n_expert == 0) {
             mat(p + "ffn_gate.weight",    o.n_embd, o.n_ff,       1.0f);
@@ -248,6 +261,7 @@ int main(int argc, char ** argv) {
         else if (a == "--n-expert")       o.n_expert = parse_i(need(), "--n-expert");
         else if (a == "--n-expert-used")  o.n_expert_used = parse_i(need(), "--n-expert-used");
         else if (a == "--out")            o.out = need();
+        else if (a == "--arch")           o.arch = need();
         else if (a == "--type") {
             const std::string t = need();
             if (t == "f32") o.type = GGML_TYPE_F32;
@@ -267,6 +281,9 @@ int main(int argc, char ** argv) {
     if ((o.n_expert == 0) != (o.n_expert_used == 0)) die("--n-expert and --n-expert-used go together");
     if (o.n_expert_used > o.n_expert) die("--n-expert-used must be <= --n-expert");
     if (o.n_expert > 512) die("--n-expert must be <= 512");
+    if (o.arch != "llama" && o.arch != "qwen3" && o.arch != "qwen3moe") die("--arch must be llama, qwen3 or qwen3moe");
+    if (o.arch == "qwen3" && o.n_expert > 0) die("qwen3 is dense: use --arch qwen3moe for experts");
+    if (o.arch == "qwen3moe" && o.n_expert == 0) die("qwen3moe needs --n-expert and --n-expert-used");
 
     const std::vector<TensorSpec> specs = make_specs(o);
     size_t data_bytes = 0;
@@ -276,22 +293,27 @@ int main(int argc, char ** argv) {
 
     // --- metadata ---
     gguf_context * g = gguf_init_empty();
-    gguf_set_val_str(g, "general.architecture", "llama");
-    gguf_set_val_str(g, "general.name", "ggml-backend-rs random llama");
+    const std::string & A = o.arch;
+    auto key = [&](const char * k) { return (A + "." + k); };
+    gguf_set_val_str(g, "general.architecture", A.c_str());
+    gguf_set_val_str(g, "general.name", ("ggml-backend-rs random " + A).c_str());
     gguf_set_val_u32(g, "general.alignment", 32);
-    gguf_set_val_u32(g, "llama.context_length",             (uint32_t) o.n_ctx_train);
-    gguf_set_val_u32(g, "llama.embedding_length",           (uint32_t) o.n_embd);
-    gguf_set_val_u32(g, "llama.block_count",                (uint32_t) o.n_layer);
-    gguf_set_val_u32(g, "llama.feed_forward_length",        (uint32_t) o.n_ff);
-    gguf_set_val_u32(g, "llama.attention.head_count",       (uint32_t) o.n_head);
-    gguf_set_val_u32(g, "llama.attention.head_count_kv",    (uint32_t) o.n_head_kv);
-    gguf_set_val_u32(g, "llama.rope.dimension_count",       (uint32_t) (o.n_embd / o.n_head));
-    gguf_set_val_u32(g, "llama.vocab_size",                 (uint32_t) o.n_vocab);
-    gguf_set_val_f32(g, "llama.attention.layer_norm_rms_epsilon", o.rms_eps);
-    gguf_set_val_f32(g, "llama.rope.freq_base",             o.rope_freq_base);
+    gguf_set_val_u32(g, key("context_length").c_str(),             (uint32_t) o.n_ctx_train);
+    gguf_set_val_u32(g, key("embedding_length").c_str(),           (uint32_t) o.n_embd);
+    gguf_set_val_u32(g, key("block_count").c_str(),                (uint32_t) o.n_layer);
+    gguf_set_val_u32(g, key("feed_forward_length").c_str(),        (uint32_t) o.n_ff);
+    gguf_set_val_u32(g, key("attention.head_count").c_str(),       (uint32_t) o.n_head);
+    gguf_set_val_u32(g, key("attention.head_count_kv").c_str(),    (uint32_t) o.n_head_kv);
+    gguf_set_val_u32(g, key("rope.dimension_count").c_str(),       (uint32_t) (o.n_embd / o.n_head));
+    gguf_set_val_u32(g, key("vocab_size").c_str(),                 (uint32_t) o.n_vocab);
+    gguf_set_val_f32(g, key("attention.layer_norm_rms_epsilon").c_str(), o.rms_eps);
+    gguf_set_val_f32(g, key("rope.freq_base").c_str(),             o.rope_freq_base);
     if (o.n_expert > 0) {
-        gguf_set_val_u32(g, "llama.expert_count",           (uint32_t) o.n_expert);
-        gguf_set_val_u32(g, "llama.expert_used_count",      (uint32_t) o.n_expert_used);
+        gguf_set_val_u32(g, key("expert_count").c_str(),           (uint32_t) o.n_expert);
+        gguf_set_val_u32(g, key("expert_used_count").c_str(),      (uint32_t) o.n_expert_used);
+    }
+    if (A == "qwen3moe") {
+        gguf_set_val_u32(g, key("expert_feed_forward_length").c_str(), (uint32_t) o.n_ff);
     }
 
     std::vector<std::string> tokens; std::vector<float> scores; std::vector<int32_t> types;
@@ -353,9 +375,9 @@ int main(int argc, char ** argv) {
 
     int64_t n_params = 0;
     for (const auto & t : specs) n_params += t.n();
-    printf("wrote %s: arch=llama n_embd=%lld n_layer=%lld n_head=%lld n_head_kv=%lld n_ff=%lld n_vocab=%lld "
+    printf("wrote %s: arch=%s n_embd=%lld n_layer=%lld n_head=%lld n_head_kv=%lld n_ff=%lld n_vocab=%lld "
            "n_expert=%lld n_expert_used=%lld type=%s seed=%llu output_scale=%g tensors=%zu params=%lld data_bytes=%zu mode=%s\n",
-           o.out.c_str(), (long long) o.n_embd, (long long) o.n_layer, (long long) o.n_head, (long long) o.n_head_kv,
+           o.out.c_str(), o.arch.c_str(), (long long) o.n_embd, (long long) o.n_layer, (long long) o.n_head, (long long) o.n_head_kv,
            (long long) o.n_ff, (long long) o.n_vocab, (long long) o.n_expert, (long long) o.n_expert_used, ggml_type_name(o.type), (unsigned long long) o.seed,
            o.output_scale, specs.size(), (long long) n_params, data_bytes, stream ? "stream" : "in-memory");
 
