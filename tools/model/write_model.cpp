@@ -8,7 +8,7 @@
 //               [--n-vocab 300] [--n-ctx-train 512] [--type f32|f16] [--seed 42]
 //               [--output-scale 8] [--rms-eps 1e-5] [--rope-freq-base 10000] [--stream]
 //               [--n-expert E --n-expert-used K]   (MoE feed-forward, E >= K >= 1; default dense)
-//               [--arch llama|qwen3|qwen3moe]
+//               [--arch llama|qwen3|qwen3moe|gpt-oss] [--swa N]
 //
 // What it writes (checked against the pin's src/llama-model.cpp LLM_ARCH_LLAMA load_hparams /
 // load_tensors and src/llama-vocab.cpp "llama" tokenizer):
@@ -41,6 +41,13 @@
 //   qwen3moe  (LLM_ARCH_QWEN3MOE): qwen3 attention, the MoE FFN above (needs --n-expert), and
 //             qwen3moe.expert_feed_forward_length = n_ff (the experts' width). Its graph routes
 //             with softmax, top-K, renormalised weights.
+//   gpt-oss   (LLM_ARCH_OPENAI_MOE): biases on Q, K, V and the output projection, attention sinks
+//             blk.N.attn_sinks {n_head}, blk.N.post_attention_norm {n_embd} before the FFN (no
+//             ffn_norm), MoE with biases on the router and every expert (ffn_{gate,up}_exps.bias
+//             {n_ff,E}, ffn_down_exps.bias {n_embd,E}); gpt-oss.expert_feed_forward_length = n_ff,
+//             gpt-oss.attention.sliding_window = --swa (default 16): every other layer attends to
+//             a sliding window (the pin's default pattern for gpt-oss). Biases and sinks are
+//             uniform in [-0.1, 0.1] and [-1, 1], f32.
 //
 // Values: each tensor gets its own splitmix64 stream seeded from (--seed, FNV-1a of tensor name), so
 // the content does not depend on write order. Matrices: uniform in [-a, a], a = 1/sqrt(fan_in)
@@ -78,6 +85,7 @@ struct Opts {
     int64_t n_expert = 0, n_expert_used = 0;  // 0: dense feed-forward
     bool stream = false;
     std::string arch = "llama";
+    int64_t n_swa = 16;
     std::string out;
 };
 
@@ -91,7 +99,8 @@ void usage() {
         "usage: write_model --out PATH [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
         "                   [--n-ff N] [--n-vocab N (>=259)] [--n-ctx-train N] [--type f32|f16]\n"
         "                   [--seed N] [--output-scale S] [--rms-eps E] [--rope-freq-base B] [--stream]\n"
-        "                   [--n-expert E --n-expert-used K] [--arch llama|qwen3|qwen3moe]\n");
+        "                   [--n-expert E --n-expert-used K] [--arch llama|qwen3|qwen3moe|gpt-oss]\n"
+        "                   [--swa N (gpt-oss)]\n");
 }
 
 uint64_t splitmix64(uint64_t & s) {
@@ -157,6 +166,10 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
     auto norm = [&](const std::string & name, int64_t ne0) {
         specs.push_back({name, GGML_TYPE_F32, ne0, 1, {0.9f, 1.1f}});
     };
+    auto bias = [&](const std::string & name, int64_t ne0, int64_t ne1 = 1, float a = 0.1f) {
+        specs.push_back({name, GGML_TYPE_F32, ne0, ne1, {-a, a}});
+    };
+    const bool oss = o.arch == "gpt-oss";
     // token_embd: a = 1 (rows are RMS-normalised before use anyway)
     specs.push_back({"token_embd.weight", o.type, o.n_embd, o.n_vocab, {-1.0f, 1.0f}});
     for (int64_t il = 0; il < o.n_layer; ++il) {
@@ -166,9 +179,26 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
         mat(p + "attn_k.weight",      o.n_embd, n_embd_gqa,   1.0f);
         mat(p + "attn_v.weight",      o.n_embd, n_embd_gqa,   1.0f);
         mat(p + "attn_output.weight", o.n_embd, o.n_embd,     1.0f);
-        if (o.arch != "llama") {
+        if (o.arch == "qwen3" || o.arch == "qwen3moe") {
             norm(p + "attn_q_norm.weight", n_embd_head);
             norm(p + "attn_k_norm.weight", n_embd_head);
+        }
+        if (oss) {
+            bias(p + "attn_q.bias", o.n_embd);
+            bias(p + "attn_k.bias", n_embd_gqa);
+            bias(p + "attn_v.bias", n_embd_gqa);
+            bias(p + "attn_output.bias", o.n_embd);
+            bias(p + "attn_sinks.weight", o.n_head, 1, 1.0f);
+            norm(p + "post_attention_norm.weight", o.n_embd);
+            mat(p + "ffn_gate_inp.weight",  o.n_embd, o.n_expert, 1.0f, 1, GGML_TYPE_F32);
+            bias(p + "ffn_gate_inp.bias", o.n_expert);
+            mat(p + "ffn_gate_exps.weight", o.n_embd, o.n_ff,     1.0f, o.n_expert);
+            mat(p + "ffn_up_exps.weight",   o.n_embd, o.n_ff,     1.0f, o.n_expert);
+            mat(p + "ffn_down_exps.weight", o.n_ff,   o.n_embd,   1.0f, o.n_expert);
+            bias(p + "ffn_gate_exps.bias", o.n_ff, o.n_expert);
+            bias(p + "ffn_up_exps.bias", o.n_ff, o.n_expert);
+            bias(p + "ffn_down_exps.bias", o.n_embd, o.n_expert);
+            continue;
         }
         norm(p + "ffn_norm.weight", o.n_embd);
         if (o.n_expert == 0) {
@@ -262,6 +292,7 @@ int main(int argc, char ** argv) {
         else if (a == "--n-expert-used")  o.n_expert_used = parse_i(need(), "--n-expert-used");
         else if (a == "--out")            o.out = need();
         else if (a == "--arch")           o.arch = need();
+        else if (a == "--swa")            o.n_swa = parse_i(need(), "--swa");
         else if (a == "--type") {
             const std::string t = need();
             if (t == "f32") o.type = GGML_TYPE_F32;
@@ -281,7 +312,10 @@ int main(int argc, char ** argv) {
     if ((o.n_expert == 0) != (o.n_expert_used == 0)) die("--n-expert and --n-expert-used go together");
     if (o.n_expert_used > o.n_expert) die("--n-expert-used must be <= --n-expert");
     if (o.n_expert > 512) die("--n-expert must be <= 512");
-    if (o.arch != "llama" && o.arch != "qwen3" && o.arch != "qwen3moe") die("--arch must be llama, qwen3 or qwen3moe");
+    if (o.arch != "llama" && o.arch != "qwen3" && o.arch != "qwen3moe" && o.arch != "gpt-oss")
+        die("--arch must be llama, qwen3, qwen3moe or gpt-oss");
+    if (o.arch == "gpt-oss" && o.n_expert == 0) die("gpt-oss needs --n-expert and --n-expert-used");
+    if (o.n_swa <= 0) die("--swa must be > 0");
     if (o.arch == "qwen3" && o.n_expert > 0) die("qwen3 is dense: use --arch qwen3moe for experts");
     if (o.arch == "qwen3moe" && o.n_expert == 0) die("qwen3moe needs --n-expert and --n-expert-used");
 
@@ -312,8 +346,11 @@ int main(int argc, char ** argv) {
         gguf_set_val_u32(g, key("expert_count").c_str(),           (uint32_t) o.n_expert);
         gguf_set_val_u32(g, key("expert_used_count").c_str(),      (uint32_t) o.n_expert_used);
     }
-    if (A == "qwen3moe") {
+    if (A == "qwen3moe" || A == "gpt-oss") {
         gguf_set_val_u32(g, key("expert_feed_forward_length").c_str(), (uint32_t) o.n_ff);
+    }
+    if (A == "gpt-oss") {
+        gguf_set_val_u32(g, key("attention.sliding_window").c_str(), (uint32_t) o.n_swa);
     }
 
     std::vector<std::string> tokens; std::vector<float> scores; std::vector<int32_t> types;
