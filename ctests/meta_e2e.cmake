@@ -29,6 +29,7 @@
 #                                         others hold no attention (upstream aborts)
 #   meta/e2e/{qwen3,qwen3moe,gpt-oss}-f32/{cpu2,cpu3,tgpu2}_vs_cpu  Qwen3, Qwen3-MoE (Q/K norms
 #                                         per head), gpt-oss (sinks, expert biases, SWA)
+#   meta/e2e/gemma-mqa-f32/{cpu2,cpu3,tgpu2}_vs_cpu  Gemma with one KV head (upstream aborts)
 #   meta/e2e/fa_off_fails                 tensor mode with --flash-attn off: libllama refuses the
 #                                         context; both builds exit 1 with its message, no signal
 #
@@ -109,10 +110,13 @@ set_tests_properties(model/tiny-mqa-f32 PROPERTIES FIXTURES_SETUP model_tiny-mqa
 # Other architectures the pin splits in tensor mode (write_model --arch): Qwen3 (per-head Q/K
 # norms, NeoX RoPE), Qwen3-MoE (the same attention, experts of width n_ff) and gpt-oss
 # (attention sinks, biases everywhere incl. the experts', sliding-window attention in every
-# other layer: two KV caches).
+# other layer: two KV caches) and Gemma with one KV head (Gemma-2B's multi-query attention; tied
+# output embedding, so its greedy tokens settle on one token: seed 3 gives margins >= 1.6, and
+# the logits of all 300 tokens are compared).
 set(meta_arch_models "qwen3-f32|--arch qwen3 --n-ff 128 --seed 7"
     "qwen3moe-f32|--arch qwen3moe --n-ff 64 --n-expert 6 --n-expert-used 3 --seed 5"
-    "gpt-oss-f32|--arch gpt-oss --n-ff 64 --n-expert 4 --n-expert-used 2 --seed 5")
+    "gpt-oss-f32|--arch gpt-oss --n-ff 64 --n-expert 4 --n-expert-used 2 --seed 5"
+    "gemma-mqa-f32|--arch gemma --n-head-kv 1 --n-ff 128 --seed 3")
 foreach(entry IN LISTS meta_arch_models)
     string(REPLACE "|" ";" parts "${entry}")
     list(GET parts 0 name)
@@ -125,7 +129,7 @@ endforeach()
 
 # model|TOL (see the table above); the dense models are sched_llama.cmake's.
 set(meta_models "tiny-gqa-f32|1e-4" "tiny-gqa-f16|1e-3" "tiny-moe-f32|1e-4" "tiny-mqa-f32|1e-4"
-    "qwen3-f32|1e-4" "qwen3moe-f32|1e-4" "gpt-oss-f32|1e-4")
+    "qwen3-f32|1e-4" "qwen3moe-f32|1e-4" "gpt-oss-f32|1e-4" "gemma-mqa-f32|1e-4")
 # Models that run a subset of the configurations (tiny-mqa-f32 without the differential against
 # upstream, which aborts on it; the qwen3 models with it).
 set(meta_mqa_configs
@@ -159,7 +163,7 @@ foreach(model_entry IN LISTS meta_models)
     set(gguf "${model_dir}/${model}.gguf")
     set(common --model "${gguf}" --flash-attn on --threads 2 --n-predict 12)
     set(configs ${meta_configs})
-    if(model STREQUAL "tiny-mqa-f32" OR model MATCHES "^(qwen3|gpt-oss)")
+    if(model MATCHES "mqa|^qwen3|^gpt-oss")
         set(configs ${meta_mqa_configs})
     endif()
     if(model STREQUAL meta_cpu4_model)
@@ -220,7 +224,7 @@ foreach(model_entry IN LISTS meta_models)
             if(model STREQUAL "gpt-oss-f32")
                 set(diff_tol 1e-5)
             endif()
-            if(TARGET llama_driver_ref AND NOT model STREQUAL "tiny-mqa-f32")
+            if(TARGET llama_driver_ref AND NOT model MATCHES "mqa")
                 set(test differential/meta/${model}/tgpu2)
                 add_test(NAME ${test} COMMAND "${CMAKE_COMMAND}"
                     -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "DRIVER_B=$<TARGET_FILE:llama_driver_ref>"

@@ -1,4 +1,4 @@
-// write_model.cpp — write a random-weight Llama-family GGUF (llama, qwen3, qwen3moe) with ggml's own gguf.h API.
+// write_model.cpp — write a random-weight Llama-family GGUF (llama, qwen3, qwen3moe, gemma, gpt-oss) with ggml's own gguf.h API.
 //
 // Part of ggml-backend-rs' end-to-end differential test (DESIGN.md §4.3): the same file is loaded
 // by tools/model/llama_driver built against upstream and against our library.
@@ -8,7 +8,7 @@
 //               [--n-vocab 300] [--n-ctx-train 512] [--type f32|f16] [--seed 42]
 //               [--output-scale 8] [--rms-eps 1e-5] [--rope-freq-base 10000] [--stream]
 //               [--n-expert E --n-expert-used K]   (MoE feed-forward, E >= K >= 1; default dense)
-//               [--arch llama|qwen3|qwen3moe|gpt-oss] [--swa N]
+//               [--arch llama|qwen3|qwen3moe|gemma|gpt-oss] [--swa N]
 //
 // What it writes (checked against the pin's src/llama-model.cpp LLM_ARCH_LLAMA load_hparams /
 // load_tensors and src/llama-vocab.cpp "llama" tokenizer):
@@ -41,6 +41,11 @@
 //   qwen3moe  (LLM_ARCH_QWEN3MOE): qwen3 attention, the MoE FFN above (needs --n-expert), and
 //             qwen3moe.expert_feed_forward_length = n_ff (the experts' width). Its graph routes
 //             with softmax, top-K, renormalised weights.
+//   gemma     (LLM_ARCH_GEMMA): the llama tensors without output.weight: the output projection is
+//             token_embd (tied), so --output-scale does not apply; embeddings are scaled by
+//             sqrt(n_embd) in the graph, and so are attn_output and ffn_down here (else the
+//             residual stream echoes the input token); GELU FFN; NeoX RoPE. --n-head-kv 1 gives
+//             Gemma-2B's multi-query attention.
 //   gpt-oss   (LLM_ARCH_OPENAI_MOE): biases on Q, K, V and the output projection, attention sinks
 //             blk.N.attn_sinks {n_head}, blk.N.post_attention_norm {n_embd} before the FFN (no
 //             ffn_norm), MoE with biases on the router and every expert (ffn_{gate,up}_exps.bias
@@ -99,7 +104,7 @@ void usage() {
         "usage: write_model --out PATH [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
         "                   [--n-ff N] [--n-vocab N (>=259)] [--n-ctx-train N] [--type f32|f16]\n"
         "                   [--seed N] [--output-scale S] [--rms-eps E] [--rope-freq-base B] [--stream]\n"
-        "                   [--n-expert E --n-expert-used K] [--arch llama|qwen3|qwen3moe|gpt-oss]\n"
+        "                   [--n-expert E --n-expert-used K] [--arch llama|qwen3|qwen3moe|gemma|gpt-oss]\n"
         "                   [--swa N (gpt-oss)]\n");
 }
 
@@ -178,7 +183,10 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
         mat(p + "attn_q.weight",      o.n_embd, o.n_embd,     1.0f);
         mat(p + "attn_k.weight",      o.n_embd, n_embd_gqa,   1.0f);
         mat(p + "attn_v.weight",      o.n_embd, n_embd_gqa,   1.0f);
-        mat(p + "attn_output.weight", o.n_embd, o.n_embd,     1.0f);
+        // gemma adds each layer to an embedding scaled by sqrt(n_embd): the layers' outputs
+        // are scaled alike, or the residual stream repeats the input token
+        const float out_scale = o.arch == "gemma" ? 4.0f * std::sqrt((float) o.n_embd) : 1.0f;
+        mat(p + "attn_output.weight", o.n_embd, o.n_embd,     out_scale);
         if (o.arch == "qwen3" || o.arch == "qwen3moe") {
             norm(p + "attn_q_norm.weight", n_embd_head);
             norm(p + "attn_k_norm.weight", n_embd_head);
@@ -204,7 +212,7 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
         if (o.n_expert == 0) {
             mat(p + "ffn_gate.weight",    o.n_embd, o.n_ff,       1.0f);
             mat(p + "ffn_up.weight",      o.n_embd, o.n_ff,       1.0f);
-            mat(p + "ffn_down.weight",    o.n_ff,   o.n_embd,     1.0f);
+            mat(p + "ffn_down.weight",    o.n_ff,   o.n_embd,     out_scale);
         } else {
             // Router in f32: its logits pick the experts, so keep them free of f16 weight rounding.
             mat(p + "ffn_gate_inp.weight",  o.n_embd, o.n_expert, 1.0f, 1, GGML_TYPE_F32);
@@ -214,7 +222,9 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
         }
     }
     norm("output_norm.weight", o.n_embd);
-    mat("output.weight", o.n_embd, o.n_vocab, o.output_scale);
+    if (o.arch != "gemma") {
+        mat("output.weight", o.n_embd, o.n_vocab, o.output_scale);
+    }
     return specs;
 }
 
@@ -312,8 +322,9 @@ int main(int argc, char ** argv) {
     if ((o.n_expert == 0) != (o.n_expert_used == 0)) die("--n-expert and --n-expert-used go together");
     if (o.n_expert_used > o.n_expert) die("--n-expert-used must be <= --n-expert");
     if (o.n_expert > 512) die("--n-expert must be <= 512");
-    if (o.arch != "llama" && o.arch != "qwen3" && o.arch != "qwen3moe" && o.arch != "gpt-oss")
-        die("--arch must be llama, qwen3, qwen3moe or gpt-oss");
+    if (o.arch != "llama" && o.arch != "qwen3" && o.arch != "qwen3moe" && o.arch != "gemma" && o.arch != "gpt-oss")
+        die("--arch must be llama, qwen3, qwen3moe, gemma or gpt-oss");
+    if (o.arch == "gemma" && o.n_expert > 0) die("gemma is dense");
     if (o.arch == "gpt-oss" && o.n_expert == 0) die("gpt-oss needs --n-expert and --n-expert-used");
     if (o.n_swa <= 0) die("--swa must be > 0");
     if (o.arch == "qwen3" && o.n_expert > 0) die("qwen3 is dense: use --arch qwen3moe for experts");
