@@ -9,7 +9,8 @@ add_executable(meta_api meta_api.cpp test_device.c)
 target_include_directories(meta_api PRIVATE ${GGML_BACKEND_RS_API_INCLUDES} "${CMAKE_CURRENT_SOURCE_DIR}")
 target_link_libraries(meta_api PRIVATE ggml ggml-cpu)
 
-foreach(case device backend set_get partial memset copies copies_zero_slice async compute_split)
+foreach(case device backend set_get partial memset copies copies_zero_slice async compute_split
+        null_callback)
     add_test(NAME meta/api/${case} COMMAND meta_api ${case})
 endforeach()
 
@@ -20,6 +21,8 @@ set(meta_api_aborts
     "abort_extents=meta backend: cannot split tensor 'bad' \\(NONE\\) across devices: extents add up to 3 but the tensor has 4 along axis 1"
     "abort_axis=meta backend: cannot split tensor 'bad' \\(NONE\\) across devices: invalid split axis 7"
     "abort_split_changes=meta backend: cannot split tensor 'w' \\(NONE\\) across devices: the split-state callback now answers AXIS_1\\{1,3\\} for it, but its slices were placed as AXIS_1\\{2,2\\}"
+    "abort_null_device=ggml_backend_meta_device: devs\\[1\\] is NULL"
+    "abort_nested=ggml_backend_meta_device: a meta device cannot wrap another meta device"
     "abort_n_devs_0=ggml_backend_meta_device: n_devs must be 1\\.\\.=16, got 0"
     "abort_n_devs_17=ggml_backend_meta_device: n_devs must be 1\\.\\.=16, got 17")
 foreach(entry IN LISTS meta_api_aborts)

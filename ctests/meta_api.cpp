@@ -691,6 +691,42 @@ int abort_split_changes() {
     return did_not_abort("a split-state callback that changed its answer");
 }
 
+int abort_null_device() {
+    ggml_backend_dev_t devs[2] = { cpu_dev(), nullptr };
+    SplitTable t;
+    ggml_backend_meta_device(devs, 2, table_split, &t);
+    return did_not_abort("ggml_backend_meta_device with a NULL device");
+}
+
+int abort_nested() {
+    ggml_backend_dev_t two[2] = { cpu_dev(), cpu_dev() };
+    SplitTable t;
+    ggml_backend_dev_t inner = ggml_backend_meta_device(two, 2, table_split, &t);
+    ggml_backend_dev_t outer[2] = { inner, cpu_dev() };
+    ggml_backend_meta_device(outer, 2, table_split, &t);
+    return did_not_abort("a meta device over a meta device");
+}
+
+// Without a split-state callback every weight and cache is mirrored: each device holds all of it.
+int null_callback() {
+    ggml_backend_dev_t two[2] = { cpu_dev(), cpu_dev() };
+    ggml_backend_dev_t dev = ggml_backend_meta_device(two, 2, nullptr, nullptr);
+    ggml_context * ctx = ggml_init({ 8 * ggml_tensor_overhead(), nullptr, true });
+    ggml_tensor * w = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 4);
+    ggml_set_name(w, "blk.0.attn_q.weight");
+    ggml_backend_buffer_t buf = ggml_backend_meta_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(dev));
+    CHECK(buf != nullptr, "allocation");
+    CHECK(ggml_backend_meta_get_split_state(w, false).axis == GGML_BACKEND_SPLIT_AXIS_MIRRORED, "not mirrored");
+    for (size_t j = 0; j < 2; j++) {
+        const ggml_tensor * s = ggml_backend_meta_buffer_simple_tensor(w, j);
+        CHECK(s != nullptr && ggml_nelements(s) == 32, "device %zu holds %lld elements", j,
+              s ? (long long) ggml_nelements(s) : -1LL);
+    }
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+    return 0;
+}
+
 int abort_n_devs(size_t n) {
     std::vector<ggml_backend_dev_t> devs(17, cpu_dev());
     SplitTable t;
@@ -795,6 +831,9 @@ const std::map<std::string, std::function<int()>> & cases() {
         { "abort_extents", [] { return abort_bad_split(dim(1, { 2, 1 }), "extents 2+1 for 4 rows"); } },
         { "abort_axis", [] { return abort_bad_split(with_axis(dim(1, { 2, 2 }), 7), "split axis 7"); } },
         { "abort_split_changes", abort_split_changes },
+        { "abort_null_device", abort_null_device },
+        { "abort_nested", abort_nested },
+        { "null_callback", null_callback },
         { "abort_n_devs_0", [] { return abort_n_devs(0); } },
         { "abort_n_devs_17", [] { return abort_n_devs(17); } },
     };

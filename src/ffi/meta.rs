@@ -33,7 +33,12 @@ pub unsafe extern "C" fn ggml_backend_meta_device(
     // function's contract).
     let simple: Vec<Device> = unsafe { std::slice::from_raw_parts(devs, n_devs) }
         .iter()
-        .map(|&d| handle_arg!(d, Device, "ggml_backend_meta_device"))
+        .enumerate()
+        .map(|(i, &d)| {
+            // SAFETY: a non-NULL entry names a live device (this function's contract).
+            unsafe { Device::from_ptr(d) }
+                .unwrap_or_else(|| abort(file!(), line!(), &format!("{F}: devs[{i}] is NULL")))
+        })
         .collect();
     ggml_assert!(
         simple.iter().all(|d| device::of_device(*d).is_none()),
