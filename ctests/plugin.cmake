@@ -17,6 +17,9 @@
 #                                         --devices, libllama's default device selection skips
 #                                         TP0 (same device id as TESTGPU0) and uses the test
 #                                         devices, with the tokens of a run without the plugin
+#   plugin/llama/cut_heads_stop_at_context  equal shares that would cut heads stop when the context
+#                                         is created, naming GGML_BACKEND_RS_TP_HEAD_DIM; with it set,
+#                                         plugin/llama/mha6-f32/cpu4_head_dim_vs_cpu decodes
 #   plugin/llama/no_host_devices          a GGML_BACKEND_RS_TP naming a device the host does
 #                                         not have: the device is left out with a message and
 #                                         the plugin offers none (--devices TP0 is invalid)
@@ -85,3 +88,28 @@ set_tests_properties(plugin/llama/no_host_devices PROPERTIES
     PASS_REGULAR_EXPRESSION "GGML_BACKEND_RS_TP names `NOSUCHDEVICE`, which the host does not have; device `CPU,NOSUCHDEVICE` left out.*unknown device 'TP0'")
 set_tests_properties(plugin/llama/default_selection plugin/llama/no_host_devices PROPERTIES
     FIXTURES_REQUIRED model_tiny-gqa-f32)
+
+# A model whose head size no tensor tells (6 heads of 32 rows, no Q/K norms) over 4 CPUs: the
+# plugin's equal shares of 48 rows would cut heads. The rope nodes show the head size when the
+# context reserves its graphs, and the plugin stops there with a message naming the setting;
+# with GGML_BACKEND_RS_TP_HEAD_DIM=32 it splits whole heads and decodes like one CPU.
+set(mha6 "${model_dir}/mha6-f32.gguf")
+add_test(NAME model/mha6-f32 COMMAND write_model --n-embd 192 --n-layer 2 --n-head 6 --n-head-kv 6
+    --n-ff 128 --n-vocab 300 --type f32 --seed 7 --out "${mha6}")
+set_tests_properties(model/mha6-f32 PROPERTIES FIXTURES_SETUP model_mha6-f32)
+add_test(NAME plugin/llama/cut_heads_stop_at_context COMMAND "${CMAKE_COMMAND}"
+    -D "EXE=$<TARGET_FILE:llama_driver_ref>"
+    -D "ARGS=--model;${mha6};--n-predict;4;--load-all-backends;--devices;TP0"
+    "-DEXPECT=TP0: layer 0's attention is split into K shares of \\[48, 48, 48, 48\\] rows, which cut its heads of 32 rows \\(the head size is not in the model's tensors\\): set GGML_BACKEND_RS_TP_HEAD_DIM=32"
+    -P "${CMAKE_CURRENT_SOURCE_DIR}/expect_abort.cmake")
+set_tests_properties(plugin/llama/cut_heads_stop_at_context PROPERTIES
+    ENVIRONMENT "${plugin_env};GGML_BACKEND_RS_TP=CPU,CPU,CPU,CPU")
+add_test(NAME plugin/llama/mha6-f32/cpu4_head_dim_vs_cpu COMMAND "${CMAKE_COMMAND}"
+    -D "DRIVER_A=$<TARGET_FILE:llama_driver_ref>"
+    -D "ARGS_A=--model;${mha6};--threads;2;--n-predict;12;--split-mode;none;--devices;CPU"
+    -D "DRIVER_B=${CMAKE_COMMAND}"
+    -D "ARGS_B=-E;env;${plugin_env};GGML_BACKEND_RS_TP=CPU,CPU,CPU,CPU;GGML_BACKEND_RS_TP_HEAD_DIM=32;$<TARGET_FILE:llama_driver_ref>;--model;${mha6};--threads;2;--n-predict;12;--load-all-backends;--devices;TP0"
+    -D "COMPARE=$<TARGET_FILE:compare_logits>" -D TOL=1e-4
+    -D "WORK_DIR=${model_dir}/plugin-mha6-cpu4" -P "${run}")
+set_tests_properties(plugin/llama/cut_heads_stop_at_context plugin/llama/mha6-f32/cpu4_head_dim_vs_cpu
+    PROPERTIES FIXTURES_REQUIRED model_mha6-f32)

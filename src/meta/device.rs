@@ -412,7 +412,36 @@ unsafe extern "C" fn dev_supports_op(dev: ggml_backend_dev_t, op: *const ggml_te
     let Some(t) = (unsafe { Tensor::from_ptr(op as *mut ggml_tensor) }) else {
         return false;
     };
-    meta(dev).simple.iter().all(|d| d.supports_op(t))
+    let m = meta(dev);
+    m.check_rope(t);
+    m.simple.iter().all(|d| d.supports_op(t))
+}
+
+impl MetaDevice {
+    /// For a name policy: a rope node shows its layer's head size (its rows), which the
+    /// weights' names and shapes may not have told. The scheduler asks about every node when
+    /// the context reserves its graphs, so a split that cuts heads stops there, with a message
+    /// that names the layer and the setting that fixes it, rather than in the first decode.
+    fn check_rope(&self, t: Tensor) {
+        let Policy::Names(p) = &self.policy else {
+            return;
+        };
+        if t.op_kind() != Some(ggml_backend_rs_core::Op::Rope) {
+            return;
+        }
+        // libllama names the results of layer N "Qcur-N" / "Kcur-N"
+        let name = t.name_string();
+        let Some(layer) = name.rsplit('-').next().and_then(|n| n.parse::<u32>().ok()) else {
+            return;
+        };
+        if let Err(e) = lock(p).check_head_size(layer, t.ne(0)) {
+            abort(
+                file!(),
+                line!(),
+                &format!("{}: {e}", self.name.to_string_lossy()),
+            );
+        }
+    }
 }
 
 unsafe extern "C" fn dev_supports_buft(

@@ -25,9 +25,10 @@
 //! caller (`head_dim`). Otherwise each device gets an equal share of K's rows when the share
 //! is a multiple of 16 rows (no head is smaller, and every head size in use is a multiple of
 //! 16): that is whole heads exactly when the number of devices divides the number of KV heads
-//! (true of every grouped-query model with 2, 4 or 8 KV heads on 2 devices). For head sizes
-//! with a factor 3 or 5 (80, 96) and device counts that do not divide the KV heads, shares can
-//! still cut a head, which the first graph reports; the caller's `head_dim` is the way out. Attention stays mirrored (computed whole on every device, at
+//! (true of every grouped-query model with 2, 4 or 8 KV heads on 2 devices). Otherwise shares
+//! can cut a head: [`NamePolicy::check_head_size`] compares them with the head size the graph
+//! shows (the plugin asks it for every rope node when the context reserves its graphs), and
+//! the caller's `head_dim` is the way out. Attention stays mirrored (computed whole on every device, at
 //! the memory cost of one full copy of its weights and KV cache per device) where it cannot
 //! be divided: a single KV head, shares that are not whole quantization blocks, a full-width
 //! Q norm, or a layer with recurrent (`ssm_*`), gated (`attn_gate`) or unknown `attn_*`
@@ -450,6 +451,34 @@ impl NamePolicy {
         self.head_dim
     }
 
+    /// Checks a layer's attention split against the head size the graph shows (`hd`: rope's
+    /// rows). Equal shares chosen without a known head size may cut heads; the error says
+    /// which layer and how to give the head size instead.
+    pub fn check_head_size(&mut self, layer: u32, hd: i64) -> Result<(), String> {
+        if hd <= 0 {
+            return Ok(());
+        }
+        let Attn::Split { units, per_device } = self.attention(layer) else {
+            return Ok(());
+        };
+        let Some(k) = self
+            .get(layer, "attn_k")
+            .map(|k| k.ne[1])
+            .or_else(|| self.qkv_segments(layer).map(|s| s[1]))
+        else {
+            return Ok(());
+        };
+        let shares: Vec<i64> = per_device.iter().map(|u| k / units * u).collect();
+        if shares.iter().all(|s| s % hd == 0) {
+            return Ok(());
+        }
+        Err(format!(
+            "layer {layer}'s attention is split into K shares of {shares:?} rows, which cut its \
+             heads of {hd} rows (the head size is not in the model's tensors): set \
+             GGML_BACKEND_RS_TP_HEAD_DIM={hd}"
+        ))
+    }
+
     fn ffn(&mut self, layer: u32, axis: i32, segs: &[i64]) -> RawSplitState {
         let g = *self.ffn_granule.entry(layer).or_insert_with(|| {
             // The down projection's columns are split; its blocks bound every FFN split.
@@ -644,6 +673,26 @@ mod tests {
         let mut p = NamePolicy::new(2, None);
         llama(&mut p, 1, 96, 96, 128, F32);
         assert_eq!(p.split("blk.0.attn_k.weight", info(F32, &[96, 96])).axis, 1);
+    }
+
+    /// 6 KV heads of 32 rows over 4 devices: equal shares of 48 rows cut heads, which the graph's
+    /// head size reveals; with the head size given, whole heads {1, 2, 1, 2} fit.
+    #[test]
+    fn a_cut_head_is_reported_with_the_way_out() {
+        let mut p = NamePolicy::new(4, None);
+        llama(&mut p, 1, 192, 192, 128, F32);
+        assert_eq!(
+            p.split("blk.0.attn_k.weight", info(F32, &[192, 192])).axis,
+            1
+        );
+        let e = p.check_head_size(0, 32).unwrap_err();
+        assert!(e.contains("GGML_BACKEND_RS_TP_HEAD_DIM=32"), "{e}");
+        assert!(p.check_head_size(0, 16).is_ok());
+        let mut p = NamePolicy::new(4, Some(32));
+        llama(&mut p, 1, 192, 192, 128, F32);
+        let k = p.split("blk.0.attn_k.weight", info(F32, &[192, 192]));
+        assert_eq!(shares(&k, 4), vec![vec![32, 64, 32, 64]]);
+        assert!(p.check_head_size(0, 32).is_ok());
     }
 
     #[test]
