@@ -1,5 +1,5 @@
-# Memory checks under valgrind's memcheck. Included from ctests/CMakeLists.txt in the shared
-# tree (valgrind reads the debug information of our shared library). The build is not native
+# Memory checks under valgrind's memcheck (VALGRIND: the program). Included from
+# ctests/CMakeLists.txt in shared trees. The build is not native
 # (GGML_NATIVE=OFF), so valgrind emulates every instruction the CPU backend uses.
 #
 #   valgrind/api/<case>           the API behaviour program, each family (backend_api.c)
@@ -32,12 +32,6 @@ if(CMAKE_SCRIPT_MODE_FILE)
         message(FATAL_ERROR "valgrind: memory definitely lost")
     endif()
     return()
-endif()
-
-find_program(VALGRIND valgrind)
-if(NOT VALGRIND)
-    message(FATAL_ERROR "valgrind not found: the memory tests need it (apt-get install valgrind), "
-        "or configure with -DGGML_BACKEND_RS_VALGRIND=OFF")
 endif()
 
 function(ggml_backend_rs_valgrind name exe)

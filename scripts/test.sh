@@ -42,7 +42,7 @@ fi
 
 # Shared: also builds the pristine reference ggml for the differential tests.
 step "configure + build: shared"
-cmake -S . -B build/shared "${common[@]}" -DBUILD_SHARED_LIBS=ON
+cmake -S . -B build/shared "${common[@]}" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_RS_VALGRIND=ON
 cmake --build build/shared -j "$jobs"
 step "ctest: shared"
 ctest --test-dir build/shared --output-on-failure -j "$jobs"
