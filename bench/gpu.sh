@@ -92,6 +92,7 @@ build() {
     step "configure"
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
         -DLLAMA_CPP_DIR="$gpu_dir/llama.cpp" -DGGML_BACKEND_RS_STATICLIB="$gpu_dir/libggml_backend_rs.a" \
+        -DGGML_BACKEND_RS_VALGRIND=OFF \
         "${backend[@]}" -DGGML_NATIVE=OFF \
         >"$out/configure.log" 2>&1 || { tail -20 "$out/configure.log"; return 1; }
     step "build"
