@@ -253,11 +253,13 @@ set_tests_properties(meta/e2e/fa_off_fails PROPERTIES FIXTURES_REQUIRED model_ti
 
 # Beyond one context and a few tokens (ctests/llama_threads.cpp):
 #   meta/threads/two_contexts/{cpu2,tgpu2}  two contexts on one meta device decode at the same time
-#                                         from two threads: each gives the tokens of one context
-#                                         decoding alone
+#                                         from two threads: each gives the tokens and bit-identical
+#                                         logits of one context decoding alone
 #   meta/long/{cpu2,tgpu2}                10 000 tokens in a 256-cell context restarted when full:
 #                                         resident memory after the first 1000 tokens grows by at
-#                                         most 2 MiB (the figure is printed)
+#                                         most 512 KiB (the figure is printed; meta/long/none and
+#                                         none_upstream: the same run without the meta device, in
+#                                         this build and upstream's, for comparison)
 add_executable(llama_threads llama_threads.cpp test_device.c)
 target_compile_definitions(llama_threads PRIVATE LLAMA_THREADS_TEST_DEVICE)
 target_include_directories(llama_threads PRIVATE ${GGML_BACKEND_RS_API_INCLUDES}
@@ -275,9 +277,27 @@ foreach(cfg "cpu2|CPU,CPU|" "tgpu2|TESTGPU0,TESTGPU1|--test-device")
     add_test(NAME meta/long/${name}
         COMMAND llama_threads long "${model_dir}/tiny-gqa-f32.gguf" "${devices}" 10000 ${extra})
     set_tests_properties(meta/threads/two_contexts/${name} PROPERTIES
-        PASS_REGULAR_EXPRESSION "the tokens of one context alone")
+        PASS_REGULAR_EXPRESSION "the tokens and logits of one context alone")
     set_tests_properties(meta/long/${name} PROPERTIES
         PASS_REGULAR_EXPRESSION "resident memory [0-9]+ KiB after 1000 tokens" TIMEOUT 600)
     list(APPEND threads_tests meta/threads/two_contexts/${name} meta/long/${name})
 endforeach()
+# The baseline of the memory figure: one CPU without the meta device, this build and upstream's.
+add_test(NAME meta/long/none COMMAND llama_threads long "${model_dir}/tiny-gqa-f32.gguf" none 10000)
+set_tests_properties(meta/long/none PROPERTIES
+    PASS_REGULAR_EXPRESSION "resident memory [0-9]+ KiB after 1000 tokens" TIMEOUT 600)
+list(APPEND threads_tests meta/long/none)
+if(TARGET ggml_ref::llama)
+    add_executable(llama_threads_ref llama_threads.cpp test_device.c)
+    target_compile_definitions(llama_threads_ref PRIVATE LLAMA_THREADS_TEST_DEVICE)
+    target_include_directories(llama_threads_ref PRIVATE ${ref_private_includes}
+        "${GGML_BACKEND_RS_ROOT}/tools/model")
+    target_link_libraries(llama_threads_ref PRIVATE ggml_ref::llama ggml_ref::ggml ggml_ref::ggml-base
+        ggml_ref::ggml-cpu)
+    add_test(NAME meta/long/none_upstream
+        COMMAND llama_threads_ref long "${model_dir}/tiny-gqa-f32.gguf" none 10000)
+    set_tests_properties(meta/long/none_upstream PROPERTIES
+        PASS_REGULAR_EXPRESSION "resident memory [0-9]+ KiB after 1000 tokens" TIMEOUT 600)
+    list(APPEND threads_tests meta/long/none_upstream)
+endif()
 set_tests_properties(${threads_tests} PROPERTIES FIXTURES_REQUIRED model_tiny-gqa-f32)

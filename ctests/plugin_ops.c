@@ -174,6 +174,39 @@ int main(int argc, char ** argv) {
     ggml_backend_tensor_get(tp.up, back, 0, sizeof(back));
     CHECK(memcmp(back, up, sizeof(back)) == 0, "ffn_up does not read back as written");
 
+    // A buffer placed by hand with room to spare: a view initialised before the buffer is used
+    // waits for its source's slices; a tensor placed after first use gets slices of its own.
+    {
+        struct ggml_init_params lp = { ggml_tensor_overhead() * 8, NULL, true };
+        struct ggml_context * lc = ggml_init(lp);
+        struct ggml_tensor * a = ggml_new_tensor_2d(lc, GGML_TYPE_F32, N_EMBD, N_FF);
+        ggml_set_name(a, "blk.0.ffn_gate.weight");
+        struct ggml_tensor * row = ggml_view_1d(lc, a, N_EMBD, 3 * a->nb[1]);
+        struct ggml_tensor * late = ggml_new_tensor_1d(lc, GGML_TYPE_F32, 16);
+        ggml_set_name(late, "late.weight");
+        const size_t align = ggml_backend_buft_get_alignment(tp_buft);
+        ggml_backend_buffer_t lb = ggml_backend_buft_alloc_buffer(tp_buft, 2 * ggml_nbytes(a) + 4 * align);
+        CHECK(lb != NULL, "buffer");
+        char * base = (char *) ggml_backend_buffer_get_base(lb);
+        CHECK(ggml_backend_tensor_alloc(lb, a, base) == GGML_STATUS_SUCCESS, "placing the weight");
+        CHECK(ggml_backend_view_init(row) == GGML_STATUS_SUCCESS, "initialising the view");
+        ggml_backend_tensor_set(a, up, 0, ggml_nbytes(a));  // first use: slices placed
+        float got[N_EMBD];
+        ggml_backend_tensor_get(row, got, 0, sizeof(got));
+        CHECK(memcmp(got, up + 3 * N_EMBD, sizeof(got)) == 0, "the view does not read row 3");
+        char * at = base + ((ggml_nbytes(a) + align - 1) / align) * align;
+        CHECK(ggml_backend_tensor_alloc(lb, late, at) == GGML_STATUS_SUCCESS, "placing a tensor late");
+        float v[16], w[16];
+        for (int i = 0; i < 16; i++) v[i] = (float) i - 7.5f;
+        ggml_backend_tensor_set(late, v, 0, sizeof(v));
+        ggml_backend_tensor_get(late, w, 0, sizeof(w));
+        CHECK(memcmp(v, w, sizeof(v)) == 0, "the late tensor does not read back");
+        ggml_backend_tensor_get(a, back, 0, sizeof(back));
+        CHECK(memcmp(back, up, sizeof(back)) == 0, "placing late moved the first tensor's data");
+        ggml_backend_buffer_free(lb);
+        ggml_free(lc);
+    }
+
     // the FFN block on TP0 and on the CPU
     ggml_backend_t tp_backend = ggml_backend_dev_init(dev, NULL);
     CHECK(tp_backend != NULL, "TP0 backend init failed");

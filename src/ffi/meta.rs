@@ -196,6 +196,8 @@ pub extern "C" fn ggml_backend_meta_buffer_simple_buffer(
     const F: &str = "ggml_backend_meta_buffer_simple_buffer";
     let m = meta_buffer(buf, F);
     check_index(index, m.n(), F);
+    // a plugin device's weights are placed when first used, which asking for them is
+    m.place_deferred();
     m.simple()
         .get(index)
         .copied()

@@ -2,7 +2,7 @@
 
 #![allow(non_camel_case_types)]
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::ffi::c_void;
 
 use super::handle_arg;
@@ -22,22 +22,26 @@ pub type ggml_backend_sched_eval_callback =
     Option<unsafe extern "C" fn(t: *mut ggml_tensor, ask: bool, user_data: *mut c_void) -> bool>;
 
 thread_local! {
-    /// The scheduler whose graph this thread is computing, whose eval callback may be running.
-    static COMPUTING: Cell<usize> = const { Cell::new(0) };
+    /// The schedulers whose graphs this thread is computing (an eval callback may compute on
+    /// another scheduler, whose callback may run in turn): innermost last.
+    static COMPUTING: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Marks a scheduler as computing on this thread until dropped (restoring the previous mark).
-struct Computing(usize);
+/// Marks a scheduler as computing on this thread until dropped.
+struct Computing;
 
 impl Computing {
     fn enter(sched: ggml_backend_sched_t) -> Computing {
-        Computing(COMPUTING.replace(sched as usize))
+        COMPUTING.with_borrow_mut(|v| v.push(sched as usize));
+        Computing
     }
 }
 
 impl Drop for Computing {
     fn drop(&mut self) {
-        COMPUTING.set(self.0);
+        COMPUTING.with_borrow_mut(|v| {
+            v.pop();
+        });
     }
 }
 
@@ -45,7 +49,7 @@ impl Drop for Computing {
 /// scheduler exclusively until it returns, and a second reference to it would be undefined
 /// behaviour (upstream allows the call; no pinned caller makes it).
 fn refuse_reentry(sched: ggml_backend_sched_t, func: &str) {
-    if COMPUTING.get() == sched as usize {
+    if COMPUTING.with_borrow(|v| v.contains(&(sched as usize))) {
         crate::log::abort(
             file!(),
             line!(),

@@ -142,7 +142,7 @@ impl MetaBuffer {
     /// Makes a deferred buffer's memory for the tensors initialised so far (a no-op for
     /// other buffers and once made): each device's slices packed, as `alloc_ctx_tensors`
     /// does; the views among them then point into their sources' slices.
-    fn place_deferred(&self) {
+    pub fn place_deferred(&self) {
         let Some(d) = &self.deferred else { return };
         if self.simple.get().is_some() {
             return;
@@ -158,8 +158,9 @@ impl MetaBuffer {
             let simple = pack(self, &own)
                 .unwrap_or_else(|e| abort(file!(), line!(), &e))
                 .0;
-            let placed = self.simple.set(simple).is_ok();
+            // packed first: an initialisation that sees the slices must not place by offset
             self.packed.store(true, Ordering::Release);
+            let placed = self.simple.set(simple).is_ok();
             ggml_assert!(placed, "meta buffer: slices placed twice");
             views
         };
@@ -177,10 +178,22 @@ impl MetaBuffer {
         self.entry_tensors(t)
     }
 
-    /// Whether `t` (not a view) has its slices in place on the devices already.
-    fn is_placed(&self, t: Tensor) -> bool {
-        self.entry_tensors(t)
-            .is_some_and(|s| s.iter().any(|p| !p.data().is_null()))
+    /// For `t` (not a view) whose slices are in place on the devices: whether they were placed
+    /// for its current type and shape. None when it has no slices in place.
+    fn placed_as(&self, t: Tensor) -> Option<bool> {
+        let g = self.lock();
+        let e = g.map.get(&(t.as_ptr() as usize))?;
+        if !e.simple.tensors().any(|p| !p.data().is_null()) {
+            return None;
+        }
+        Some(e.snapshot.type_ == t.type_() && e.snapshot.ne == t.ne_all())
+    }
+
+    /// Drops what this buffer knows of `t` (its split and per-device headers).
+    fn forget(&self, t: Tensor) {
+        if self.lock().map.remove(&(t.as_ptr() as usize)).is_some() {
+            bump();
+        }
     }
 
     /// The per-device tensors of `t` as they are (placed or not).
@@ -627,8 +640,8 @@ pub unsafe fn alloc_ctx_tensors(
             return std::ptr::null_mut();
         }
     };
-    let placed = mb.simple.set(simple).is_ok();
     mb.packed.store(true, Ordering::Release);
+    let placed = mb.simple.set(simple).is_ok();
     ggml_assert!(placed, "meta buffer: slices placed twice");
     meta_buf.set_size_field(max_total);
     for &v in &views {
@@ -832,30 +845,56 @@ unsafe extern "C" fn init_tensor(
                     }
                 }
             }
-        } else if mb.simple.get().is_none() {
-            // weights or caches before the buffer is used: placed together later
-            if t.view_src().is_none() {
+        } else {
+            // Weights or caches. Until the buffer is used they are collected (under the lock
+            // that placing takes, so none is missed) and placed together.
+            let mut g = lock_deferred(d);
+            if mb.simple.get().is_none() {
+                // own tensors need no other tensor's slices: init_simple does not place
+                if t.view_src().is_none() {
+                    if let Err(e) = init_simple(&mb, t, None) {
+                        abort(file!(), line!(), &e);
+                    }
+                }
+                if !g.pending.contains(&t) {
+                    g.pending.push(t);
+                }
+                return GGML_STATUS_SUCCESS;
+            }
+            drop(g);
+            if t.view_src().is_none() && mb.placed_as(t) != Some(true) {
+                // A tensor placed in a buffer that is in use already (or a new tensor at the
+                // address of one whose slices have another shape): its slices get buffers of
+                // their own.
+                mb.forget(t);
                 if let Err(e) = init_simple(&mb, t, None) {
                     abort(file!(), line!(), &e);
                 }
-            }
-            lock_deferred(d).pending.push(t);
-            return GGML_STATUS_SUCCESS;
-        } else if t.view_src().is_none() && !mb.is_placed(t) {
-            // a tensor placed in a buffer that is in use already: its slices get buffers
-            // of their own
-            if let Err(e) = init_simple(&mb, t, None) {
-                abort(file!(), line!(), &e);
-            }
-            match pack(&mb, &[t]) {
-                Ok((bufs, _)) => lock_deferred(d).late.extend(bufs.into_iter().flatten()),
-                Err(e) => {
-                    log_error!("{e}");
-                    return GGML_STATUS_ALLOC_FAILED;
+                match pack(&mb, &[t]) {
+                    Ok((bufs, _)) => lock_deferred(d).late.extend(bufs.into_iter().flatten()),
+                    Err(e) => {
+                        log_error!("{e}");
+                        // no half-placed tensor: using it reports that it is not initialised
+                        mb.forget(t);
+                        return GGML_STATUS_ALLOC_FAILED;
+                    }
                 }
+                return GGML_STATUS_SUCCESS;
             }
-            return GGML_STATUS_SUCCESS;
         }
+    } else if mb.packed.load(Ordering::Acquire)
+        && t.view_src().is_none()
+        && mb.placed_as(t) == Some(false)
+    {
+        abort(
+            file!(),
+            line!(),
+            &format!(
+                "meta buffer: tensor '{}' is initialised again with another shape in a buffer \
+                 whose slices are packed (weights, caches); it cannot be placed there",
+                t.name_string()
+            ),
+        );
     }
     let place = if t.view_src().is_none() && !mb.packed.load(Ordering::Acquire) {
         Some((t.data() as usize).wrapping_sub(META_BASE))

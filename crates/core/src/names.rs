@@ -35,8 +35,10 @@
 //! tensors, whose layout this table does not describe.
 //!
 //! Decisions are per layer and fixed the first time a layer is asked about, so that every
-//! tensor of a layer agrees even if its tensors arrive in several allocations; recording a
-//! changed tensor (another model with the same names) forgets the layer's decision.
+//! tensor of a layer agrees even if its tensors arrive in several allocations (a tensor that
+//! arrives later cannot change them). They are kept per shape: another model with the same
+//! tensor names and other shapes (a draft model) gets decisions of its own, and a KV cache
+//! follows the decision made for its K (or V) rows.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -73,9 +75,19 @@ pub struct NamePolicy {
     n: usize,
     head_dim: Option<i64>,
     tensors: HashMap<String, Info>,
-    attn: HashMap<u32, Attn>,
-    /// Per layer: the quantization block the FFN's splits are multiples of.
-    ffn_granule: HashMap<u32, i64>,
+    /// Per layer: the attention decisions made, each for the rows of Q, K and V it was made
+    /// for (two models with the same tensor names and other shapes keep theirs apart).
+    attn: HashMap<u32, Vec<(Rows, Attn)>>,
+    /// Per (layer, FFN width): the quantization block the FFN's splits are multiples of.
+    ffn_granule: HashMap<(u32, i64), i64>,
+}
+
+/// The rows of a layer's Q, K and V projections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Rows {
+    q: i64,
+    k: i64,
+    v: i64,
 }
 
 /// A tensor name, parsed.
@@ -201,6 +213,21 @@ fn partial() -> RawSplitState {
     }
 }
 
+/// Each segment of extents `segs` split along `axis` by an attention decision's units.
+fn split_by(a: &Attn, axis: i32, segs: &[i64]) -> RawSplitState {
+    let Attn::Split { units, per_device } = a else {
+        return mirrored();
+    };
+    let mut out = Vec::with_capacity(segs.len());
+    for &e in segs {
+        if e % units != 0 {
+            return mirrored();
+        }
+        out.push(per_device.iter().map(|u| e / units * u).collect());
+    }
+    along(axis, &out)
+}
+
 /// A split along `axis` with one entry per segment, each a per-device list.
 fn along(axis: i32, segments: &[Vec<i64>]) -> RawSplitState {
     let mut s = RawSplitState {
@@ -228,16 +255,13 @@ impl NamePolicy {
         }
     }
 
-    /// Notes a tensor allocated on the device. A changed tensor forgets its layer's decisions.
+    /// Notes a tensor allocated on the device (the latest shape for each name counts).
+    /// Decisions already made stay: a layer's tensors must agree even when some of them are
+    /// placed before others are known.
     pub fn record(&mut self, name: &str, info: Info) {
-        if self.tensors.get(name) == Some(&info) {
-            return;
+        if self.tensors.get(name) != Some(&info) {
+            self.tensors.insert(name.to_owned(), info);
         }
-        if let Name::Block { layer, .. } = parse(name) {
-            self.attn.remove(&layer);
-            self.ffn_granule.remove(&layer);
-        }
-        self.tensors.insert(name.to_owned(), info);
     }
 
     fn get(&self, layer: u32, base: &str) -> Option<Info> {
@@ -279,7 +303,11 @@ impl NamePolicy {
         match parse(name) {
             Name::Block { layer, base, bias } => self.block(layer, base, bias, info),
             Name::Cache { kind, layer } => match kind {
-                'k' | 'v' => self.by_heads(layer, 0, &[info.ne[0]]),
+                // a cache follows the decision made for its K (or V) rows
+                'k' | 'v' => {
+                    let a = self.attention_for_cache(layer, kind, info.ne[0]);
+                    split_by(&a, 0, &[info.ne[0]])
+                }
                 _ => mirrored(),
             },
             Name::Output => {
@@ -349,26 +377,58 @@ impl NamePolicy {
 
     /// Splits each segment of extents `segs` along `axis` by the layer's attention units.
     fn by_heads(&mut self, layer: u32, axis: i32, segs: &[i64]) -> RawSplitState {
-        let Attn::Split { units, per_device } = self.attention(layer) else {
-            return mirrored();
-        };
-        let mut out = Vec::with_capacity(segs.len());
-        for &e in segs {
-            if e % units != 0 {
-                return mirrored();
-            }
-            out.push(per_device.iter().map(|u| e / units * u).collect());
-        }
-        along(axis, &out)
+        let a = self.attention(layer);
+        split_by(&a, axis, segs)
     }
 
+    /// The rows of the layer's Q, K and V as recorded (None without K).
+    fn rows(&self, layer: u32) -> Option<Rows> {
+        match (
+            self.get(layer, "attn_q"),
+            self.get(layer, "attn_k"),
+            self.get(layer, "attn_v"),
+        ) {
+            (Some(q), Some(k), Some(v)) => Some(Rows {
+                q: q.ne[1],
+                k: k.ne[1],
+                v: v.ne[1],
+            }),
+            _ => self.qkv_segments(layer).map(|s| Rows {
+                q: s[0],
+                k: s[1],
+                v: s[2],
+            }),
+        }
+    }
+
+    /// The layer's attention decision for its current rows, made once.
     fn attention(&mut self, layer: u32) -> Attn {
-        if let Some(a) = self.attn.get(&layer) {
+        let Some(rows) = self.rows(layer) else {
+            return Attn::Mirrored;
+        };
+        if let Some((_, a)) = self
+            .attn
+            .get(&layer)
+            .and_then(|v| v.iter().find(|(r, _)| *r == rows))
+        {
             return a.clone();
         }
         let a = self.decide_attention(layer);
-        self.attn.insert(layer, a.clone());
+        self.attn.entry(layer).or_default().push((rows, a.clone()));
         a
+    }
+
+    /// The decision a KV cache of `ne0` rows follows: the one made for a model whose K (or V)
+    /// has those rows, else the current one.
+    fn attention_for_cache(&mut self, layer: u32, kind: char, ne0: i64) -> Attn {
+        let made = self.attn.get(&layer).and_then(|v| {
+            v.iter()
+                .find(|(r, _)| if kind == 'k' { r.k == ne0 } else { r.v == ne0 })
+        });
+        match made {
+            Some((_, a)) => a.clone(),
+            None => self.attention(layer),
+        }
     }
 
     fn decide_attention(&self, layer: u32) -> Attn {
@@ -381,16 +441,8 @@ impl NamePolicy {
         if recurrent_or_unknown {
             return Attn::Mirrored;
         }
-        // Rows of Q, K and V.
-        let (q, k, v) = match (
-            self.get(layer, "attn_q"),
-            self.get(layer, "attn_k"),
-            self.get(layer, "attn_v"),
-            self.qkv_segments(layer),
-        ) {
-            (Some(q), Some(k), Some(v), _) => (q.ne[1], k.ne[1], v.ne[1]),
-            (_, _, _, Some(s)) => (s[0], s[1], s[2]),
-            _ => return Attn::Mirrored,
+        let Some(Rows { q, k, v }) = self.rows(layer) else {
+            return Attn::Mirrored;
         };
         if q <= 0 || k <= 0 || v <= 0 || q % k != 0 {
             return Attn::Mirrored;
@@ -480,7 +532,8 @@ impl NamePolicy {
     }
 
     fn ffn(&mut self, layer: u32, axis: i32, segs: &[i64]) -> RawSplitState {
-        let g = *self.ffn_granule.entry(layer).or_insert_with(|| {
+        let width = segs.first().copied().unwrap_or(0);
+        let g = *self.ffn_granule.entry((layer, width)).or_insert_with(|| {
             // The down projection's columns are split; its blocks bound every FFN split.
             let down = self
                 .tensors
@@ -752,17 +805,35 @@ mod tests {
         assert_eq!((s.axis, shares(&s, 2)), (0, vec![vec![2, 2]]));
     }
 
+    /// A tensor that arrives after its layer was decided does not change the decision; another
+    /// model with the same names and other shapes gets its own, and each model's KV cache
+    /// follows its own.
     #[test]
-    fn a_changed_tensor_forgets_the_layer() {
+    fn decisions_stay_per_shape() {
         let mut p = NamePolicy::new(2, None);
         llama(&mut p, 1, 64, 32, 128, F32);
         assert_eq!(p.split("blk.0.attn_k.weight", info(F32, &[64, 32])).axis, 1);
-        // another model: one KV head of 32 (K norm says so) -> mirrored
-        p.record("blk.0.attn_k.weight", info(F32, &[64, 32]));
+        // a per-head K norm of 32 arrives late (one KV head): the layer keeps its split
         p.record("blk.0.attn_k_norm.weight", info(F32, &[32]));
+        let v = p.split("blk.0.attn_v.weight", info(F32, &[64, 32]));
+        assert_eq!(shares(&v, 2), vec![vec![16, 16]]);
+        // a second model: 4 KV heads of 16 rows under the same names
+        let mut q = NamePolicy::new(2, None);
+        llama(&mut q, 1, 64, 32, 128, F32);
+        assert_eq!(q.split("blk.0.attn_k.weight", info(F32, &[64, 32])).axis, 1);
+        q.record("blk.0.attn_q.weight", info(F32, &[64, 128]));
+        q.record("blk.0.attn_k.weight", info(F32, &[64, 64]));
+        q.record("blk.0.attn_v.weight", info(F32, &[64, 64]));
+        let k2 = q.split("blk.0.attn_k.weight", info(F32, &[64, 64]));
+        assert_eq!(shares(&k2, 2), vec![vec![32, 32]]);
+        // each model's cache follows its own K rows
         assert_eq!(
-            p.split("blk.0.attn_k.weight", info(F32, &[64, 32])).axis,
-            AXIS_MIRRORED
+            shares(&q.split("cache_k_l0", info(F32, &[32, 256])), 2),
+            vec![vec![16, 16]]
+        );
+        assert_eq!(
+            shares(&q.split("cache_k_l0", info(F32, &[64, 256])), 2),
+            vec![vec![32, 32]]
         );
     }
 
