@@ -1,4 +1,4 @@
-// write_model.cpp — write a random-weight Llama-family GGUF (llama, qwen3, qwen3moe, gemma, gpt-oss) with ggml's own gguf.h API.
+// write_model.cpp — write a random-weight Llama-family GGUF (llama, qwen3, qwen3moe, gemma, gpt-oss, qwen35) with ggml's own gguf.h API.
 //
 // Part of ggml-backend-rs' end-to-end differential test (DESIGN.md §4.3): the same file is loaded
 // by tools/model/llama_driver built against upstream and against our library.
@@ -8,7 +8,7 @@
 //               [--n-vocab 300] [--n-ctx-train 512] [--type f32|f16] [--seed 42]
 //               [--output-scale 8] [--rms-eps 1e-5] [--rope-freq-base 10000] [--stream]
 //               [--n-expert E --n-expert-used K]   (MoE feed-forward, E >= K >= 1; default dense)
-//               [--arch llama|qwen3|qwen3moe|gemma|gpt-oss] [--swa N]
+//               [--arch llama|qwen3|qwen3moe|gemma|gpt-oss|qwen35] [--swa N]
 //
 // What it writes (checked against the pin's src/llama-model.cpp LLM_ARCH_LLAMA load_hparams /
 // load_tensors and src/llama-vocab.cpp "llama" tokenizer):
@@ -46,6 +46,13 @@
 //             sqrt(n_embd) in the graph, and so are attn_output and ffn_down here (else the
 //             residual stream echoes the input token); GELU FFN; NeoX RoPE. --n-head-kv 1 gives
 //             Gemma-2B's multi-query attention.
+//   qwen35    (LLM_ARCH_QWEN35, dense): hybrid; layers 0, 2, .. are linear attention (gated delta
+//             net: attn_qkv {n_embd, 2*key+value}, attn_gate {n_embd, value}, ssm_conv1d {4, conv},
+//             ssm_dt.bias / ssm_a {n_head}, ssm_beta / ssm_alpha {n_embd, n_head} (f32),
+//             ssm_norm {head}, ssm_out {value, n_embd}; K heads = --n-head-kv, V heads = --n-head,
+//             head size n_embd/n_head), layers 1, 3, .. full attention with the gate folded into Q
+//             (attn_q {n_embd, 2*n_embd}) and per-head Q/K norms; post_attention_norm before the
+//             FFN; qwen35.ssm.* keys, full_attention_interval 2, rope.dimension_sections.
 //   gpt-oss   (LLM_ARCH_OPENAI_MOE): biases on Q, K, V and the output projection, attention sinks
 //             blk.N.attn_sinks {n_head}, blk.N.post_attention_norm {n_embd} before the FFN (no
 //             ffn_norm), MoE with biases on the router and every expert (ffn_{gate,up}_exps.bias
@@ -104,7 +111,7 @@ void usage() {
         "usage: write_model --out PATH [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
         "                   [--n-ff N] [--n-vocab N (>=259)] [--n-ctx-train N] [--type f32|f16]\n"
         "                   [--seed N] [--output-scale S] [--rms-eps E] [--rope-freq-base B] [--stream]\n"
-        "                   [--n-expert E --n-expert-used K] [--arch llama|qwen3|qwen3moe|gemma|gpt-oss]\n"
+        "                   [--n-expert E --n-expert-used K] [--arch llama|qwen3|qwen3moe|gemma|gpt-oss|qwen35]\n"
         "                   [--swa N (gpt-oss)]\n");
 }
 
@@ -175,11 +182,39 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
         specs.push_back({name, GGML_TYPE_F32, ne0, ne1, {-a, a}});
     };
     const bool oss = o.arch == "gpt-oss";
+    const bool q35 = o.arch == "qwen35";
+    // qwen35's linear-attention layers: K heads = n_head_kv, V heads = n_head, head size n_embd_head
+    const int64_t key_dim = n_embd_head * o.n_head_kv, value_dim = n_embd_head * o.n_head;
     // token_embd: a = 1 (rows are RMS-normalised before use anyway)
     specs.push_back({"token_embd.weight", o.type, o.n_embd, o.n_vocab, {-1.0f, 1.0f}});
     for (int64_t il = 0; il < o.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         norm(p + "attn_norm.weight", o.n_embd);
+        if (q35) {
+            norm(p + "post_attention_norm.weight", o.n_embd);
+            if ((il + 1) % 2 != 0) {  // recurrent (gated delta net) layer
+                mat(p + "attn_qkv.weight",  o.n_embd, 2 * key_dim + value_dim, 1.0f);
+                mat(p + "attn_gate.weight", o.n_embd, value_dim, 1.0f);
+                specs.push_back({p + "ssm_conv1d.weight", GGML_TYPE_F32, 4, 2 * key_dim + value_dim, {-0.5f, 0.5f}});
+                bias(p + "ssm_dt.bias", o.n_head, 1, 0.5f);
+                specs.push_back({p + "ssm_a", GGML_TYPE_F32, o.n_head, 1, {-1.0f, -0.1f}});
+                mat(p + "ssm_beta.weight",  o.n_embd, o.n_head, 1.0f, 1, GGML_TYPE_F32);
+                mat(p + "ssm_alpha.weight", o.n_embd, o.n_head, 1.0f, 1, GGML_TYPE_F32);
+                norm(p + "ssm_norm.weight", n_embd_head);
+                mat(p + "ssm_out.weight",   value_dim, o.n_embd, 1.0f);
+            } else {
+                mat(p + "attn_q.weight",      o.n_embd, 2 * o.n_embd, 1.0f);
+                mat(p + "attn_k.weight",      o.n_embd, n_embd_gqa,   1.0f);
+                mat(p + "attn_v.weight",      o.n_embd, n_embd_gqa,   1.0f);
+                mat(p + "attn_output.weight", o.n_embd, o.n_embd,     1.0f);
+                norm(p + "attn_q_norm.weight", n_embd_head);
+                norm(p + "attn_k_norm.weight", n_embd_head);
+            }
+            mat(p + "ffn_gate.weight",    o.n_embd, o.n_ff,       1.0f);
+            mat(p + "ffn_up.weight",      o.n_embd, o.n_ff,       1.0f);
+            mat(p + "ffn_down.weight",    o.n_ff,   o.n_embd,     1.0f);
+            continue;
+        }
         mat(p + "attn_q.weight",      o.n_embd, o.n_embd,     1.0f);
         mat(p + "attn_k.weight",      o.n_embd, n_embd_gqa,   1.0f);
         mat(p + "attn_v.weight",      o.n_embd, n_embd_gqa,   1.0f);
@@ -322,8 +357,10 @@ int main(int argc, char ** argv) {
     if ((o.n_expert == 0) != (o.n_expert_used == 0)) die("--n-expert and --n-expert-used go together");
     if (o.n_expert_used > o.n_expert) die("--n-expert-used must be <= --n-expert");
     if (o.n_expert > 512) die("--n-expert must be <= 512");
-    if (o.arch != "llama" && o.arch != "qwen3" && o.arch != "qwen3moe" && o.arch != "gemma" && o.arch != "gpt-oss")
-        die("--arch must be llama, qwen3, qwen3moe, gemma or gpt-oss");
+    if (o.arch != "llama" && o.arch != "qwen3" && o.arch != "qwen3moe" && o.arch != "gemma" && o.arch != "gpt-oss"
+        && o.arch != "qwen35")
+        die("--arch must be llama, qwen3, qwen3moe, gemma, gpt-oss or qwen35");
+    if (o.arch == "qwen35" && o.n_expert > 0) die("qwen35 is dense");
     if (o.arch == "gemma" && o.n_expert > 0) die("gemma is dense");
     if (o.arch == "gpt-oss" && o.n_expert == 0) die("gpt-oss needs --n-expert and --n-expert-used");
     if (o.n_swa <= 0) die("--swa must be > 0");
@@ -362,6 +399,19 @@ int main(int argc, char ** argv) {
     }
     if (A == "gpt-oss") {
         gguf_set_val_u32(g, key("attention.sliding_window").c_str(), (uint32_t) o.n_swa);
+    }
+    if (A == "qwen35") {
+        const int64_t hd = o.n_embd / o.n_head;
+        gguf_set_val_u32(g, key("ssm.conv_kernel").c_str(), 4);
+        gguf_set_val_u32(g, key("ssm.inner_size").c_str(), (uint32_t) (hd * o.n_head));
+        gguf_set_val_u32(g, key("ssm.state_size").c_str(), (uint32_t) hd);
+        gguf_set_val_u32(g, key("ssm.time_step_rank").c_str(), (uint32_t) o.n_head);
+        gguf_set_val_u32(g, key("ssm.group_count").c_str(), (uint32_t) o.n_head_kv);
+        gguf_set_val_u32(g, key("full_attention_interval").c_str(), 2);
+        // text only: the multimodal RoPE's sections cover the rotated half in the first three
+        const int32_t half = (int32_t) (hd / 2);
+        const int32_t sections[4] = { half - 2 * (half / 3), half / 3, half / 3, 0 };
+        gguf_set_arr_data(g, key("rope.dimension_sections").c_str(), GGUF_TYPE_INT32, sections, 4);
     }
 
     std::vector<std::string> tokens; std::vector<float> scores; std::vector<int32_t> types;

@@ -31,8 +31,9 @@
 //! the caller's `head_dim` is the way out. Attention stays mirrored (computed whole on every device, at
 //! the memory cost of one full copy of its weights and KV cache per device) where it cannot
 //! be divided: a single KV head, shares that are not whole quantization blocks, a full-width
-//! Q norm, or a layer with recurrent (`ssm_*`), gated (`attn_gate`) or unknown `attn_*`
-//! tensors, whose layout this table does not describe.
+//! Q norm, Q rows that are not the output projection's columns (a gate folded into Q), or a
+//! layer with recurrent (`ssm_*`), gated (`attn_gate`) or unknown `attn_*` tensors, whose
+//! layout this table does not describe.
 //!
 //! Decisions are per layer and fixed the first time a layer is asked about, so that every
 //! tensor of a layer agrees even if its tensors arrive in several allocations (a tensor that
@@ -448,8 +449,14 @@ impl NamePolicy {
             return Attn::Mirrored;
         }
         let n_gqa = q / k;
-        // Columns of the output projection follow Q's rows; they must be whole blocks.
-        let out_blck = self.get(layer, "attn_output").map_or(256, |o| o.blck);
+        // Columns of the output projection follow Q's rows; they must be whole blocks. Q rows
+        // that are not the output's columns hold something else as well (Qwen3.5 / Qwen3-Next
+        // fold a gate into Q, head by head): a layout this table does not describe.
+        let out = self.get(layer, "attn_output");
+        if out.is_some_and(|o| o.ne[0] != q) {
+            return Attn::Mirrored;
+        }
+        let out_blck = out.map_or(256, |o| o.blck);
         let head_dim = self.head_dim_of(layer, q, k);
         let (units, granule) = match head_dim {
             Some(hd) if k % hd == 0 && q % hd == 0 => {
@@ -748,6 +755,23 @@ mod tests {
         assert!(p.check_head_size(0, 32).is_ok());
     }
 
+    /// A gate folded into Q (Q rows twice the output projection's columns) stays mirrored.
+    #[test]
+    fn a_gated_q_stays_mirrored() {
+        let mut p = NamePolicy::new(2, None);
+        llama(&mut p, 1, 64, 32, 128, F32);
+        p.record("blk.0.attn_q.weight", info(F32, &[64, 128]));
+        assert_eq!(
+            p.split("blk.0.attn_q.weight", info(F32, &[64, 128])).axis,
+            AXIS_MIRRORED
+        );
+        assert_eq!(
+            p.split("blk.0.attn_output.weight", info(F32, &[64, 64]))
+                .axis,
+            AXIS_MIRRORED
+        );
+    }
+
     #[test]
     fn recurrent_layers_keep_attention_mirrored() {
         let mut p = NamePolicy::new(2, None);
@@ -824,6 +848,7 @@ mod tests {
         q.record("blk.0.attn_q.weight", info(F32, &[64, 128]));
         q.record("blk.0.attn_k.weight", info(F32, &[64, 64]));
         q.record("blk.0.attn_v.weight", info(F32, &[64, 64]));
+        q.record("blk.0.attn_output.weight", info(F32, &[128, 64]));
         let k2 = q.split("blk.0.attn_k.weight", info(F32, &[64, 64]));
         assert_eq!(shares(&k2, 2), vec![vec![32, 32]]);
         // each model's cache follows its own K rows
