@@ -31,6 +31,7 @@ use std::sync::OnceLock;
 use crate::abi::*;
 use crate::buffer::{HostBuffers, HostFree, HostInit};
 use crate::log::{log_error, log_info};
+use crate::registry::StaticReg;
 
 type DevCount = unsafe extern "C" fn() -> usize;
 type DevGet = unsafe extern "C" fn(usize) -> ggml_backend_dev_t;
@@ -173,23 +174,15 @@ fn groups(host: &[Device]) -> Vec<Vec<Device>> {
 
 // --- registry -----------------------------------------------------------------------------
 
-struct StaticReg(std::cell::UnsafeCell<ggml_backend_reg>);
-// SAFETY: initialised at compile time and never written; C reads it through the pointer.
-unsafe impl Sync for StaticReg {}
-
-static REG: StaticReg = StaticReg(std::cell::UnsafeCell::new(ggml_backend_reg {
-    api_version: GGML_BACKEND_API_VERSION,
-    iface: ggml_backend_reg_i {
-        get_name: Some(reg_get_name),
-        get_device_count: Some(reg_get_device_count),
-        get_device: Some(reg_get_device),
-        get_proc_address: Some(reg_get_proc_address),
-    },
-    context: std::ptr::null_mut(),
-}));
+static REG: StaticReg = StaticReg::new(ggml_backend_reg_i {
+    get_name: Some(reg_get_name),
+    get_device_count: Some(reg_get_device_count),
+    get_device: Some(reg_get_device),
+    get_proc_address: Some(reg_get_proc_address),
+});
 
 fn registry() -> ggml_backend_reg_t {
-    REG.0.get()
+    REG.as_ptr()
 }
 
 fn devices() -> &'static [ggml_backend_dev_t] {

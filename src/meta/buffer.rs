@@ -82,6 +82,13 @@ struct Entry {
     epoch: u64,
 }
 
+impl Entry {
+    /// Whether some device holds this tensor's slice in memory already.
+    fn placed(&self) -> bool {
+        self.simple.tensors().any(|p| !p.data().is_null())
+    }
+}
+
 struct Tensors {
     map: HashMap<usize, Entry>,
     epoch: u64,
@@ -134,7 +141,7 @@ impl MetaBuffer {
     fn owned_buffers(&self) -> Vec<Buffer> {
         let mut all: Vec<Buffer> = self.simple().iter().flatten().copied().collect();
         if let Some(d) = &self.deferred {
-            all.extend(lock_deferred(d).late.iter().copied());
+            all.extend(super::lock(d).late.iter().copied());
         }
         all
     }
@@ -148,7 +155,7 @@ impl MetaBuffer {
             return;
         }
         let views: Vec<Tensor> = {
-            let mut g = lock_deferred(d);
+            let mut g = super::lock(d);
             if self.simple.get().is_some() {
                 return;
             }
@@ -183,7 +190,7 @@ impl MetaBuffer {
     fn placed_as(&self, t: Tensor) -> Option<bool> {
         let g = self.lock();
         let e = g.map.get(&(t.as_ptr() as usize))?;
-        if !e.simple.tensors().any(|p| !p.data().is_null()) {
+        if !e.placed() {
             return None;
         }
         Some(e.snapshot.type_ == t.type_() && e.snapshot.ne == t.ne_all())
@@ -215,10 +222,6 @@ pub fn of(buffer: Buffer) -> Option<Arc<MetaBuffer>> {
 /// The meta buffer that holds `t`'s data (its own buffer, or its view source's).
 pub fn holding(t: Tensor) -> Option<Arc<MetaBuffer>> {
     t.own_buffer().or_else(|| t.data_buffer()).and_then(of)
-}
-
-fn lock_deferred(d: &Mutex<Deferred>) -> MutexGuard<'_, Deferred> {
-    d.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn new_buffer(
@@ -340,13 +343,14 @@ fn derive_fresh(
         Some(e) => {
             // The slices of a placed weight or cache are where its split put them: a split-state
             // callback that answers differently for the same tensor is an error, not a move.
-            let placed = t.view_src().is_none() && e.simple.tensors().any(|s| !s.data().is_null());
+            // (cheap tests first: this runs for every tensor ggml allocates)
             let compute = t.own_buffer().is_some_and(|b| b.usage() == USAGE_COMPUTE);
-            if placed
-                && !compute
+            if !compute
+                && t.view_src().is_none()
                 && e.snapshot.type_ == snap.type_
                 && e.snapshot.ne == snap.ne
                 && !e.derived.split.same_as(&d.split)
+                && e.placed()
             {
                 let was = e.derived.split.describe();
                 drop(g);
@@ -848,7 +852,7 @@ unsafe extern "C" fn init_tensor(
         } else {
             // Weights or caches. Until the buffer is used they are collected (under the lock
             // that placing takes, so none is missed) and placed together.
-            let mut g = lock_deferred(d);
+            let mut g = super::lock(d);
             if mb.simple.get().is_none() {
                 // own tensors need no other tensor's slices: init_simple does not place
                 if t.view_src().is_none() {
@@ -871,7 +875,7 @@ unsafe extern "C" fn init_tensor(
                     abort(file!(), line!(), &e);
                 }
                 match pack(&mb, &[t]) {
-                    Ok((bufs, _)) => lock_deferred(d).late.extend(bufs.into_iter().flatten()),
+                    Ok((bufs, _)) => super::lock(d).late.extend(bufs.into_iter().flatten()),
                     Err(e) => {
                         log_error!("{e}");
                         // no half-placed tensor: using it reports that it is not initialised

@@ -16,9 +16,11 @@ use std::sync::Mutex;
 
 use ggml_backend_rs_core::names::{Info, NamePolicy};
 
+use super::lock;
 use super::split::{RawSplitState, Split, StateError};
 use crate::abi::*;
 use crate::log::{abort, ggml_assert};
+use crate::registry::StaticReg;
 
 /// How a meta device learns the splits of weights and caches.
 pub enum Policy {
@@ -180,10 +182,6 @@ fn create(
         meta,
     });
     device
-}
-
-fn lock(p: &Mutex<NamePolicy>) -> std::sync::MutexGuard<'_, NamePolicy> {
-    p.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn cstring(s: String) -> CString {
@@ -519,7 +517,9 @@ unsafe extern "C" fn buft_get_alloc_size(
     let Some(t) = (unsafe { Tensor::from_ptr(t as *mut ggml_tensor) }) else {
         return 0;
     };
-    // ggml-alloc asks the size of every tensor of a context before it places any.
+    // ggml-alloc asks the size of every tensor of a context before it places them (per chunk,
+    // when the buffer type has a maximum size: the name policy's decisions stay consistent then
+    // too, see its module documentation).
     m.observe(t);
     m.simple_bufts().map(|b| b.alloc_size(t)).max().unwrap_or(0)
 }
@@ -531,23 +531,15 @@ unsafe extern "C" fn buft_is_host(_buft: ggml_backend_buffer_type_t) -> bool {
 
 // --- private registry ---------------------------------------------------------------------
 
-struct StaticReg(std::cell::UnsafeCell<ggml_backend_reg>);
-// SAFETY: initialised at compile time, never written.
-unsafe impl Sync for StaticReg {}
-
-static REG: StaticReg = StaticReg(std::cell::UnsafeCell::new(ggml_backend_reg {
-    api_version: GGML_BACKEND_API_VERSION,
-    iface: ggml_backend_reg_i {
-        get_name: Some(reg_get_name),
-        get_device_count: Some(reg_get_device_count),
-        get_device: Some(reg_get_device),
-        get_proc_address: Some(reg_get_proc_address),
-    },
-    context: ptr::null_mut(),
-}));
+static REG: StaticReg = StaticReg::new(ggml_backend_reg_i {
+    get_name: Some(reg_get_name),
+    get_device_count: Some(reg_get_device_count),
+    get_device: Some(reg_get_device),
+    get_proc_address: Some(reg_get_proc_address),
+});
 
 fn registry() -> ggml_backend_reg_t {
-    REG.0.get()
+    REG.as_ptr()
 }
 
 unsafe extern "C" fn reg_get_name(_reg: ggml_backend_reg_t) -> *const c_char {

@@ -86,6 +86,12 @@ impl Table {
     }
 }
 
+/// Locks `m`, carrying on past a panic of another holder (the state behind every mutex here stays
+/// consistent between statements).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 static DEVICES: Table = Table::new();
 static BUFFERS: Registry<buffer::MetaBuffer> = Registry::new();
 static BACKENDS: Registry<backend::MetaBackend> = Registry::new();

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
+use super::lock;
 use crate::abi::*;
 
 /// How long a waiting side spins before it parks.
@@ -51,10 +52,6 @@ fn wait_until(cond: impl Fn() -> bool) {
             std::hint::spin_loop();
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Workers {

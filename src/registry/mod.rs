@@ -19,6 +19,29 @@ use crate::log::log_debug;
 /// `capacity` registries of the compiled-in backends to `regs` and returns how many there are.
 type BuiltinRegs = unsafe extern "C" fn(regs: *mut ggml_backend_reg_t, capacity: usize) -> usize;
 
+/// A registry object of the library's own (the meta devices', the plugin's) that lives for the
+/// process: built at compile time, never written, read by C through [`StaticReg::as_ptr`].
+pub struct StaticReg(std::cell::UnsafeCell<ggml_backend_reg>);
+
+// SAFETY: the object is initialised at compile time and never written; sharing its address
+// between threads only lets C read it.
+unsafe impl Sync for StaticReg {}
+
+impl StaticReg {
+    /// A registry of backend API version `GGML_BACKEND_API_VERSION` with `iface` and no context.
+    pub const fn new(iface: ggml_backend_reg_i) -> StaticReg {
+        StaticReg(std::cell::UnsafeCell::new(ggml_backend_reg {
+            api_version: GGML_BACKEND_API_VERSION,
+            iface,
+            context: std::ptr::null_mut(),
+        }))
+    }
+
+    pub fn as_ptr(&self) -> ggml_backend_reg_t {
+        self.0.get()
+    }
+}
+
 /// A backend's registration function, `ggml_backend_reg_t ggml_backend_<name>_reg(void)`.
 type RegFn = unsafe extern "C" fn() -> ggml_backend_reg_t;
 
