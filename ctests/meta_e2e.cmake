@@ -30,6 +30,10 @@
 #   meta/e2e/{qwen3,qwen3moe,gpt-oss}-f32/{cpu2,cpu3,tgpu2}_vs_cpu  Qwen3, Qwen3-MoE (Q/K norms
 #                                         per head), gpt-oss (sinks, expert biases, SWA)
 #   meta/e2e/gemma-mqa-f32/{cpu2,cpu3,tgpu2}_vs_cpu  Gemma with one KV head (upstream aborts)
+#   meta/e2e/qwen35-f32/<cfg>_vs_cpu      Qwen3.5: gated-delta-net layers (fused QKV, conv state,
+#                                         recurrent state, all split by heads in segments) and
+#                                         gated full attention; cpu2, cpu3, tgpu2, cpu2_split31,
+#                                         cpu2_ubatch, tgpu3_direct, tgpu4 (and upstream over tgpu2)
 #   meta/e2e/fa_off_fails                 tensor mode with --flash-attn off: libllama refuses the
 #                                         context; both builds exit 1 with its message, no signal
 #
@@ -116,7 +120,8 @@ set_tests_properties(model/tiny-mqa-f32 PROPERTIES FIXTURES_SETUP model_tiny-mqa
 set(meta_arch_models "qwen3-f32|--arch qwen3 --n-ff 128 --seed 7"
     "qwen3moe-f32|--arch qwen3moe --n-ff 64 --n-expert 6 --n-expert-used 3 --seed 5"
     "gpt-oss-f32|--arch gpt-oss --n-ff 64 --n-expert 4 --n-expert-used 2 --seed 5"
-    "gemma-mqa-f32|--arch gemma --n-head-kv 1 --n-ff 128 --seed 3")
+    "gemma-mqa-f32|--arch gemma --n-head-kv 1 --n-ff 128 --seed 3"
+    "qwen35-f32|--arch qwen35 --n-ff 128 --seed 7")
 foreach(entry IN LISTS meta_arch_models)
     string(REPLACE "|" ";" parts "${entry}")
     list(GET parts 0 name)
@@ -129,13 +134,21 @@ endforeach()
 
 # model|TOL (see the table above); the dense models are sched_llama.cmake's.
 set(meta_models "tiny-gqa-f32|1e-4" "tiny-gqa-f16|1e-3" "tiny-moe-f32|1e-4" "tiny-mqa-f32|1e-4"
-    "qwen3-f32|1e-4" "qwen3moe-f32|1e-4" "gpt-oss-f32|1e-4" "gemma-mqa-f32|1e-4")
+    "qwen3-f32|1e-4" "qwen3moe-f32|1e-4" "gpt-oss-f32|1e-4" "gemma-mqa-f32|1e-4" "qwen35-f32|1e-4")
 # Models that run a subset of the configurations (tiny-mqa-f32 without the differential against
 # upstream, which aborts on it; the qwen3 models with it).
 set(meta_mqa_configs
     "cpu2|--devices CPU,CPU|"
     "cpu3|--devices CPU,CPU,CPU|"
     "tgpu2|--test-device --devices TESTGPU0,TESTGPU1|")
+# Qwen3.5's recurrent layers split by heads in segments (libllama's callback): uneven slices,
+# several graphs per prompt (the chunked delta net carries its state between them), and 3 and 4
+# devices, over the copies and the direct AllReduce.
+set(meta_qwen35_configs ${meta_mqa_configs}
+    "cpu2_split31|--devices CPU,CPU --tensor-split 3,1|"
+    "cpu2_ubatch|--devices CPU,CPU|--n-ubatch 16 --all-logits"
+    "tgpu3_direct|--test-device --devices TESTGPU0,TESTGPU1,TESTGPU2|"
+    "tgpu4|--test-device --devices TESTGPU0,TESTGPU1,TESTGPU2,TESTGPU3|")
 
 # Configurations: name|arguments of the tensor-parallel run|arguments of both runs.
 set(meta_configs
@@ -163,8 +176,10 @@ foreach(model_entry IN LISTS meta_models)
     set(gguf "${model_dir}/${model}.gguf")
     set(common --model "${gguf}" --flash-attn on --threads 2 --n-predict 12)
     set(configs ${meta_configs})
-    if(model MATCHES "mqa|^qwen3|^gpt-oss")
+    if(model MATCHES "mqa|^qwen3-|^qwen3moe|^gpt-oss")
         set(configs ${meta_mqa_configs})
+    elseif(model MATCHES "^qwen35")
+        set(configs ${meta_qwen35_configs})
     endif()
     if(model STREQUAL meta_cpu4_model)
         list(APPEND configs "cpu4|--devices CPU,CPU,CPU,CPU|")
@@ -282,13 +297,7 @@ foreach(cfg "cpu2|CPU,CPU|" "tgpu2|TESTGPU0,TESTGPU1|--test-device")
         PASS_REGULAR_EXPRESSION "resident memory [0-9]+ KiB after 1000 tokens" TIMEOUT 600)
     list(APPEND threads_tests meta/threads/two_contexts/${name} meta/long/${name})
 endforeach()
-# Qwen3.5 (hybrid: gated-delta-net layers and full attention), written by write_model --arch
-# qwen35: on one CPU, ours decodes bit-identically to upstream. Tensor mode over it is not
-# supported yet: the recurrent state's views (cache_r_l*) take several pieces of one device's
-# slice, which the view mapping does not do.
-add_test(NAME model/qwen35-f32 COMMAND write_model --arch qwen35 --n-embd 64 --n-layer 2 --n-head 4
-    --n-head-kv 2 --n-ff 128 --n-vocab 300 --type f32 --seed 7 --out "${model_dir}/qwen35-f32.gguf")
-set_tests_properties(model/qwen35-f32 PROPERTIES FIXTURES_SETUP model_qwen35-f32)
+# Qwen3.5 on one CPU: ours decodes bit-identically to upstream.
 if(TARGET llama_driver_ref)
     add_test(NAME differential/llama/qwen35-f32/cpu COMMAND "${CMAKE_COMMAND}"
         -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "DRIVER_B=$<TARGET_FILE:llama_driver_ref>"

@@ -22,6 +22,7 @@ use super::split::Split;
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log_error};
 use ggml_backend_rs_core::op::{Op, UnknownOp};
+use ggml_backend_rs_core::packed::{self, Packed};
 pub use ggml_backend_rs_core::transfer::{pieces, Piece};
 
 /// Placeholder base address of every meta buffer. Non-canonical on x86-64 and outside the
@@ -305,6 +306,28 @@ fn layout(t: Tensor) -> Layout {
     }
 }
 
+/// How `t` packs two tensors into one, for the ops whose results do (see `packed`).
+fn packing(t: Tensor) -> Option<Packed> {
+    match t.op_kind() {
+        Some(Op::GatedDeltaNet) => t.src(2).map(|v| Packed::gated_delta_net(v.ne_all())),
+        _ => None,
+    }
+}
+
+/// The split and per-device layouts of view `t` of `base`, split as `split` over `n` devices.
+fn map_view(
+    base: Tensor,
+    split: &Split,
+    t: Tensor,
+    n: usize,
+) -> Result<(Split, Vec<DeviceLayout>), String> {
+    match packing(base) {
+        Some(p) => packed::map_view(p, &layout(base), split, &layout(t), t.view_offs(), n),
+        None => rules::map_view(&layout(base), split, &layout(t), t.view_offs(), n),
+    }
+    .map_err(|e| e.to_string())
+}
+
 fn named(t: Tensor, e: impl std::fmt::Display) -> String {
     format!(
         "meta backend: cannot split tensor '{}' ({}) across devices: {e}",
@@ -397,7 +420,7 @@ fn compute(t: Tensor, mb: &MetaBuffer) -> Result<(Derived, Option<Vec<DeviceLayo
     let n = mb.n();
     if let Some(base) = t.view_src() {
         let bs = derived(base)?;
-        let mapped = rules::map_view(&layout(base), &bs.split, &layout(t), t.view_offs(), n);
+        let mapped = map_view(base, &bs.split, t, n);
         if t.nelements() == 0 {
             // nothing to split; a mapping error surfaces only where the layouts are needed
             return Ok((plain(Split::Mirrored), mapped.ok().map(|(_, l)| l)));
@@ -486,9 +509,7 @@ fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), S
                 Some(l) => l,
                 None => {
                     let bs = derived(base)?;
-                    rules::map_view(&layout(base), &bs.split, &layout(t), t.view_offs(), n)
-                        .map_err(|e| named(t, e))?
-                        .1
+                    map_view(base, &bs.split, t, n).map_err(|e| named(t, e))?.1
                 }
             };
             (l, Some(bases))
@@ -764,9 +785,13 @@ pub fn plan(t: Tensor, offset: usize, size: usize, what: &str) -> (Plan, Vec<Ten
             if !t.is_contiguous() {
                 fail("transfers of a split tensor need a contiguous tensor".into());
             }
-            Plan::Pieces(
-                pieces(&layout(t), ds, offset, size).unwrap_or_else(|e| fail(e.to_string())),
-            )
+            let ps = match packing(t) {
+                Some(p) => {
+                    packed::pieces(p, &layout(t), ds, offset, size).map_err(|e| e.to_string())
+                }
+                None => pieces(&layout(t), ds, offset, size).map_err(|e| e.to_string()),
+            };
+            Plan::Pieces(ps.unwrap_or_else(|e| fail(e)))
         }
     };
     (plan, simple)

@@ -16,6 +16,8 @@
 //! * [`rules`]: per-device layouts, view mapping and the per-op rules that say which split an
 //!   op's result has, with typed errors;
 //! * [`transfer`]: strided transfers and the pieces that move a byte range of a split tensor;
+//! * [`packed`]: the same for results that pack two tensors into one (gated_delta_net's
+//!   output and states);
 //! * [`exchange`]: the copy/add schedule of the AllReduce and the one summation order every
 //!   AllReduce path follows;
 //! * [`ptx`]: the text of our CUDA AllReduce kernels, which add in that order.
@@ -35,6 +37,7 @@ pub mod exchange;
 pub mod names;
 pub mod op;
 pub mod owned;
+pub mod packed;
 pub mod partition;
 pub mod plan;
 pub mod ptx;

@@ -86,6 +86,21 @@ pub enum RuleError {
     Sinks(Split),
     /// q, k and v not split by heads.
     FlashAttnNotHeads { q: Split, k: Split, v: Split },
+    /// ssm_conv's input channels (dimension 1) not placed like its kernel's.
+    SsmConvChannels { input: Split, kernel: Split },
+    /// A gated_delta_net operand (`what`) not split by v's heads.
+    DeltaNetHeads {
+        what: &'static str,
+        split: Split,
+        v: Split,
+    },
+    /// gated_delta_net: some device's v head would read a q/k head it does not hold.
+    DeltaNetGroups { qk: Split, v: Split },
+    /// A packed result (gated_delta_net's output and states) split other than by heads, or
+    /// not shaped as its op makes it.
+    PackedLayout,
+    /// A view that reaches across both parts of a packed result.
+    PackedViewStraddles,
 }
 
 impl fmt::Display for RuleError {
@@ -208,6 +223,34 @@ impl fmt::Display for RuleError {
                 q.describe(),
                 k.describe(),
                 v.describe()
+            ),
+            SsmConvChannels { input, kernel } => write!(
+                f,
+                "ssm_conv needs its input's channels (dimension 1) placed like its kernel's, not \
+                 {} and {}",
+                input.describe(),
+                kernel.describe()
+            ),
+            DeltaNetHeads { what, split, v } => write!(
+                f,
+                "gated_delta_net's {what} must be split by v's heads ({}), not {}",
+                v.describe(),
+                split.describe()
+            ),
+            DeltaNetGroups { qk, v } => write!(
+                f,
+                "gated_delta_net: with q/k heads {} and v heads {}, a device would need a q/k \
+                 head it does not hold (v head h reads q/k head h mod the number of q/k heads)",
+                qk.describe(),
+                v.describe()
+            ),
+            PackedLayout => f.write_str(
+                "a gated_delta_net result can only be split by heads (dimension 0), as its op \
+                 lays it out",
+            ),
+            PackedViewStraddles => f.write_str(
+                "the view reaches across both the output and the states of a gated_delta_net \
+                 result",
             ),
         }
     }
@@ -359,20 +402,18 @@ pub fn map_view(
             None => return Err(RuleError::ViewDoesNotWalk),
         },
     };
-    // Everything below the walking dimension must fit within one step, so that each step's
-    // bytes lie on one device.
-    if step != usize::MAX {
-        let span: usize = (0..4)
-            .filter(|&k| k != e && v.ne[k] > 1 && v.nb[k] < chunk)
-            .map(|k| {
-                let units = if k == 0 { v.ne[0] / v.blck } else { v.ne[k] };
-                (units as usize - 1) * v.nb[k]
-            })
-            .sum::<usize>()
-            + v.nb[0];
-        if span > step {
-            return Err(RuleError::ViewRowsOverlap { span, step });
-        }
+    // A row of the view: everything below the walking dimension, `span` bytes from its first
+    // byte. It must fit within one step, so that each step's bytes can lie on one device.
+    let span: usize = (0..4)
+        .filter(|&k| k != e && v.ne[k] > 1 && v.nb[k] < chunk)
+        .map(|k| {
+            let units = if k == 0 { v.ne[0] / v.blck } else { v.ne[k] };
+            (units as usize - 1) * v.nb[k]
+        })
+        .sum::<usize>()
+        + base.nb[0];
+    if step != usize::MAX && span > step {
+        return Err(RuleError::ViewRowsOverlap { span, step });
     }
     for k in 0..4 {
         if v.ne[k] > 1 && v.nb[k] >= chunk && v.nb[k] % chunk != 0 {
@@ -384,8 +425,12 @@ pub fn map_view(
         }
     }
 
-    let mut extents = vec![0i64; n];
-    let mut first_row = vec![None::<(i64, usize)>; n]; // (row, device byte offset in chunk)
+    // The view's rows on each device, in host order: one piece per run of the source that
+    // the view reaches. A device may hold several pieces (a view over all the segments of a
+    // fused projection); they must follow each other in the device's slice, so that the
+    // device's part of the view is one strided run there.
+    let mut pieces: Vec<Piece> = Vec::new();
+    let mut end_of = vec![None::<usize>; n]; // byte after the last row placed on device j
     for iv in d.intervals() {
         let hb = base.bytes(d.axis, iv.host_start)?;
         let he = base.bytes(d.axis, iv.host_start + iv.len)?;
@@ -402,35 +447,46 @@ pub fn map_view(
         };
         let lo = row_of(hb).min(rows);
         let hi = row_of(he).min(rows);
+        // a slice boundary must not cut a row: it lies at a row's start or between rows
         for b in [hb, he] {
-            if b > w && step != usize::MAX && (b - w) % step != 0 && row_of(b) < rows {
-                return Err(RuleError::BoundaryInsideRow { byte: b });
+            if b > w && step != usize::MAX {
+                let (row, into) = ((b - w) / step, (b - w) % step);
+                if (row as i64) < rows && into != 0 && into < span {
+                    return Err(RuleError::BoundaryInsideRow { byte: b });
+                }
             }
         }
         if lo >= hi {
             continue;
         }
         let j = iv.device;
-        if first_row[j].is_some() {
-            // (runs that continue each other are already merged by `intervals`)
+        let row_step = if step == usize::MAX { 0 } else { step };
+        let dev_byte = db + (w + lo as usize * row_step - hb);
+        if end_of[j].is_some_and(|end| end != dev_byte) {
             return Err(RuleError::ViewTwoPieces);
         }
-        let pos = w + lo as usize * if step == usize::MAX { 0 } else { step };
-        first_row[j] = Some((lo, db + (pos - hb)));
-        extents[j] = hi - lo;
+        end_of[j] = Some(dev_byte + (hi - lo) as usize * row_step);
+        pieces.push(Piece {
+            device: j,
+            rows: hi - lo,
+            dev_byte,
+        });
+    }
+    let mut extents = vec![0i64; n];
+    let mut first_byte = vec![None::<usize>; n];
+    for p in &pieces {
+        extents[p.device] += p.rows;
+        first_byte[p.device].get_or_insert(p.dev_byte);
     }
     if extents.iter().sum::<i64>() != rows {
         return Err(RuleError::ViewOutside);
-    }
-    for x in extents.iter_mut() {
-        *x *= unit;
     }
 
     let mut layouts = Vec::with_capacity(n);
     for j in 0..n {
         let chunk_j = chunk_of(j)?;
         let mut ne = v.ne;
-        ne[e] = extents[j];
+        ne[e] = extents[j] * unit;
         let nb = v.nb.map(|s| {
             if s >= chunk {
                 scale(s, chunk, chunk_j)
@@ -438,41 +494,38 @@ pub fn map_view(
                 s
             }
         });
-        let in_chunk = first_row[j].map_or(0, |(_, o)| o);
         layouts.push(DeviceLayout {
             ne,
             nb,
-            offs: c0 * chunk_j + in_chunk,
+            offs: c0 * chunk_j + first_byte[j].unwrap_or(0),
         });
     }
-    Ok((in_host_order(e, n, &first_row, &extents), layouts))
+    Ok((in_host_order(e, n, &pieces, unit), layouts))
 }
 
-/// The split along view dimension `axis` in which device `j` holds the one run of `extents[j]`
-/// indices that starts at view row `first_row[j]`. Devices whose runs follow each other in
-/// device order share a segment; a run on a lower-numbered device than the one before it (a
-/// view that crosses a segment boundary of its source, e.g. the K and V parts of a fused QKV
-/// result) starts a new segment, so that the split places every index where it is.
-fn in_host_order(
-    axis: usize,
-    n: usize,
-    first_row: &[Option<(i64, usize)>],
-    extents: &[i64],
-) -> Split {
-    let mut runs: Vec<(i64, usize)> = (0..n)
-        .filter(|&j| extents[j] > 0)
-        .filter_map(|j| first_row[j].map(|(row, _)| (row, j)))
-        .collect();
-    runs.sort_unstable();
+/// Rows of a view that lie in one run of its source, on one device.
+struct Piece {
+    device: usize,
+    rows: i64,
+    /// Where the first row starts in the device's chunk of the source.
+    dev_byte: usize,
+}
+
+/// The split along view dimension `axis` whose runs are `pieces` (in host order) of `unit`
+/// indices per row. Pieces on ascending devices share a segment; a piece on a device not
+/// above the one before it (a view that crosses a segment boundary of its source, e.g. the K
+/// and V parts of a fused QKV result, or all of them) starts a new segment, so that the split
+/// places every index where it is.
+fn in_host_order(axis: usize, n: usize, pieces: &[Piece], unit: i64) -> Split {
     let mut ne = vec![0i64; n];
     let mut last = None;
-    for (_, j) in runs {
-        if last.is_some_and(|l| j <= l) {
+    for p in pieces {
+        if last.is_some_and(|l| p.device <= l) {
             ne.extend(std::iter::repeat_n(0, n));
         }
         let seg = ne.len() - n;
-        ne[seg + j] = extents[j];
-        last = Some(j);
+        ne[seg + p.device] = p.rows * unit;
+        last = Some(p.device);
     }
     Split::Dim(DimSplit { axis, n, ne })
 }
@@ -544,9 +597,7 @@ pub fn derive(
             let (a, b, ids) = (need(0)?, need(1)?, need(2)?);
             mirrored(ids, "expert ids")?;
             match (&a.split, &b.split) {
-                (Split::Dim(x), Split::Dim(y))
-                    if x.axis == 0 && y.axis == 0 && x.extents() == y.extents() =>
-                {
+                (Split::Dim(x), Split::Dim(_)) if x.axis == 0 && a.split.same_as(&b.split) => {
                     Derived::plain(a.split.clone())
                 }
                 (Split::Mirrored, Split::Mirrored) => Derived::plain(Split::Mirrored),
@@ -619,7 +670,7 @@ pub fn derive(
                 let ok = match (&a.split, &sinks.split) {
                     (Split::Mirrored, Split::Mirrored) => true,
                     (Split::Dim(x), Split::Dim(y)) => {
-                        x.axis == 2 && y.axis == 0 && x.extents() == y.extents()
+                        x.axis == 2 && y.axis == 0 && x.places_like(y)
                     }
                     _ => false,
                 };
@@ -673,9 +724,7 @@ pub fn derive(
             let (rows, ids, dst) = (need(0)?, need(1)?, need(2)?);
             mirrored(ids, "row ids")?;
             match (&rows.split, &dst.split) {
-                (Split::Dim(a), Split::Dim(b))
-                    if a.axis == 0 && b.axis == 0 && a.extents() == b.extents() =>
-                {
+                (Split::Dim(a), Split::Dim(_)) if a.axis == 0 && rows.split.same_as(&dst.split) => {
                     Derived::plain(dst.split.clone())
                 }
                 (Split::Mirrored, Split::Mirrored) => Derived::plain(Split::Mirrored),
@@ -705,9 +754,7 @@ pub fn derive(
             let (a, b) = (need(0)?, need(1)?);
             match (&a.split, &b.split) {
                 (Split::Mirrored, Split::Mirrored) => Derived::plain(Split::Mirrored),
-                (Split::Dim(x), Split::Dim(y))
-                    if x.axis == y.axis && x.axis != dim && x.extents() == y.extents() =>
-                {
+                (Split::Dim(x), Split::Dim(_)) if x.axis != dim && a.split.same_as(&b.split) => {
                     Derived::plain(a.split.clone())
                 }
                 _ => Err(unsupported(srcs)),
@@ -725,6 +772,29 @@ pub fn derive(
         }
 
         Op::FlashAttnExt => flash_attn(srcs),
+
+        Op::SsmConv => {
+            // (input [d_conv - 1 + tokens, channels, seqs], kernel [d_conv, channels])
+            // → [channels, tokens, seqs]: each channel convolves on its own
+            let (x, c) = (need(0)?, need(1)?);
+            match (&x.split, &c.split) {
+                (Split::Mirrored, Split::Mirrored) => Derived::plain(Split::Mirrored),
+                (Split::Dim(a), Split::Dim(b))
+                    if a.axis == 1 && b.axis == 1 && a.places_like(b) =>
+                {
+                    Derived::plain(Split::Dim(DimSplit {
+                        axis: 0,
+                        ..a.clone()
+                    }))
+                }
+                _ => Err(RuleError::SsmConvChannels {
+                    input: x.split.clone(),
+                    kernel: c.split.clone(),
+                }),
+            }
+        }
+
+        Op::GatedDeltaNet => gated_delta_net(srcs),
 
         // View ops are mapped from their view source's memory, not by a rule.
         Op::View | Op::Reshape | Op::Permute | Op::Transpose => Err(RuleError::ViewOpHasNoRule),
@@ -762,43 +832,32 @@ fn mirrored(s: &Src, what: &'static str) -> Result<(), RuleError> {
     }
 }
 
-/// Per-device extents of a result whose split axis has `ne_out[axis]` indices when the source
-/// had `ne_in[axis]` (e.g. GLU halves rows): proportional, and exact.
-fn scale_extents(d: &DimSplit, ne_in: [i64; 4], ne_out: [i64; 4]) -> Result<Vec<i64>, RuleError> {
-    let (a, b) = (ne_in[d.axis], ne_out[d.axis]);
-    if a == b {
-        return Ok(d.extents());
-    }
-    d.extents()
-        .iter()
-        .map(|&e| {
-            if a == 0 || (e * b) % a != 0 {
-                Err(RuleError::NotWholePart {
-                    extent: e,
-                    from: a,
-                    to: b,
-                })
-            } else {
-                Ok(e * b / a)
-            }
-        })
-        .collect()
+/// `d` along `axis` of a result that has `to` indices there where the source had `from`
+/// (GLU halving rows, a batched product with more heads than its weight): the same
+/// placement, every extent scaled exactly.
+fn rescaled(d: &DimSplit, axis: usize, from: i64, to: i64) -> Result<DimSplit, RuleError> {
+    let ne =
+        d.ne.iter()
+            .map(|&e| {
+                if from == 0 || (e * to) % from != 0 {
+                    Err(RuleError::NotWholePart {
+                        extent: e,
+                        from,
+                        to,
+                    })
+                } else {
+                    Ok(e * to / from)
+                }
+            })
+            .collect::<Result<Vec<i64>, RuleError>>()?;
+    Ok(DimSplit { axis, n: d.n, ne })
 }
 
-/// `d` carried to a result whose split axis is `axis` with `ne_out` indices: the same segments
-/// when the size is unchanged (a fused QKV result keeps its Q/K/V segments for the views that
-/// cut it apart), else one segment with proportional extents.
+/// `d` carried to a result whose split axis is `axis` with `ne_out[axis]` indices: the same
+/// placement (a fused QKV result keeps its Q/K/V segments for the views that cut it apart),
+/// scaled when the size changes.
 fn carry(d: &DimSplit, axis: usize, ne_in: [i64; 4], ne_out: [i64; 4]) -> Result<Split, RuleError> {
-    if ne_in[d.axis] == ne_out[axis] {
-        return Ok(Split::Dim(DimSplit {
-            axis,
-            n: d.n,
-            ne: d.ne.clone(),
-        }));
-    }
-    let mut resized = ne_in;
-    resized[d.axis] = ne_out[axis];
-    Ok(Split::dim(axis, scale_extents(d, ne_in, resized)?))
+    rescaled(d, axis, ne_in[d.axis], ne_out[axis]).map(Split::Dim)
 }
 
 /// `b` may be combined with `a`'s split: same split, or mirrored and broadcast along a's axis.
@@ -884,7 +943,7 @@ fn mul_mat(w: &Src, x: &Src, ne: [i64; 4], is_id: bool) -> Result<Derived, RuleE
         (Mirrored, Dim(b)) if b.axis == 1 && !is_id => Derived::plain(carry(b, 1, x.ne, ne)?),
         // contraction split: every device holds a partial sum, reduced right after
         (Dim(a), Dim(b)) if a.axis == 0 && b.axis == 0 => {
-            if a.extents() != b.extents() {
+            if !a.places_like(b) {
                 return Err(RuleError::ContractionDiffers {
                     weight: w.split.clone(),
                     input: x.split.clone(),
@@ -897,17 +956,14 @@ fn mul_mat(w: &Src, x: &Src, ne: [i64; 4], is_id: bool) -> Result<Derived, RuleE
         }
         // batched (per head) products: both split along the same batch dimension
         (Dim(a), Dim(b)) if a.axis >= 2 && a.axis == b.axis && !is_id => {
+            // x's batch i uses w's batch i / ratio: each device must hold, for its batches
+            // of w, exactly the batches of x that use them, in order
             let (wa, xa) = (w.ne[a.axis], x.ne[a.axis]);
-            let ratio = if wa > 0 { xa / wa } else { 0 };
-            let ok = ratio > 0
-                && a.extents()
-                    .iter()
-                    .zip(b.extents())
-                    .all(|(&p, q)| p * ratio == q);
-            if !ok {
+            let ratio = if wa > 0 && xa % wa == 0 { xa / wa } else { 0 };
+            if ratio == 0 || !a.widened(a.axis, ratio).places_like(b) {
                 return Err(RuleError::BatchedHeads);
             }
-            Derived::plain(Split::dim(a.axis, scale_extents(b, x.ne, ne)?))
+            Derived::plain(carry(b, b.axis, x.ne, ne)?)
         }
         (Mirrored, Partial) | (Partial, Mirrored) => Derived::plain(Partial),
         _ => Err(RuleError::MatMul {
@@ -917,7 +973,6 @@ fn mul_mat(w: &Src, x: &Src, ne: [i64; 4], is_id: bool) -> Result<Derived, RuleE
     }
 }
 
-/// q [d, t, h, s], k and v [d, kv, h_kv, s], mask, sinks [h] → result [d_v, h, t, s].
 /// A split along dimension 0 in which every device holds all of its `ne[0]` or nothing, for a
 /// tensor whose dimension `axis` has extent 1: the same placement as a split of `axis` with
 /// extents 1 and 0 (e.g. a model's single KV head, placed on one device). Returns that split.
@@ -929,6 +984,7 @@ fn whole_rows_as(split: &Split, ne: [i64; 4], axis: usize) -> Option<Split> {
     whole.then(|| Split::dim(axis, extents.iter().map(|&x| i64::from(x > 0)).collect()))
 }
 
+/// q [d, t, h, s], k and v [d, kv, h_kv, s], mask, sinks [h] → result [d_v, h, t, s].
 fn flash_attn(srcs: &[Option<Src>]) -> Result<Derived, RuleError> {
     let get = |i: usize| srcs.get(i).and_then(|s| s.as_ref());
     let (q, k, v) = match (get(0), get(1), get(2)) {
@@ -952,14 +1008,14 @@ fn flash_attn(srcs: &[Option<Src>]) -> Result<Derived, RuleError> {
         (Split::Dim(a), Split::Dim(b), Split::Dim(c))
             if a.axis == 2 && b.axis == 2 && c.axis == 2 =>
         {
-            let group = if k.ne[2] > 0 { q.ne[2] / k.ne[2] } else { 0 };
-            let heads = a.extents();
-            let ok = b.extents() == c.extents()
-                && group > 0
-                && heads
-                    .iter()
-                    .zip(b.extents())
-                    .all(|(&qh, kh)| qh == kh * group);
+            // q's head h reads K/V head h / group: each device must hold the q heads of its
+            // K/V heads, in order
+            let group = if k.ne[2] > 0 && q.ne[2] % k.ne[2] == 0 {
+                q.ne[2] / k.ne[2]
+            } else {
+                0
+            };
+            let ok = group > 0 && b.places_like(c) && b.widened(2, group).places_like(a);
             if !ok {
                 return Err(RuleError::FlashAttnHeads {
                     q: q.split.clone(),
@@ -969,11 +1025,14 @@ fn flash_attn(srcs: &[Option<Src>]) -> Result<Derived, RuleError> {
             }
             if let Some(sinks) = get(4) {
                 match &sinks.split {
-                    Split::Dim(sd) if sd.axis == 0 && sd.extents() == heads => {}
+                    Split::Dim(sd) if sd.axis == 0 && sd.places_like(a) => {}
                     other => return Err(RuleError::Sinks(other.clone())),
                 }
             }
-            Derived::plain(Split::dim(1, heads))
+            Derived::plain(Split::Dim(DimSplit {
+                axis: 1,
+                ..a.clone()
+            }))
         }
         _ => Err(RuleError::FlashAttnNotHeads {
             q: q.split.clone(),
@@ -981,6 +1040,68 @@ fn flash_attn(srcs: &[Option<Src>]) -> Result<Derived, RuleError> {
             v: v.split.clone(),
         }),
     }
+}
+
+/// q, k [S, H_k, tokens, seqs], v [S, H, tokens, seqs], gate [1 or S, H, ..], beta [1, H, ..],
+/// state [S, S, H, seqs] → [S·H, tokens·seqs + S·seqs]: the output rows, then the new states
+/// (see [`crate::packed`]). Each v head is computed on its own from its q/k head (head
+/// h mod H_k), its gate, beta and state, so a head split works when every device holds, for
+/// each of its v heads, that head's q/k head at the local position the kernel will read.
+fn gated_delta_net(srcs: &[Option<Src>]) -> Result<Derived, RuleError> {
+    let get = |i: usize| {
+        srcs.get(i)
+            .and_then(|s| s.as_ref())
+            .ok_or(RuleError::MissingSource(i))
+    };
+    let (q, k, v, g, b, st) = (get(0)?, get(1)?, get(2)?, get(3)?, get(4)?, get(5)?);
+    let all = [q, k, v, g, b, st];
+    if all.iter().all(|x| x.split == Split::Mirrored) {
+        return Derived::plain(Split::Mirrored);
+    }
+    let by_heads = |what: &'static str, x: &Src, axis: usize| match &x.split {
+        Split::Dim(d) if d.axis == axis => Ok(d.clone()),
+        other => Err(RuleError::DeltaNetHeads {
+            what,
+            split: other.clone(),
+            v: v.split.clone(),
+        }),
+    };
+    let vd = by_heads("v", v, 1)?;
+    let qd = by_heads("q", q, 1)?;
+    for (what, x, axis) in [("gate", g, 1), ("beta", b, 1), ("state", st, 2)] {
+        if !by_heads(what, x, axis)?.places_like(&vd) {
+            return Err(RuleError::DeltaNetHeads {
+                what,
+                split: x.split.clone(),
+                v: v.split.clone(),
+            });
+        }
+    }
+    if !k.split.same_as(&q.split) {
+        return Err(RuleError::DeltaNetHeads {
+            what: "k",
+            split: k.split.clone(),
+            v: q.split.clone(),
+        });
+    }
+    let (h_k, h) = (q.ne[1], v.ne[1]);
+    let groups_ok = h_k > 0
+        && h % h_k == 0
+        && (0..h).all(|head| {
+            let (Some((dv, lv)), Some((dk, lk))) = (vd.locate(head), qd.locate(head % h_k)) else {
+                return false;
+            };
+            let local_k = qd.extent(dk);
+            dv == dk && local_k > 0 && lk == lv % local_k
+        });
+    if !groups_ok {
+        return Err(RuleError::DeltaNetGroups {
+            qk: q.split.clone(),
+            v: v.split.clone(),
+        });
+    }
+    // a result row holds S values per head
+    Derived::plain(Split::Dim(vd.widened(0, v.ne[0])))
 }
 
 #[cfg(test)]
@@ -1150,6 +1271,93 @@ pub(crate) mod tests {
         assert_eq!(s, Split::dim(1, vec![0, 2, 2]));
     }
 
+    /// Qwen3.5's fused projection over 2 devices: segments q {2,2}, k {2,2}, v0 {2,2}, v1 {2,2}.
+    fn fused() -> Split {
+        Split::Dim(DimSplit {
+            axis: 0,
+            n: 2,
+            ne: vec![2, 2, 2, 2, 2, 2, 2, 2],
+        })
+    }
+
+    #[test]
+    fn a_view_of_all_segments_keeps_them() {
+        // the conv state [16 channels, 3 sequences] as a whole: each device's four pieces
+        // follow each other in its slice, so its part of the view is one run there
+        let base = f32_layout([16, 3, 1, 1]);
+        let (s, l) = map_view(&base, &fused(), &base, 0, 2).unwrap();
+        assert!(s.same_as(&fused()));
+        assert_eq!(s.as_dim().unwrap().n_segments(), 4);
+        assert_eq!((l[1].ne, l[1].nb[1], l[1].offs), ([8, 3, 1, 1], 32, 0));
+        // reshaped to [2 per channel, 8 channels, 3]: channels in the same segments, halved
+        let s = map_reshape([16, 3, 1, 1], &fused(), [2, 8, 3, 1], 2).unwrap();
+        assert!(s.same_as(&Split::Dim(DimSplit {
+            axis: 1,
+            n: 2,
+            ne: vec![1; 8]
+        })));
+        // v alone (two segments): device 0 holds v0's first half and v1's first half
+        let v = Layout {
+            ne: [8, 3, 1, 1],
+            nb: [4, 64, 192, 192],
+            blck: 1,
+        };
+        let (s, l) = map_view(&base, &fused(), &v, 32, 2).unwrap();
+        assert_eq!(s.as_dim().unwrap().ne, vec![2, 2, 2, 2]);
+        assert_eq!((l[0].offs, l[1].offs), (16, 16));
+    }
+
+    #[test]
+    fn two_pieces_apart_on_one_device_are_refused() {
+        // q and v0 without k: device 0's pieces have its k piece between them
+        let base = f32_layout([16, 1, 1, 1]);
+        let gap = Layout {
+            ne: [2, 2, 1, 1],
+            nb: [4, 32, 64, 64],
+            blck: 1,
+        };
+        assert_eq!(
+            map_view(&base, &fused(), &gap, 0, 2),
+            Err(RuleError::ViewTwoPieces)
+        );
+    }
+
+    #[test]
+    fn a_transposed_view_walks_the_split_rows() {
+        // [8 channels, 5 tokens] split {3, 5}, transposed to [5 tokens, 8 channels]
+        let base = f32_layout([8, 5, 1, 1]);
+        let t = Layout {
+            ne: [5, 8, 1, 1],
+            nb: [32, 4, 160, 160],
+            blck: 1,
+        };
+        let (s, l) = map_view(&base, &Split::dim(0, vec![3, 5]), &t, 0, 2).unwrap();
+        assert_eq!(s, Split::dim(1, vec![3, 5]));
+        assert_eq!((l[0].ne, l[0].nb[0], l[0].nb[1]), ([5, 3, 1, 1], 12, 4));
+    }
+
+    #[test]
+    fn rows_that_start_inside_a_step_may_end_at_a_boundary() {
+        // conv input [6 = 2 states + 4 tokens, 4 channels] split {2, 2} by channels; the last
+        // 2 values of each channel: the view's rows end where device 1's channels begin
+        let base = f32_layout([6, 4, 1, 1]);
+        let last = Layout {
+            ne: [2, 4, 1, 1],
+            nb: [4, 24, 96, 96],
+            blck: 1,
+        };
+        let (s, l) = map_view(&base, &Split::dim(1, vec![2, 2]), &last, 16, 2).unwrap();
+        assert_eq!(s, Split::dim(1, vec![2, 2]));
+        assert_eq!((l[0].offs, l[1].offs), (16, 16));
+        // rows of 3 values starting at value 4 cross into the next channel's first value
+        let across = Layout {
+            ne: [3, 3, 1, 1],
+            nb: [4, 24, 96, 96],
+            blck: 1,
+        };
+        assert!(map_view(&base, &Split::dim(1, vec![2, 2]), &across, 16, 2).is_err());
+    }
+
     fn src(split: Split, ne: [i64; 4]) -> Option<Src> {
         Some(Src { split, ne })
     }
@@ -1197,6 +1405,112 @@ pub(crate) mod tests {
         assert!(derive(Op::Add, &p, [16, 4, 5, 1], &[full.clone(), a], 2).is_err());
         assert_eq!(
             derive(Op::Add, &p, [16, 4, 5, 1], &[full.clone(), full], 2)
+                .unwrap()
+                .split,
+            Split::Mirrored
+        );
+    }
+
+    #[test]
+    fn contractions_need_the_same_placement() {
+        // equal extents per device, but device 0 holds indices 0..2 and 4..6 of the weight's
+        // columns while the input's first device holds 0..4
+        let p = [0; 16];
+        let w = src(
+            Split::Dim(DimSplit {
+                axis: 0,
+                n: 2,
+                ne: vec![2, 2, 2, 2],
+            }),
+            [8, 4, 1, 1],
+        );
+        let x = src(Split::dim(0, vec![4, 4]), [8, 5, 1, 1]);
+        assert!(matches!(
+            derive(Op::MulMat, &p, [4, 5, 1, 1], &[w.clone(), x], 2),
+            Err(RuleError::ContractionDiffers { .. })
+        ));
+        let x = src(w.clone().unwrap().split, [8, 5, 1, 1]);
+        assert!(
+            derive(Op::MulMat, &p, [4, 5, 1, 1], &[w, x], 2)
+                .unwrap()
+                .reduce
+        );
+    }
+
+    #[test]
+    fn ssm_conv_by_channels() {
+        let p = [0; 16];
+        let channels = Split::Dim(DimSplit {
+            axis: 1,
+            n: 2,
+            ne: vec![1, 3, 2, 2],
+        });
+        let x = src(channels.clone(), [3 + 5, 8, 1, 1]);
+        let c = src(channels, [4, 8, 1, 1]);
+        let r = derive(Op::SsmConv, &p, [8, 5, 1, 1], &[x.clone(), c], 2).unwrap();
+        assert_eq!(r.split.as_dim().unwrap().ne, vec![1, 3, 2, 2]);
+        assert_eq!(r.split.as_dim().unwrap().axis, 0);
+        let other = src(Split::dim(1, vec![4, 4]), [4, 8, 1, 1]);
+        assert!(matches!(
+            derive(Op::SsmConv, &p, [8, 5, 1, 1], &[x, other], 2),
+            Err(RuleError::SsmConvChannels { .. })
+        ));
+    }
+
+    /// gated_delta_net's sources: S = 4, 2 q/k heads, 4 v heads, 3 tokens, 1 sequence;
+    /// q/k split `qk`, every per-v-head operand split by heads with extents `vh` (2 devices).
+    fn gdn_srcs(qk: Split, vh: &[i64]) -> Vec<Option<Src>> {
+        let heads = |axis: usize| {
+            Split::Dim(DimSplit {
+                axis,
+                n: 2,
+                ne: vh.to_vec(),
+            })
+        };
+        vec![
+            src(qk.clone(), [4, 2, 3, 1]),
+            src(qk, [4, 2, 3, 1]),
+            src(heads(1), [4, 4, 3, 1]),
+            src(heads(1), [1, 4, 3, 1]),
+            src(heads(1), [1, 4, 3, 1]),
+            src(heads(2), [4, 4, 4, 1]),
+        ]
+    }
+
+    #[test]
+    fn gated_delta_net_by_heads() {
+        let p = [0; 16];
+        let ne = [16, 3 + 4, 1, 1];
+        // Qwen3.5's pattern: v head h reads q/k head h mod 2; device 0 holds q/k head 0 and
+        // v heads 0 and 2 (two segments), device 1 the others
+        let ok = gdn_srcs(Split::dim(1, vec![1, 1]), &[1, 1, 1, 1]);
+        let r = derive(Op::GatedDeltaNet, &p, ne, &ok, 2).unwrap();
+        // a result row holds 4 values per head
+        assert_eq!(r.split.as_dim().unwrap().ne, vec![4, 4, 4, 4]);
+        // v heads 0, 1 on device 0 would read q/k heads 0 and 1, but it holds only head 0
+        let grouped = gdn_srcs(Split::dim(1, vec![1, 1]), &[2, 2]);
+        assert!(matches!(
+            derive(Op::GatedDeltaNet, &p, ne, &grouped, 2),
+            Err(RuleError::DeltaNetGroups { .. })
+        ));
+        // a state not split like v
+        let mut bad = ok.clone();
+        bad[5] = src(Split::Mirrored, [4, 4, 4, 1]);
+        assert!(matches!(
+            derive(Op::GatedDeltaNet, &p, ne, &bad, 2),
+            Err(RuleError::DeltaNetHeads { what: "state", .. })
+        ));
+        let mirrored: Vec<Option<Src>> = ok
+            .iter()
+            .map(|s| {
+                s.as_ref().map(|s| Src {
+                    split: Split::Mirrored,
+                    ne: s.ne,
+                })
+            })
+            .collect();
+        assert_eq!(
+            derive(Op::GatedDeltaNet, &p, ne, &mirrored, 2)
                 .unwrap()
                 .split,
             Split::Mirrored

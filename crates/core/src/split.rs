@@ -112,6 +112,41 @@ impl DimSplit {
         }
         out
     }
+
+    /// The same placement along `axis` when each index of this split's dimension becomes
+    /// `factor` consecutive indices there (heads becoming their rows, a result row of `S_v`
+    /// values per head): every extent times `factor`, segments kept.
+    pub fn widened(&self, axis: usize, factor: i64) -> DimSplit {
+        DimSplit {
+            axis,
+            n: self.n,
+            ne: self.ne.iter().map(|&e| e * factor).collect(),
+        }
+    }
+
+    /// The inverse of [`widened`](Self::widened): each `factor` consecutive indices become
+    /// one, for splits whose extents are all whole multiples of `factor`.
+    pub fn narrowed(&self, axis: usize, factor: i64) -> Option<DimSplit> {
+        (factor > 0 && self.ne.iter().all(|&e| e % factor == 0)).then(|| DimSplit {
+            axis,
+            n: self.n,
+            ne: self.ne.iter().map(|&e| e / factor).collect(),
+        })
+    }
+
+    /// Whether every index is on the same device at the same position as in `other`, whatever
+    /// the two splits' axes (a head split of q against the split of its sinks' rows).
+    pub fn places_like(&self, other: &DimSplit) -> bool {
+        self.intervals() == other.intervals()
+    }
+
+    /// The device holding host index `i` of the split dimension, and its position there.
+    pub fn locate(&self, i: i64) -> Option<(usize, i64)> {
+        self.intervals()
+            .into_iter()
+            .find(|iv| iv.host_start <= i && i < iv.host_start + iv.len)
+            .map(|iv| (iv.device, iv.dev_start + i - iv.host_start))
+    }
 }
 
 impl Split {
@@ -131,7 +166,7 @@ impl Split {
     /// values do not matter). Element-wise combination needs exactly this.
     pub fn same_as(&self, other: &Split) -> bool {
         match (self, other) {
-            (Split::Dim(a), Split::Dim(b)) => a.axis == b.axis && a.intervals() == b.intervals(),
+            (Split::Dim(a), Split::Dim(b)) => a.axis == b.axis && a.places_like(b),
             (a, b) => a == b,
         }
     }
