@@ -52,6 +52,11 @@
 #                GGML_BACKEND_RS_TP, --split-mode none --devices TP0) [$GPU_DIR/libggml-backend-rs-tp.so
 #                when it exists; "off": none]
 #   TP_NPREDICT  greedy tokens of each logits run [16]
+#   TP_ARCHS     on: first, the small model of each architecture (tp_arch_models) in tensor mode
+#                over each multi-device list of TP_DEVICES — ours, upstream, the plugin — against
+#                ours split none (about 1 min) [on]
+#   TP_ARCH_EMBD n_embd of those models, 4 heads [256: heads of 64; 64 with TP_CPU_TEST]
+#   TP_BENCH     off: only the architectures, no large model and no benchmark [on]
 #   TP_TIMEOUT   seconds after which one benchmark or logits process is stopped ("timed out") [300]
 #   TP_CPU_TEST  1: check the script on a CPU-only host: no CUDA, a small model (n_embd 256, 2
 #                layers), devices CPU and CPU,CPU, pp64/tg16, 3 reps, 1 warm-up (each overridable)
@@ -203,6 +208,9 @@ tp_settings() {
     tp_nccl=${TP_NCCL:-off}
     tp_timeout=${TP_TIMEOUT:-300}
     tp_plugin=${TP_PLUGIN:-$gpu_dir/libggml-backend-rs-tp.so}
+    # heads of 64 on the GPU: CUDA's flash attention has no kernel for the CPU tests' 16
+    tp_arch_embd=${TP_ARCH_EMBD:-256}; [[ ${TP_CPU_TEST:-0} == 1 ]] && tp_arch_embd=${TP_ARCH_EMBD:-64}
+    tp_bench=${TP_BENCH:-on}
     [[ $tp_plugin == off || ! -f $tp_plugin ]] && tp_plugin=""
 }
 
@@ -239,7 +247,7 @@ tp_bench() {
     [[ -n $envitem ]] && label+=" [${envitem//+/ }]"
     [[ $side == plugin ]] && label+=" [plugin in upstream's program]"
     local log="$tpdir/bench-$model-$(tp_tag "$split" "$devs" "$envitem")-$side.txt"
-    local envs=("${run_env[@]}"); [[ -n $envitem ]] && IFS=+ read -r -a envs <<<"$envitem"
+    local envs=("${run_env[@]}") more=(); [[ -n $envitem ]] && IFS=+ read -r -a more <<<"$envitem"; envs+=("${more[@]}")
     step "bench $model, $label, $side"
     # (braces with 2>/dev/null: no "Segmentation fault" note from bash; the table says it)
     { timeout -k 10 "$tp_timeout" env "${envs[@]}" "$bin" --model "$out/models/$model.gguf" --split-mode "$run_split" --devices "$run_devs" \
@@ -272,7 +280,7 @@ tp_logits() {
     local bin_suffix run_split run_devs run_env run_extra
     tp_side_args "$side" "$split" "$devs"
     local bin="$build/ctests/llama_driver$bin_suffix" tag; tag=$(tp_tag "$split" "$devs" "$envitem")
-    local envs=("${run_env[@]}"); [[ -n $envitem ]] && IFS=+ read -r -a envs <<<"$envitem"
+    local envs=("${run_env[@]}") more=(); [[ -n $envitem ]] && IFS=+ read -r -a more <<<"$envitem"; envs+=("${more[@]}")
     { timeout -k 10 "$tp_timeout" env "${envs[@]}" "$bin" --model "$out/models/$model.gguf" --split-mode "$run_split" --devices "$run_devs" \
         "${run_extra[@]}" --n-predict "$tp_npredict" --threads "$tp_threads" --flash-attn on \
         --logits-out "$tpdir/logits/$model-$tag-$side.bin" >"$tpdir/logits-$model-$tag-$side.txt" 2>&1; } 2>/dev/null
@@ -347,7 +355,56 @@ tp_config() {
     fi
 }
 
-# The two tables, as markdown, from results.tsv and logits.tsv.
+# The small models of ctests/meta_e2e.cmake, one per architecture libllama splits in tensor mode:
+# name|write_model flags (all 2 layers, 4 heads, 300 tokens, f32; n_embd TP_ARCH_EMBD).
+tp_arch_models=("tiny-mqa-f32|--n-head-kv 1 --n-ff 128 --seed 7"
+    "qwen3-f32|--arch qwen3 --n-head-kv 2 --n-ff 128 --seed 7"
+    "qwen3moe-f32|--arch qwen3moe --n-head-kv 2 --n-ff 64 --n-expert 6 --n-expert-used 3 --seed 5"
+    "gpt-oss-f32|--arch gpt-oss --n-head-kv 2 --n-ff 64 --n-expert 4 --n-expert-used 2 --seed 5"
+    "gemma-mqa-f32|--arch gemma --n-head-kv 1 --n-ff 128 --seed 3"
+    "qwen35-f32|--arch qwen35 --n-head-kv 2 --n-ff 128 --seed 7")
+
+# tp_archs: each architecture on the GPU(s): ours split none on TP_NONE_DEVICE, then ours,
+# upstream and the plugin in tensor mode over each multi-device list of TP_DEVICES. The tensor
+# runs must give the split-none tokens; logits within rel L2 1e-4 (f32 models, as in the CPU
+# tests); ours vs upstream in tensor mode is reported. Appends to archs.tsv.
+tp_archs() {
+    local entry name flags d
+    for entry in "${tp_arch_models[@]}"; do
+        name=${entry%%|*}; read -r -a flags <<<"${entry#*|}"
+        "$build/ctests/write_model" --n-embd "$tp_arch_embd" --n-layer 2 --n-head 4 --n-vocab 300 --type f32 "${flags[@]}" \
+            --out "$out/models/arch-$name.gguf" >/dev/null || { echo "  $name: write_model failed"; continue; }
+        step "architecture $name"
+        local st_none; st_none=$(tp_logits "arch-$name" none "$tp_none" ours)
+        local none="$tpdir/logits/arch-$name-$(tp_tag none "$tp_none")-ours.bin"
+        for d in $tp_devices; do
+            [[ $d == *,* ]] || continue
+            local side st cmp row="$name\ttensor $d"
+            for side in ours upstream plugin; do
+                [[ $side == plugin && -z $tp_plugin ]] && { row+="\t–"; continue; }
+                # the plugin learns the head size from Q/K norms or sinks, which not every
+                # model has; the variable gives it (see README)
+                local e=""; [[ $side == plugin ]] && e="GGML_BACKEND_RS_TP_HEAD_DIM=$((tp_arch_embd / 4))"
+                st=$(tp_logits "arch-$name" tensor "$d" "$side" "$e")
+                local f="$tpdir/logits/arch-$name-$(tp_tag tensor "$d" "$e")-$side.bin"
+                if [[ $st != ok ]]; then cmp="$side $st"
+                elif [[ $st_none != ok ]]; then cmp="split none $st_none"
+                else cmp=$(tp_compare "$f" "$none" 1e-4)
+                    # same tokens: the driver's greedy tokens, compared as text
+                    local t_a t_b
+                    t_a=$(grep -m1 '^tokens:' "$tpdir/logits-arch-$name-$(tp_tag tensor "$d" "$e")-$side.txt")
+                    t_b=$(grep -m1 '^tokens:' "$tpdir/logits-arch-$name-$(tp_tag none "$tp_none")-ours.txt")
+                    [[ $t_a == "$t_b" ]] && cmp="same tokens, $cmp" || cmp="OTHER TOKENS, $cmp"
+                fi
+                echo "  tensor $d, $side vs ours split none: $cmp"
+                row+="\t$cmp"
+            done
+            printf '%b\n' "$row" >>"$tpdir/archs.tsv"
+        done
+    done
+}
+
+# The tables, as markdown, from results.tsv, logits.tsv and archs.tsv.
 tp_table() {
     {
         echo "## Throughput: llama_bench, tokens/s (median of $tp_reps timed repetitions after $tp_warmup warm-up run(s); min–max)"
@@ -395,6 +452,14 @@ tp_table() {
         echo "| model | split, devices | ours vs upstream | expected | ours vs ours split none |"
         echo "|---|---|---|---|---|"
         [[ -f $tpdir/logits.tsv ]] && awk -F'\t' '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }' "$tpdir/logits.tsv"
+        if [[ -s $tpdir/archs.tsv ]]; then
+            echo
+            echo "## Architectures: the small f32 models of ctests/meta_e2e.cmake, $tp_npredict greedy tokens, each run vs ours split none on $tp_none (rel L2 <= 1e-4)"
+            echo
+            echo "| model | split, devices | ours | upstream | plugin in upstream's program (GGML_BACKEND_RS_TP_HEAD_DIM=$((tp_arch_embd / 4))) |"
+            echo "|---|---|---|---|---|"
+            awk -F'\t' '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }' "$tpdir/archs.tsv"
+        fi
     } >"$tpdir/table.md"
 }
 
@@ -421,6 +486,12 @@ tp() {
         local arg=""; [[ $tp_nccl == on ]] && arg=nccl
         build $arg || { echo "build failed: see $out/build.log"; return 1; }
     fi
+    if [[ $tp_bench != on ]]; then
+        tp_archs; tp_table
+        echo "finished: $(date -u '+%Y-%m-%d %H:%M:%S UTC') (${SECONDS}s)" >>"$tpdir/settings.txt"
+        cat "$tpdir/table.md"
+        return 0
+    fi
     local bin="$build/ctests" f16="$out/models/f16.gguf" want have
     # The models are kept across runs on the same machine when their flags are unchanged.
     want="write_model ${tp_shape[*]} --type f16 --seed 42 --stream"
@@ -443,6 +514,7 @@ tp() {
     ls -l "$out"/models/*.gguf | tee "$tpdir/models.txt"
 
     local d
+    if [[ ${TP_ARCHS:-on} == on ]]; then tp_archs; tp_table; fi
     for m in $tp_models; do
         tp_config "$m" none "$tp_none"; tp_table
         for d in $tp_devices; do tp_config "$m" tensor "$d"; tp_table; done

@@ -34,6 +34,8 @@
 #                                         recurrent state, all split by heads in segments) and
 #                                         gated full attention; cpu2, cpu3, tgpu2, cpu2_split31,
 #                                         cpu2_ubatch, tgpu3_direct, tgpu4 (and upstream over tgpu2)
+#   meta/e2e/qwen35-f32/tgpu2_cpu_ops_fails_at_context  a split the meta backend cannot do is
+#                                         reported when the context is created: exit 1, no signal
 #   meta/e2e/fa_off_fails                 tensor mode with --flash-attn off: libllama refuses the
 #                                         context; both builds exit 1 with its message, no signal
 #
@@ -265,6 +267,20 @@ add_test(NAME meta/e2e/fa_off_fails COMMAND "${CMAKE_COMMAND}"
     -D "EXPECT=SPLIT_MODE_TENSOR requires flash_attn to be enabled"
     -P "${CMAKE_CURRENT_LIST_FILE}")
 set_tests_properties(meta/e2e/fa_off_fails PROPERTIES FIXTURES_REQUIRED model_tiny-gqa-f32)
+
+# A combination the meta backend cannot split fails when the context is created (the scheduler's
+# reserve checks every node the meta backend is given), naming the node and the reason, with exit
+# status 1 and no signal. Here: Qwen3.5 on the test devices with their default op set, which run
+# GET_ROWS on the CPU, so the conv state comes back whole (mirrored) and its CONCAT with the
+# projection split by heads has no per-device rule. (Upstream's meta backend aborts in the first
+# decode.)
+add_test(NAME meta/e2e/qwen35-f32/tgpu2_cpu_ops_fails_at_context COMMAND "${CMAKE_COMMAND}"
+    -D "EXES=$<TARGET_FILE:llama_driver>"
+    -D "ARGS=--model;${model_dir}/qwen35-f32.gguf;--split-mode;tensor;--test-device;--devices;TESTGPU0,TESTGPU1;--flash-attn;on;--n-predict;2"
+    -D "EXPECT=ggml_backend_sched_reserve: meta backend: cannot split tensor 'conv_input-0' .CONCAT. across devices: no rule computes this op device by device for sources .src0 MIRRORED, src1 AXIS_1.64,64. in 4 segments.*llama_driver: failed to create context"
+    -P "${CMAKE_CURRENT_LIST_FILE}")
+set_tests_properties(meta/e2e/qwen35-f32/tgpu2_cpu_ops_fails_at_context PROPERTIES
+    FIXTURES_REQUIRED model_qwen35-f32)
 
 # Beyond one context and a few tokens (ctests/llama_threads.cpp):
 #   meta/threads/two_contexts/{cpu2,tgpu2}  two contexts on one meta device decode at the same time

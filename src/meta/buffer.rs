@@ -431,16 +431,7 @@ fn compute(t: Tensor, mb: &MetaBuffer) -> Result<(Derived, Option<Vec<DeviceLayo
             return Ok((plain(mem), Some(layouts)));
         }
         let d = op_rule(t, n)?;
-        if !d.split.same_as(&mem) || d.reduce {
-            return Err(named(
-                t,
-                format!(
-                    "the op yields {} but writes into a view split as {}",
-                    d.split.describe(),
-                    mem.describe()
-                ),
-            ));
-        }
+        writes_as_placed(t, &d, &mem)?;
         return Ok((d, Some(layouts)));
     }
     if t.nelements() == 0 {
@@ -458,6 +449,22 @@ fn compute(t: Tensor, mb: &MetaBuffer) -> Result<(Derived, Option<Vec<DeviceLayo
     Ok((d, None))
 }
 
+/// An op whose result is a view (a copy into a cache, an in-place op) must yield its values
+/// where the view's memory already places them, as one value (not partial sums).
+fn writes_as_placed(t: Tensor, d: &Derived, mem: &Split) -> Result<(), String> {
+    if d.split.same_as(mem) && !d.reduce {
+        return Ok(());
+    }
+    Err(named(
+        t,
+        format!(
+            "the op yields {} but writes into a view split as {}",
+            d.split.describe(),
+            mem.describe()
+        ),
+    ))
+}
+
 fn plain(split: Split) -> Derived {
     Derived {
         split,
@@ -466,6 +473,15 @@ fn plain(split: Split) -> Derived {
 }
 
 fn op_rule(t: Tensor, n: usize) -> Result<Derived, String> {
+    op_rule_with(t, n, &mut |s| derived(s).map(|d| d.split))
+}
+
+/// `t`'s op rule over sources whose splits `split_of` gives.
+fn op_rule_with(
+    t: Tensor,
+    n: usize,
+    split_of: &mut dyn FnMut(Tensor) -> Result<Split, String>,
+) -> Result<Derived, String> {
     let mut srcs: Vec<Option<Src>> = vec![None; GGML_MAX_SRC];
     for (i, s) in t.srcs_indexed() {
         if s == t {
@@ -474,7 +490,7 @@ fn op_rule(t: Tensor, n: usize) -> Result<Derived, String> {
         let split = if s.nelements() == 0 {
             Split::Mirrored
         } else {
-            derived(s)?.split
+            split_of(s)?
         };
         srcs[i] = Some(Src {
             split,
@@ -485,6 +501,59 @@ fn op_rule(t: Tensor, n: usize) -> Result<Derived, String> {
         return Err(named(t, UnknownOp(t.op())));
     };
     rules::derive(op, &t.op_params(), t.ne_all(), &srcs, n).map_err(|e| named(t, e))
+}
+
+/// Checks that every node of `nodes` (a graph in execution order, as the scheduler gives one meta
+/// backend) can be split over `n` devices, before any of its compute tensors has memory: the
+/// scheduler calls this when it reserves a graph, i.e. when libllama creates a context, so that
+/// a model the meta device cannot run fails there and not in the first decode. The rules are
+/// the ones `derived` applies once the tensors are allocated; tensors that already live in a
+/// meta buffer (weights, caches and their views) read their splits from it, the others (not
+/// yet allocated: compute tensors, graph inputs, the scheduler's copies from other backends)
+/// are derived here, in a table that lives for this call only.
+pub fn check_unallocated(nodes: impl Iterator<Item = Tensor>, n: usize) -> Result<(), String> {
+    let mut splits: HashMap<usize, Split> = HashMap::new();
+    for t in nodes {
+        let s = unallocated_split(t, n, &mut splits)?;
+        splits.insert(t.as_ptr() as usize, s);
+    }
+    Ok(())
+}
+
+fn unallocated_split(
+    t: Tensor,
+    n: usize,
+    splits: &mut HashMap<usize, Split>,
+) -> Result<Split, String> {
+    if let Some(s) = splits.get(&(t.as_ptr() as usize)) {
+        return Ok(s.clone());
+    }
+    if t.nelements() == 0 {
+        return Ok(Split::Mirrored);
+    }
+    // (views, and ops that write into a view of a cache, are derived below from their view
+    // source, which may itself be allocated)
+    if t.view_src().is_none() && t.own_buffer().is_some() {
+        return match holding(t) {
+            Some(_) => derived(t).map(|d| d.split),
+            // memory of another backend: the scheduler copies it to the meta backend whole
+            None => Ok(Split::Mirrored),
+        };
+    }
+    let split = match t.view_src() {
+        Some(base) => {
+            let bs = unallocated_split(base, n, splits)?;
+            let (mem, _) = map_view(base, &bs, t, n).map_err(|e| named(t, e))?;
+            if !(t.is_view_op() || t.op_kind() == Some(Op::None)) {
+                let d = op_rule_with(t, n, &mut |s| unallocated_split(s, n, splits))?;
+                writes_as_placed(t, &d, &mem)?;
+            }
+            mem
+        }
+        None => op_rule_with(t, n, &mut |s| unallocated_split(s, n, splits))?.split,
+    };
+    splits.insert(t.as_ptr() as usize, split.clone());
+    Ok(split)
 }
 
 // --- per-device tensors -------------------------------------------------------------------

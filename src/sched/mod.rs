@@ -19,7 +19,7 @@ use std::ffi::{c_int, c_void};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::abi::*;
-use crate::log::{abort, ggml_assert};
+use crate::log::{abort, ggml_assert, log_error};
 
 /// Most backends one scheduler drives (`GGML_SCHED_MAX_BACKENDS`).
 pub(crate) const MAX_BACKENDS: usize = 16;
@@ -301,6 +301,10 @@ impl Sched {
         self.check_capacity(graph, "ggml_backend_sched_reserve");
         self.synchronize();
         self.split_graph(graph);
+        if let Err(e) = self.check_meta_splits() {
+            log_error!("ggml_backend_sched_reserve: {e}");
+            return false;
+        }
         let mut g = self.alloc_graph_struct();
         // SAFETY: as in reserve_size.
         let ok = unsafe {
@@ -316,6 +320,23 @@ impl Sched {
         }
         self.reset();
         true
+    }
+
+    /// Whether the meta backends can split every node the graph gives them (see
+    /// `meta::buffer::check_unallocated`): a reserve is where libllama learns whether a
+    /// context can run, and the place to say that one cannot.
+    fn check_meta_splits(&mut self) -> Result<(), String> {
+        for split in &mut self.splits {
+            let Some(meta) = crate::meta::backend::of(self.backends[split.backend]) else {
+                continue;
+            };
+            // SAFETY: the split's graph view lives in `self.splits` during this call.
+            let Some(graph) = (unsafe { Graph::from_ptr(&mut split.graph) }) else {
+                continue;
+            };
+            crate::meta::buffer::check_unallocated(graph.nodes(), meta.simple.len())?;
+        }
+        Ok(())
     }
 
     pub fn alloc_graph(&mut self, graph: Graph) -> bool {
