@@ -16,6 +16,10 @@
 #                                         GET_ROWS accepted by them (see below)
 #   meta/e2e/<model>/tgpu2_cpu_ops_vs_cpu the same with the test devices' default op set: GET_ROWS
 #                                         and SOFT_MAX run on the CPU, between meta splits
+#   meta/e2e/<model>/tgpu2_no_fa_vs_cpu   test devices without FLASH_ATTN_EXT (as CUDA for heads
+#                                         of 16): attention runs on the CPU, its inputs are
+#                                         gathered from split views and its whole result comes
+#                                         back to split consumers, which take their slices of it
 #   meta/e2e/<model>/tgpu{3,4}_vs_cpu     meta over 3 and 4 test devices (gather-and-add and
 #                                         butterfly AllReduce over asynchronous devices)
 #   meta/e2e/<model>/tgpu{2,3,4}_direct_vs_cpu  the same with the direct AllReduce
@@ -142,7 +146,8 @@ set(meta_models "tiny-gqa-f32|1e-4" "tiny-gqa-f16|1e-3" "tiny-moe-f32|1e-4" "tin
 set(meta_mqa_configs
     "cpu2|--devices CPU,CPU|"
     "cpu3|--devices CPU,CPU,CPU|"
-    "tgpu2|--test-device --devices TESTGPU0,TESTGPU1|")
+    "tgpu2|--test-device --devices TESTGPU0,TESTGPU1|"
+    "tgpu2_no_fa|--test-device --devices TESTGPU0,TESTGPU1|")
 # Qwen3.5's recurrent layers split by heads in segments (libllama's callback): uneven slices,
 # several graphs per prompt (the chunked delta net carries its state between them), and 3 and 4
 # devices, over the copies and the direct AllReduce.
@@ -162,6 +167,7 @@ set(meta_configs
     "cpu2_ubatch|--devices CPU,CPU|--n-ubatch 16 --all-logits"
     "tgpu2|--test-device --devices TESTGPU0,TESTGPU1|"
     "tgpu2_cpu_ops|--test-device --devices TESTGPU0,TESTGPU1|"
+    "tgpu2_no_fa|--test-device --devices TESTGPU0,TESTGPU1|"
     "tgpu3|--test-device --devices TESTGPU0,TESTGPU1,TESTGPU2|"
     "tgpu4|--test-device --devices TESTGPU0,TESTGPU1,TESTGPU2,TESTGPU3|"
     "tgpu2_direct|--test-device --devices TESTGPU0,TESTGPU1|"
@@ -210,6 +216,10 @@ foreach(model_entry IN LISTS meta_models)
         endif()
         if(cfg MATCHES "^tgpu[34]" OR cfg MATCHES "_direct$")
             set_tests_properties(${test} PROPERTIES ENVIRONMENT "${meta_testgpu4};${cfg_env}")
+        endif()
+        if(cfg STREQUAL "tgpu2_no_fa")
+            set_tests_properties(${test} PROPERTIES
+                ENVIRONMENT "${meta_testgpu_get_rows};GGML_BACKEND_RS_TESTGPU_NO_FLASH_ATTN=1")
         endif()
         if(cfg MATCHES "^tgpu([234])(_direct)?$")
             set(n_dev ${CMAKE_MATCH_1})

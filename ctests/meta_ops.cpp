@@ -264,6 +264,19 @@ ggml_tensor * c_mlp_reduce_rows(Env & e) {
 }
 // 3. Element-wise ops on equal splits and broadcasts: AXIS_0 + AXIS_0 bias [n,1] (like a Q bias),
 //    × MIRRORED per-token scale [1,T] (ne[0]==1 broadcast), scale, − another AXIS_0. Bit-exact.
+// A whole (MIRRORED) operand meets split ones: each device reads its slice of it. W split
+// along its reduction dim with an unsplit x (each device multiplies its rows of x: partial sums),
+// and a row-split product plus a full-size unsplit y (each device adds its rows of y).
+ggml_tensor * c_mul_mat_whole_input(Env & e) {
+    ggml_tensor * w = e.weight("w", E, F);
+    e.split("w", 0, uneven(e.n, E, 1));
+    return mm(e, w, e.act("x", E, T));
+}
+ggml_tensor * c_add_whole_operand(Env & e) {
+    ggml_tensor * w = e.weight("w", E, F);
+    e.split("w", 1, uneven(e.n, F, 1));
+    return ggml_add(e.ctx, mm(e, w, e.act("x", E, T)), e.act("y", F, T));
+}
 ggml_tensor * c_bin_bcast(Env & e) {
     const Extents ff = uneven(e.n, F, 1);
     ggml_tensor * w1 = e.weight("w1", E, F), * w2 = e.weight("w2", E, F), * b = e.weight("b1", F);
@@ -461,17 +474,19 @@ ggml_tensor * a_rms_norm_axis0(Env & e) {
     e.split("w", 1, even(e.n, F, 1));
     return ggml_rms_norm(e.ctx, mm(e, w, e.act("x", E, T)), 1e-5f);
 }
-// W split along its reduction dim (AXIS_0) with an unsplit x: no rule.
-ggml_tensor * a_mul_mat_w0_xm(Env & e) {
+// W split along its reduction dim (AXIS_0) in two segments, with an unsplit x: each device's
+// columns are two runs, so its rows of x would not be one view.
+ggml_tensor * a_mul_mat_w0_segments_xm(Env & e) {
     ggml_tensor * w = e.weight("w", E, F);
-    e.split("w", 0, even(e.n, E, 1));
+    e.split("w", 0, std::vector<Extents>{ even(e.n, E / 2, 1), even(e.n, E / 2, 1) });
     return mm(e, w, e.act("x", E, T));
 }
-// AXIS_0 + a full-size MIRRORED operand (not a broadcast): states do not match.
-ggml_tensor * a_add_split_mirrored(Env & e) {
+// AXIS_0 + a MIRRORED operand that repeats along the split dimension (half the rows): neither
+// broadcast nor a slice per device.
+ggml_tensor * a_add_split_repeated(Env & e) {
     ggml_tensor * w = e.weight("w", E, F);
     e.split("w", 1, even(e.n, F, 1));
-    return ggml_add(e.ctx, mm(e, w, e.act("x", E, T)), e.act("y", F, T));
+    return ggml_add(e.ctx, mm(e, w, e.act("x", E, T)), e.act("y", F / 2, T));
 }
 // soft_max of a heads-split tensor with a MIRRORED mask: states do not match.
 ggml_tensor * a_soft_max_mask(Env & e) {
@@ -492,6 +507,8 @@ const Case CASES[] = {
     { "mlp_partial", c_mlp_partial, TOL_PARTIAL },
     { "mlp_reduce_rows", c_mlp_reduce_rows, TOL_PARTIAL },
     { "bin_bcast", c_bin_bcast, BITEXACT },
+    { "mul_mat_whole_input", c_mul_mat_whole_input, TOL_PARTIAL },
+    { "add_whole_operand", c_add_whole_operand, BITEXACT },
     { "rms_norm", c_rms_norm, BITEXACT },
     { "rms_norm_tokens", c_rms_norm_tokens, TOL_KERNEL },
     { "rope", c_rope, BITEXACT },
@@ -507,8 +524,8 @@ const Case CASES[] = {
     { "moe_cont_ids", c_moe_cont_ids, TOL_PARTIAL },
     { "moe_bias_cont_ids", c_moe_bias_cont_ids, TOL_PARTIAL },
     { "abort_rms_norm_axis0", a_rms_norm_axis0, 0 },
-    { "abort_mul_mat_w0_xm", a_mul_mat_w0_xm, 0 },
-    { "abort_add_split_mirrored", a_add_split_mirrored, 0 },
+    { "abort_mul_mat_w0_segments_xm", a_mul_mat_w0_segments_xm, 0 },
+    { "abort_add_split_repeated", a_add_split_repeated, 0 },
     { "abort_soft_max_mask", a_soft_max_mask, 0 },
 };
 bool is_abort_case(const Case & c) { return strncmp(c.name, "abort_", 6) == 0; }

@@ -7,6 +7,9 @@
 #   valgrind/meta_ops/n3          every op-level meta case over 3 CPU devices (meta_ops.cpp)
 #   valgrind/llama/{cpu2,tgpu2}   a tensor-mode decode of tiny-gqa-f32 over CPU x2 and over the
 #                                 test devices TESTGPU0,TESTGPU1 (llama_driver)
+#   valgrind/llama/tgpu2_no_fa    the same over test devices without flash attention (views
+#                                 gathered, whole results sliced per device)
+#   valgrind/llama/qwen35_cpu2    Qwen3.5 over CPU x2 (gated delta net split by heads)
 #   valgrind/plugin/cpu2          the same decode by upstream's program through the plugin
 #
 # Passes with no memcheck error (invalid reads and writes, uses of uninitialised values, bad
@@ -53,7 +56,15 @@ set(vg_decode --model "${vg_model}" --flash-attn on --threads 2 --n-predict 4 --
 ggml_backend_rs_valgrind(llama/cpu2 "$<TARGET_FILE:llama_driver>" ${vg_decode} --devices CPU,CPU)
 ggml_backend_rs_valgrind(llama/tgpu2 "$<TARGET_FILE:llama_driver>" ${vg_decode} --test-device
     --devices TESTGPU0,TESTGPU1)
-set(vg_tests valgrind/llama/cpu2 valgrind/llama/tgpu2)
+ggml_backend_rs_valgrind(llama/tgpu2_no_fa "$<TARGET_FILE:llama_driver>" ${vg_decode} --test-device
+    --devices TESTGPU0,TESTGPU1)
+set_tests_properties(valgrind/llama/tgpu2_no_fa PROPERTIES ENVIRONMENT
+    "GGML_BACKEND_RS_TESTGPU_GET_ROWS=1;GGML_BACKEND_RS_TESTGPU_NO_FLASH_ATTN=1")
+ggml_backend_rs_valgrind(llama/qwen35_cpu2 "$<TARGET_FILE:llama_driver>" --model
+    "${model_dir}/qwen35-f32.gguf" --flash-attn on --threads 2 --n-predict 4 --split-mode tensor
+    --devices CPU,CPU)
+set_tests_properties(valgrind/llama/qwen35_cpu2 PROPERTIES FIXTURES_REQUIRED model_qwen35-f32)
+set(vg_tests valgrind/llama/cpu2 valgrind/llama/tgpu2 valgrind/llama/tgpu2_no_fa)
 if(TARGET ggml-backend-rs-tp AND TARGET llama_driver_ref)
     ggml_backend_rs_valgrind(plugin/cpu2 "$<TARGET_FILE:llama_driver_ref>" --model "${vg_model}"
         --threads 2 --n-predict 4 --load-all-backends --devices TP0)

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::device::MetaDevice;
 use super::rules::{self, Derived, DeviceLayout, Layout, Src};
-use super::split::Split;
+use super::split::{DimSplit, Split};
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log_error};
 use ggml_backend_rs_core::op::{Op, UnknownOp};
@@ -79,6 +79,9 @@ struct Entry {
     /// Per-device tensors; empty until the tensor is initialised in this buffer. C code holds
     /// their addresses, which [`Headers`] keeps in place.
     simple: Headers,
+    /// Per-device slices of whole sources the op reads split (`Derived::sliced`): source slot,
+    /// one view header per device.
+    slices: Vec<(usize, Headers)>,
     /// `reset` count when last initialised (entries untouched for a whole reset cycle go).
     epoch: u64,
 }
@@ -394,6 +397,7 @@ fn derive_fresh(
             if structure_changed
                 || !e.derived.split.same_as(&d.split)
                 || e.derived.reduce != d.reduce
+                || e.derived.sliced != d.sliced
             {
                 bump();
             }
@@ -407,6 +411,7 @@ fn derive_fresh(
                     snapshot: snap,
                     derived: d.clone(),
                     simple: Headers::new(),
+                    slices: Vec::new(),
                     epoch,
                 },
             );
@@ -469,7 +474,41 @@ fn plain(split: Split) -> Derived {
     Derived {
         split,
         reduce: false,
+        sliced: Vec::new(),
     }
+}
+
+/// Device `j`'s slice of `full` (its whole copy of a mirrored tensor) as `want` places it: a
+/// view of its one run of indices along `want.axis`, a leaf of the device's graph.
+fn slice_header(full: Tensor, want: &DimSplit, j: usize) -> Result<ggml_tensor, String> {
+    let (start, len) = want
+        .intervals()
+        .into_iter()
+        .find(|iv| iv.device == j)
+        .map_or((0, 0), |iv| (iv.host_start, iv.len));
+    let blck = if want.axis == 0 { full.blck_size() } else { 1 };
+    if start % blck != 0 || len % blck != 0 {
+        return Err(format!(
+            "its slice {start}..{} of '{}' is not whole blocks of {blck}",
+            start + len,
+            full.name_string()
+        ));
+    }
+    let mut h = full.header();
+    let offs = (start / blck) as usize * h.nb[want.axis];
+    h.ne[want.axis] = len;
+    h.op = Op::None as i32;
+    h.op_params = [0; 16];
+    h.src = [std::ptr::null_mut(); GGML_MAX_SRC];
+    h.flags = 0;
+    h.view_src = full.view_src().map_or(full.as_ptr(), |v| v.as_ptr());
+    h.view_offs = full.view_src().map_or(0, |_| full.view_offs()) + offs;
+    h.data = if full.data().is_null() {
+        std::ptr::null_mut()
+    } else {
+        (full.data() as *mut u8).wrapping_add(offs) as *mut c_void
+    };
+    Ok(h)
 }
 
 fn op_rule(t: Tensor, n: usize) -> Result<Derived, String> {
@@ -615,6 +654,20 @@ fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), S
         })?);
     }
 
+    // Slices of whole sources the op reads split: each device reads a view of its copy.
+    let mut slices: Vec<(usize, Vec<ggml_tensor>)> = Vec::with_capacity(d.sliced.len());
+    for (slot, want) in &d.sliced {
+        let full = srcs
+            .get(*slot)
+            .and_then(|s| s.as_ref())
+            .ok_or_else(|| named(t, format!("source {slot} to slice is missing")))?;
+        let headers = (0..n)
+            .map(|j| slice_header(full[j], want, j))
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|e| named(t, e))?;
+        slices.push((*slot, headers));
+    }
+
     let mut g = mb.lock();
     let epoch = g.epoch;
     let entry = g
@@ -625,6 +678,20 @@ fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), S
     if entry.simple.len() != n {
         entry.simple = Headers::zeroed(n);
         bump();
+    }
+    let same_slots = entry.slices.len() == slices.len()
+        && entry.slices.iter().zip(&slices).all(|(a, b)| a.0 == b.0);
+    if !same_slots {
+        entry.slices = slices
+            .iter()
+            .map(|(slot, _)| (*slot, Headers::zeroed(n)))
+            .collect();
+        bump();
+    }
+    for ((_, stored), (_, fresh)) in entry.slices.iter_mut().zip(&slices) {
+        for (j, h) in fresh.iter().enumerate() {
+            stored.update(j, |s| *s = *h);
+        }
     }
     for j in 0..n {
         let self_ptr = entry.simple.tensor(j).as_ptr();
@@ -641,6 +708,8 @@ fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), S
         for (i, s) in t.srcs_indexed() {
             st.src[i] = if s == t {
                 self_ptr
+            } else if let Some((_, h)) = entry.slices.iter().find(|(slot, _)| *slot == i) {
+                h.tensor(j).as_ptr()
             } else {
                 srcs[i].as_ref().expect("collected above")[j].as_ptr()
             };
@@ -835,35 +904,60 @@ pub enum Plan {
     Pieces(Vec<Piece>),
 }
 
-/// The plan for moving bytes `[offset, offset+size)` of meta tensor `t`, with its per-device
-/// tensors.
+/// The plan for moving bytes `[offset, offset+size)` of meta tensor `t`, with the per-device
+/// tensors the plan's offsets are in. A split view moves the bytes it spans in its view
+/// source, which is contiguous and owns the slices: what ggml moves for a view (the
+/// scheduler copies a permuted view's span whole, with its strides).
 pub fn plan(t: Tensor, offset: usize, size: usize, what: &str) -> (Plan, Vec<Tensor>) {
     let fail = |e: String| -> ! { abort(file!(), line!(), &format!("{what}: {}", named(t, e))) };
     let Some(mb) = holding(t) else {
         fail("not in a meta buffer".into())
     };
     let d = derived(t).unwrap_or_else(|e| fail(e));
-    let simple = mb
-        .simple_tensors(t)
-        .unwrap_or_else(|| fail("not initialised in its meta buffer".into()));
-    let plan = match &d.split {
-        // (a reduced matmul result reads as mirrored: the backend reduced it after computing it)
-        Split::Mirrored => Plan::Mirrored,
-        Split::Partial => Plan::Partial,
-        Split::Dim(ds) => {
-            if !t.is_contiguous() {
-                fail("transfers of a split tensor need a contiguous tensor".into());
-            }
-            let ps = match packing(t) {
-                Some(p) => {
-                    packed::pieces(p, &layout(t), ds, offset, size).map_err(|e| e.to_string())
-                }
-                None => pieces(&layout(t), ds, offset, size).map_err(|e| e.to_string()),
-            };
-            Plan::Pieces(ps.unwrap_or_else(|e| fail(e)))
-        }
+    let initialised = |mb: &MetaBuffer, x: Tensor| {
+        mb.simple_tensors(x).unwrap_or_else(|| {
+            fail(format!(
+                "'{}' is not initialised in its meta buffer",
+                x.name_string()
+            ))
+        })
     };
-    (plan, simple)
+    let Split::Dim(_) = &d.split else {
+        // (a reduced matmul result reads as mirrored: the backend reduced it after computing it)
+        let plan = if d.split == Split::Partial {
+            Plan::Partial
+        } else {
+            Plan::Mirrored
+        };
+        return (plan, initialised(&mb, t));
+    };
+    let (owner, at) = match t.view_src() {
+        Some(base) => (base, t.view_offs() + offset),
+        None => (t, offset),
+    };
+    let owner_split = if owner == t {
+        d.split
+    } else {
+        derived(owner).unwrap_or_else(|e| fail(e)).split
+    };
+    let Split::Dim(ds) = &owner_split else {
+        fail(format!(
+            "a split view of '{}', which is {}",
+            owner.name_string(),
+            owner_split.describe()
+        ))
+    };
+    if !owner.is_contiguous() {
+        fail("transfers of a split tensor need a contiguous tensor".into());
+    }
+    let ps = match packing(owner) {
+        Some(p) => packed::pieces(p, &layout(owner), ds, at, size).map_err(|e| e.to_string()),
+        None => pieces(&layout(owner), ds, at, size).map_err(|e| e.to_string()),
+    };
+    let owner_mb =
+        holding(owner).unwrap_or_else(|| fail("view source not in a meta buffer".into()));
+    let simple = initialised(&owner_mb, owner);
+    (Plan::Pieces(ps.unwrap_or_else(|e| fail(e))), simple)
 }
 
 // --- buffer vtable ------------------------------------------------------------------------

@@ -563,6 +563,11 @@ pub struct Derived {
     /// The result holds per-device partial sums that the meta backend sums (AllReduce) right
     /// after computing it; consumers see it mirrored.
     pub reduce: bool,
+    /// Mirrored sources (slot, split) of which each device reads only the slice this split
+    /// gives it: the op combines a whole tensor (e.g. the result of an op that another
+    /// backend computed) with split ones. Each slice is one run of indices, so it is a view of
+    /// the device's whole copy.
+    pub sliced: Vec<(usize, DimSplit)>,
 }
 
 impl Derived {
@@ -570,8 +575,29 @@ impl Derived {
         Ok(Derived {
             split,
             reduce: false,
+            sliced: Vec::new(),
         })
     }
+
+    fn slicing(split: Split, slot: usize, slice: DimSplit) -> Result<Derived, RuleError> {
+        Ok(Derived {
+            split,
+            reduce: false,
+            sliced: vec![(slot, slice)],
+        })
+    }
+}
+
+/// `want` as the slices each device takes of mirrored source `s`: when `s` spans the whole
+/// split dimension and each device's part is one run (a view of its copy).
+fn slice_of(s: &Src, want: &DimSplit) -> Option<DimSplit> {
+    let runs = want.intervals();
+    let one_run_each = runs
+        .iter()
+        .enumerate()
+        .all(|(k, iv)| runs[..k].iter().all(|o| o.device != iv.device));
+    (s.split == Split::Mirrored && s.ne[want.axis] == want.total() && one_run_each)
+        .then(|| want.clone())
 }
 
 /// The split of `op`'s result with shape `ne` given its sources `srcs` (index = source slot).
@@ -757,6 +783,15 @@ pub fn derive(
                 (Split::Dim(x), Split::Dim(_)) if x.axis != dim && a.split.same_as(&b.split) => {
                     Derived::plain(a.split.clone())
                 }
+                // one whole operand: each device concatenates its slice of it
+                (Split::Dim(x), Split::Mirrored) if x.axis != dim => match slice_of(b, x) {
+                    Some(slice) => Derived::slicing(a.split.clone(), 1, slice),
+                    None => Err(unsupported(srcs)),
+                },
+                (Split::Mirrored, Split::Dim(y)) if y.axis != dim => match slice_of(a, y) {
+                    Some(slice) => Derived::slicing(b.split.clone(), 0, slice),
+                    None => Err(unsupported(srcs)),
+                },
                 _ => Err(unsupported(srcs)),
             }
         }
@@ -881,10 +916,18 @@ fn binary(op: Op, a: &Src, b: &Src, ne: [i64; 4]) -> Result<Derived, RuleError> 
         (Partial, Partial) if matches!(op, Op::Add | Op::Sub) => Derived::plain(Partial),
         (Partial, Mirrored) if !matches!(op, Op::Add | Op::Sub) => Derived::plain(Partial),
         (Mirrored, Partial) if op == Op::Mul => Derived::plain(Partial),
-        (Split::Dim(d), _) => {
-            broadcast_ok(&a.split, b)?;
-            Derived::plain(carry(d, d.axis, a.ne, ne)?)
-        }
+        (Split::Dim(d), _) => match (broadcast_ok(&a.split, b), slice_of(b, d)) {
+            (Ok(()), _) => Derived::plain(carry(d, d.axis, a.ne, ne)?),
+            (Err(_), Some(slice)) => Derived::slicing(carry(d, d.axis, a.ne, ne)?, 1, slice),
+            (Err(e), None) => Err(e),
+        },
+        (Mirrored, Split::Dim(d)) => match slice_of(a, d) {
+            Some(slice) => Derived::slicing(carry(d, d.axis, b.ne, ne)?, 0, slice),
+            None => Err(RuleError::CannotCombine {
+                a: a.split.clone(),
+                b: b.split.clone(),
+            }),
+        },
         _ => Err(RuleError::CannotCombine {
             a: a.split.clone(),
             b: b.split.clone(),
@@ -952,6 +995,7 @@ fn mul_mat(w: &Src, x: &Src, ne: [i64; 4], is_id: bool) -> Result<Derived, RuleE
             Ok(Derived {
                 split: Mirrored,
                 reduce: true,
+                sliced: Vec::new(),
             })
         }
         // batched (per head) products: both split along the same batch dimension
@@ -966,6 +1010,19 @@ fn mul_mat(w: &Src, x: &Src, ne: [i64; 4], is_id: bool) -> Result<Derived, RuleE
             Derived::plain(carry(b, b.axis, x.ne, ne)?)
         }
         (Mirrored, Partial) | (Partial, Mirrored) => Derived::plain(Partial),
+        // contraction split with a whole input: each device multiplies its columns of the
+        // weight with its rows of the input
+        (Dim(a), Mirrored) if a.axis == 0 => match slice_of(x, a) {
+            Some(slice) => Ok(Derived {
+                split: Mirrored,
+                reduce: true,
+                sliced: vec![(1, slice)],
+            }),
+            None => Err(RuleError::MatMul {
+                weight: w.split.clone(),
+                input: x.split.clone(),
+            }),
+        },
         _ => Err(RuleError::MatMul {
             weight: w.split.clone(),
             input: x.split.clone(),
@@ -1375,8 +1432,21 @@ pub(crate) mod tests {
         assert!(r.reduce);
         let bad = src(Split::dim(0, vec![48, 48]), [96, 5, 1, 1]);
         assert!(derive(Op::MulMat, &p, [64, 5, 1, 1], &[w0.clone(), bad], 2).is_err());
+        // a whole input: each device takes its rows of it
         let xm = src(Split::Mirrored, [96, 5, 1, 1]);
-        assert!(derive(Op::MulMat, &p, [64, 5, 1, 1], &[w0, xm], 2).is_err());
+        let r = derive(Op::MulMat, &p, [64, 5, 1, 1], &[w0, xm.clone()], 2).unwrap();
+        assert!(r.reduce);
+        assert_eq!(r.sliced, vec![(1, DimSplit::single(0, vec![40, 56]))]);
+        // not when a device's columns are two runs: its rows would not be one view
+        let two_runs = src(
+            Split::Dim(DimSplit {
+                axis: 0,
+                n: 2,
+                ne: vec![20, 28, 20, 28],
+            }),
+            [96, 64, 1, 1],
+        );
+        assert!(derive(Op::MulMat, &p, [64, 5, 1, 1], &[two_runs, xm], 2).is_err());
     }
 
     #[test]
@@ -1400,9 +1470,20 @@ pub(crate) mod tests {
         let a = src(Split::dim(1, vec![1, 3]), [16, 4, 5, 1]);
         let bias = src(Split::Mirrored, [16, 1, 1, 1]);
         assert!(derive(Op::Mul, &p, [16, 4, 5, 1], &[a.clone(), bias], 2).is_ok());
+        // a whole operand of the same shape: each device adds its slice of it
         let full = src(Split::Mirrored, [16, 4, 5, 1]);
-        assert!(derive(Op::Add, &p, [16, 4, 5, 1], &[a.clone(), full.clone()], 2).is_err());
-        assert!(derive(Op::Add, &p, [16, 4, 5, 1], &[full.clone(), a], 2).is_err());
+        let heads = DimSplit::single(1, vec![1, 3]);
+        for (srcs, slot) in [
+            ([a.clone(), full.clone()], 1),
+            ([full.clone(), a.clone()], 0),
+        ] {
+            let r = derive(Op::Add, &p, [16, 4, 5, 1], &srcs, 2).unwrap();
+            assert_eq!(r.split, Split::Dim(heads.clone()));
+            assert_eq!(r.sliced, vec![(slot, heads.clone())]);
+        }
+        // a whole operand that neither spans the split dimension nor is broadcast along it
+        let part = src(Split::Mirrored, [16, 2, 5, 1]);
+        assert!(derive(Op::Add, &p, [16, 4, 5, 1], &[a, part], 2).is_err());
         assert_eq!(
             derive(Op::Add, &p, [16, 4, 5, 1], &[full.clone(), full], 2)
                 .unwrap()
@@ -1435,6 +1516,28 @@ pub(crate) mod tests {
                 .unwrap()
                 .reduce
         );
+    }
+
+    #[test]
+    fn concat_takes_slices_of_a_whole_operand() {
+        // conv state [3, 8 channels] (whole) ++ tokens [5, 8 channels] split {3, 5} by channel,
+        // along dimension 0 (op_params[0])
+        let p = [0; 16];
+        let state = src(Split::Mirrored, [3, 8, 1, 1]);
+        let x = src(Split::dim(1, vec![3, 5]), [5, 8, 1, 1]);
+        let r = derive(Op::Concat, &p, [8, 8, 1, 1], &[state.clone(), x], 2).unwrap();
+        assert_eq!(r.split, Split::dim(1, vec![3, 5]));
+        assert_eq!(r.sliced, vec![(0, DimSplit::single(1, vec![3, 5]))]);
+        // channels in two runs per device (segments): no single view per device
+        let segmented = src(
+            Split::Dim(DimSplit {
+                axis: 1,
+                n: 2,
+                ne: vec![2, 2, 2, 2],
+            }),
+            [5, 8, 1, 1],
+        );
+        assert!(derive(Op::Concat, &p, [8, 8, 1, 1], &[state, segmented], 2).is_err());
     }
 
     #[test]
