@@ -24,9 +24,16 @@
 #                                         not have: the device is left out with a message and
 #                                         the plugin offers none (--devices TP0 is invalid)
 #
-# qwen35-f32 (hybrid, gated-delta-net layers) runs through the plugin, which keeps its recurrent
-# layers and its gated-Q attention mirrored and splits its FFN; the linked build's tensor mode
-# does not run it yet (ctests/meta_e2e.cmake).
+# qwen35-f32 (hybrid): the plugin splits its gated-delta-net layers by K heads in libllama's
+# segments and its gated-Q attention by KV heads. Those layers need GET_ROWS (of their states),
+# CONCAT, SSM_CONV and GATED_DELTA_NET on every device, so its tgpu2 run lets the test devices
+# run GET_ROWS;
+#   plugin/llama/qwen35-f32/tgpu2_cpu_ops_stops_at_context  with their default op set (no
+#                                         GET_ROWS) the context's creation stops, naming the op
+#                                         and GGML_BACKEND_RS_TP_RECURRENT=mirrored; with it set,
+#   plugin/llama/qwen35-f32/tgpu2_cpu_ops_mirrored_vs_cpu  the recurrent layers are computed
+#                                         whole on each device and the decode gives one CPU's
+#                                         tokens
 #
 # Upstream's own tensor mode over CPU,CPU crashes (see meta_e2e.cmake); through the plugin the
 # same upstream libllama runs it, because the meta device is ours.
@@ -71,9 +78,30 @@ foreach(model_entry IN LISTS plugin_models)
             -D "COMPARE=$<TARGET_FILE:compare_logits>" -D "TOL=${tol}"
             -D "WORK_DIR=${model_dir}/plugin-${model}-${cfg}" -P "${run}")
         list(APPEND tests ${test})
+        if(model STREQUAL "qwen35-f32" AND cfg STREQUAL "tgpu2")
+            set_tests_properties(${test} PROPERTIES ENVIRONMENT "GGML_BACKEND_RS_TESTGPU_GET_ROWS=1")
+        endif()
     endforeach()
     set_tests_properties(${tests} PROPERTIES FIXTURES_REQUIRED model_${model})
 endforeach()
+
+set(q35 "${model_dir}/qwen35-f32.gguf")
+add_test(NAME plugin/llama/qwen35-f32/tgpu2_cpu_ops_stops_at_context COMMAND "${CMAKE_COMMAND}"
+    -D "EXE=$<TARGET_FILE:llama_driver_ref>"
+    -D "ARGS=--model;${q35};--n-predict;4;--load-all-backends;--test-device;--devices;TP0"
+    "-DEXPECT=TP0: its devices cannot run GET_ROWS \\('conv_states-0'\\), which layer 0's gated delta net needs on each device when it is split: set GGML_BACKEND_RS_TP_RECURRENT=mirrored to compute those layers whole"
+    -P "${CMAKE_CURRENT_SOURCE_DIR}/expect_abort.cmake")
+set_tests_properties(plugin/llama/qwen35-f32/tgpu2_cpu_ops_stops_at_context PROPERTIES
+    ENVIRONMENT "${plugin_env};GGML_BACKEND_RS_TP=TESTGPU0,TESTGPU1")
+add_test(NAME plugin/llama/qwen35-f32/tgpu2_cpu_ops_mirrored_vs_cpu COMMAND "${CMAKE_COMMAND}"
+    -D "DRIVER_A=$<TARGET_FILE:llama_driver_ref>"
+    -D "ARGS_A=--model;${q35};--threads;2;--n-predict;12;--split-mode;none;--devices;CPU"
+    -D "DRIVER_B=${CMAKE_COMMAND}"
+    -D "ARGS_B=-E;env;${plugin_env};GGML_BACKEND_RS_TP=TESTGPU0,TESTGPU1;GGML_BACKEND_RS_TP_RECURRENT=mirrored;$<TARGET_FILE:llama_driver_ref>;--model;${q35};--threads;2;--n-predict;12;--load-all-backends;--test-device;--devices;TP0"
+    -D "COMPARE=$<TARGET_FILE:compare_logits>" -D TOL=1e-4
+    -D "WORK_DIR=${model_dir}/plugin-qwen35-tgpu2-mirrored" -P "${run}")
+set_tests_properties(plugin/llama/qwen35-f32/tgpu2_cpu_ops_stops_at_context
+    plugin/llama/qwen35-f32/tgpu2_cpu_ops_mirrored_vs_cpu PROPERTIES FIXTURES_REQUIRED model_qwen35-f32)
 
 set(gguf "${model_dir}/tiny-gqa-f32.gguf")
 add_test(NAME plugin/llama/default_selection COMMAND "${CMAKE_COMMAND}"

@@ -17,7 +17,9 @@
 //! device over GPUs carries its first GPU's device id, so libllama's default device
 //! selection skips it (it keeps one device per id) and uses the GPUs as before, while
 //! `--devices TP0` selects it. `GGML_BACKEND_RS_TP_HEAD_DIM` gives the attention head size
-//! where the model's tensors do not tell it (see `ggml_backend_rs_core::names`).
+//! where the model's tensors do not tell it (see `ggml_backend_rs_core::names`);
+//! `GGML_BACKEND_RS_TP_RECURRENT=mirrored` keeps gated-delta-net layers whole on every device
+//! (for devices that cannot run their ops).
 //!
 //! The registry's `get_proc_address` offers `ggml_backend_set_n_threads` and
 //! `ggml_backend_set_abort_callback` (forwarded to the simple backends, which is how
@@ -113,6 +115,18 @@ fn make() -> Option<Plugin> {
         .ok()
         .and_then(|v| v.trim().parse::<i64>().ok())
         .filter(|&h| h > 0);
+    let split_recurrent = match std::env::var("GGML_BACKEND_RS_TP_RECURRENT") {
+        Ok(v) if v.trim() == "mirrored" => false,
+        Ok(v) if v.trim() == "split" || v.trim().is_empty() => true,
+        Ok(v) => {
+            log_error!(
+                "ggml-backend-rs plugin: GGML_BACKEND_RS_TP_RECURRENT={v} is neither 'split' nor \
+                 'mirrored'; splitting"
+            );
+            true
+        }
+        Err(_) => true,
+    };
     let mut devices = Vec::new();
     for group in groups(&host_devices) {
         let names: Vec<String> = group.iter().map(|d| d.name_string()).collect();
@@ -125,6 +139,7 @@ fn make() -> Option<Plugin> {
             description,
             reg,
             head_dim,
+            split_recurrent,
         ));
     }
     Some(Plugin { reg, devices })

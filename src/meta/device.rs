@@ -31,8 +31,9 @@ pub enum Policy {
         userdata: usize,
     },
     /// Rules by GGUF tensor name, from the tensors allocated on the device (the plugin's
-    /// devices: libllama sees them as plain devices and gives no callback).
-    Names(Mutex<NamePolicy>),
+    /// devices: libllama sees them as plain devices and gives no callback). Boxed: the policy's
+    /// tables are far larger than a callback.
+    Names(Box<Mutex<NamePolicy>>),
 }
 
 /// What ggml sees of a meta device.
@@ -105,13 +106,15 @@ pub fn get_or_create(
 }
 
 /// A plugin device over `simple` named `name`, listed by `reg`, splitting by tensor name
-/// (`head_dim`: the head size where the tensors do not tell it).
+/// (`head_dim`: the head size where the tensors do not tell it; `split_recurrent`: whether
+/// gated-delta-net layers are split).
 pub fn create_plugin(
     simple: Vec<Device>,
     name: String,
     description: String,
     reg: ggml_backend_reg_t,
     head_dim: Option<i64>,
+    split_recurrent: bool,
 ) -> ggml_backend_dev_t {
     check_count(simple.len());
     let device_id = simple.first().and_then(|d| {
@@ -125,7 +128,11 @@ pub fn create_plugin(
     let n = simple.len();
     create(
         simple,
-        Policy::Names(Mutex::new(NamePolicy::new(n, head_dim))),
+        Policy::Names(Box::new(Mutex::new(if split_recurrent {
+            NamePolicy::new(n, head_dim)
+        } else {
+            NamePolicy::new(n, head_dim).mirroring_recurrent()
+        }))),
         Face::Plugin { device_id, reg },
         name,
         description,
@@ -412,10 +419,49 @@ unsafe extern "C" fn dev_supports_op(dev: ggml_backend_dev_t, op: *const ggml_te
     };
     let m = meta(dev);
     m.check_rope(t);
-    m.simple.iter().all(|d| d.supports_op(t))
+    let supported = m.simple.iter().all(|d| d.supports_op(t));
+    if !supported {
+        m.check_recurrent(t);
+    }
+    supported
 }
 
 impl MetaDevice {
+    /// For a name policy: an op of a split gated-delta-net layer that the devices cannot run
+    /// would run elsewhere and come back whole to consumers that are split, which no rule
+    /// computes. The scheduler asks about every node when the context reserves its graphs:
+    /// stop there, naming the op and the setting that keeps those layers whole.
+    fn check_recurrent(&self, t: Tensor) {
+        use ggml_backend_rs_core::Op;
+        let Policy::Names(p) = &self.policy else {
+            return;
+        };
+        if !matches!(
+            t.op_kind(),
+            Some(Op::GetRows | Op::Concat | Op::SsmConv | Op::GatedDeltaNet)
+        ) {
+            return;
+        }
+        // libllama names a layer's nodes "<name>-<layer>"
+        let name = t.name_string();
+        let Some(layer) = name.rsplit('-').next().and_then(|n| n.parse::<u32>().ok()) else {
+            return;
+        };
+        if lock(p).splits_recurrent(layer) {
+            abort(
+                file!(),
+                line!(),
+                &format!(
+                    "{}: its devices cannot run {} ('{name}'), which layer {layer}'s gated delta \
+                     net needs on each device when it is split: set \
+                     GGML_BACKEND_RS_TP_RECURRENT=mirrored to compute those layers whole",
+                    self.name.to_string_lossy(),
+                    t.op_desc()
+                ),
+            );
+        }
+    }
+
     /// For a name policy: a rope node shows its layer's head size (its rows), which the
     /// weights' names and shapes may not have told. The scheduler asks about every node when
     /// the context reserves its graphs, so a split that cuts heads stops there, with a message

@@ -18,7 +18,8 @@
 //! | `blk.N.ffn_down[_exps].weight` | columns (axis 0) |
 //! | `blk.N.ffn_down_exps.bias` | partial (added once, by device 0) |
 //! | `output.weight`, `output.bias` | vocabulary rows |
-//! | everything else (norms, embeddings, routers, shared experts, SSM state) | mirrored |
+//! | gated delta net (Qwen3.5): `attn_qkv`, `ssm_conv1d` (Q, K and V segments), `attn_gate`, `ssm_out`, `ssm_{alpha,beta,dt,a}`, `cache_{r,s}_lN` | by K heads in every segment, as libllama |
+//! | everything else (norms, embeddings, routers, shared experts) | mirrored |
 //!
 //! Heads: a layer's attention is divided in units of KV heads when the head size is known:
 //! from a per-head Q/K norm (its length), from attention sinks (one per Q head), or from the
@@ -31,9 +32,10 @@
 //! the caller's `head_dim` is the way out. Attention stays mirrored (computed whole on every device, at
 //! the memory cost of one full copy of its weights and KV cache per device) where it cannot
 //! be divided: a single KV head, shares that are not whole quantization blocks, a full-width
-//! Q norm, Q rows that are not the output projection's columns (a gate folded into Q), or a
-//! layer with recurrent (`ssm_*`), gated (`attn_gate`) or unknown `attn_*` tensors, whose
-//! layout this table does not describe.
+//! Q norm, Q rows that are neither the output projection's columns nor twice as many (a gate
+//! folded into Q after each head, as in Qwen3.5), or a layer with unknown `attn_*` tensors,
+//! whose layout this table does not describe. Recurrent layers other than Qwen3.5's gated
+//! delta net (one K head, Qwen3-Next's fused `ssm_ba`, Mamba) stay mirrored.
 //!
 //! Decisions are per layer and fixed the first time a layer is asked about, so that every
 //! tensor of a layer agrees even if its tensors arrive in several allocations (a tensor that
@@ -81,6 +83,36 @@ pub struct NamePolicy {
     attn: HashMap<u32, Vec<(Rows, Attn)>>,
     /// Per (layer, FFN width): the quantization block the FFN's splits are multiples of.
     ffn_granule: HashMap<(u32, i64), i64>,
+    /// Per layer: the gated-delta-net decision, made once (None: mirrored).
+    recurrent: HashMap<u32, Option<Recurrent>>,
+    /// Whether gated-delta-net layers may be split ([`NamePolicy::mirroring_recurrent`]).
+    split_recurrent: bool,
+}
+
+/// A gated-delta-net layer (Qwen3.5) split by heads as libllama's callback splits it: its
+/// fused projection and conv kernel in Q, K and one V segment per K head group, its gate,
+/// output projection and per-head vectors in the V segments, its conv and recurrent states
+/// alike. V head `h` reads K head `h mod n_k`, so each device takes the same K heads of every
+/// segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Recurrent {
+    /// Values per head (`ssm_norm`'s length).
+    hd: i64,
+    /// K heads; V heads are `ratio` times as many.
+    n_k: i64,
+    ratio: i64,
+    /// The conv kernel's width (the conv state keeps `d_conv - 1` columns).
+    d_conv: i64,
+    /// K heads per device.
+    per_device: Vec<i64>,
+}
+
+impl Recurrent {
+    /// `segs` segments, each `unit` times each device's K heads, along `axis`.
+    fn split(&self, axis: i32, segs: i64, unit: i64) -> RawSplitState {
+        let seg: Vec<i64> = self.per_device.iter().map(|h| h * unit).collect();
+        along(axis, &vec![seg; segs as usize])
+    }
 }
 
 /// The rows of a layer's Q, K and V projections.
@@ -253,7 +285,23 @@ impl NamePolicy {
             tensors: HashMap::new(),
             attn: HashMap::new(),
             ffn_granule: HashMap::new(),
+            recurrent: HashMap::new(),
+            split_recurrent: true,
         }
+    }
+
+    /// The same policy with every recurrent layer mirrored: for devices that cannot run the
+    /// ops a split gated delta net needs on each of them (see [`NamePolicy::splits_recurrent`]).
+    pub fn mirroring_recurrent(mut self) -> NamePolicy {
+        self.split_recurrent = false;
+        self
+    }
+
+    /// Whether `layer` is a gated-delta-net layer split across the devices: its GET_ROWS of
+    /// the states, CONCAT, SSM_CONV and GATED_DELTA_NET must then run on every device, since
+    /// a result computed elsewhere would come back whole to consumers that are split.
+    pub fn splits_recurrent(&mut self, layer: u32) -> bool {
+        self.n > 1 && self.recurrent(layer).is_some()
     }
 
     /// Notes a tensor allocated on the device (the latest shape for each name counts).
@@ -309,6 +357,13 @@ impl NamePolicy {
                     let a = self.attention_for_cache(layer, kind, info.ne[0]);
                     split_by(&a, 0, &[info.ne[0]])
                 }
+                'r' | 's' => match self.recurrent(layer) {
+                    // conv state: (d_conv - 1) values per channel, channels as in attn_qkv;
+                    // recurrent state: hd x hd values per V head
+                    Some(r) if kind == 'r' => r.split(0, 2 + r.ratio, r.hd * (r.d_conv - 1)),
+                    Some(r) => r.split(0, r.ratio, r.hd * r.hd),
+                    None => mirrored(),
+                },
                 _ => mirrored(),
             },
             Name::Output => {
@@ -324,6 +379,18 @@ impl NamePolicy {
     }
 
     fn block(&mut self, layer: u32, base: &str, bias: bool, info: Info) -> RawSplitState {
+        if let Some(r) = self.recurrent(layer) {
+            match (base, bias) {
+                // channels: Q, K, then the V groups, each `n_k * hd` rows
+                ("attn_qkv" | "ssm_conv1d", false) => return r.split(1, 2 + r.ratio, r.hd),
+                ("attn_gate", false) => return r.split(1, r.ratio, r.hd),
+                ("ssm_out", false) => return r.split(0, r.ratio, r.hd),
+                // one value per V head
+                ("ssm_alpha" | "ssm_beta", false) => return r.split(1, r.ratio, 1),
+                ("ssm_dt", true) | ("ssm_a", false) => return r.split(0, r.ratio, 1),
+                _ => {}
+            }
+        }
         match base {
             "attn_q" | "attn_k" | "attn_v" => {
                 let axis = if bias { 0 } else { 1 };
@@ -362,6 +429,65 @@ impl NamePolicy {
             "ffn_down_exps" => partial(),
             _ => mirrored(),
         }
+    }
+
+    /// The layer's gated-delta-net decision, made once: heads from `ssm_norm` (values per
+    /// head), `attn_gate` (V rows), `ssm_conv1d` (channels: 2 x K rows + V rows) and `ssm_a`
+    /// (V heads); None (mirrored) for any other layer, or shapes that do not fit together.
+    fn recurrent(&mut self, layer: u32) -> Option<Recurrent> {
+        if let Some(r) = self.recurrent.get(&layer) {
+            return r.clone();
+        }
+        let r = self.decide_recurrent(layer);
+        self.recurrent.insert(layer, r.clone());
+        r
+    }
+
+    fn decide_recurrent(&self, layer: u32) -> Option<Recurrent> {
+        if !self.split_recurrent {
+            return None;
+        }
+        let hd = self.get(layer, "ssm_norm").filter(|t| t.ne[1] == 1)?.ne[0];
+        let value = self.get(layer, "attn_gate")?.ne[1];
+        let conv = self.get(layer, "ssm_conv1d")?;
+        let n_v = self.tensors.get(&format!("blk.{layer}.ssm_a"))?.ne[0];
+        let qkv = self.get(layer, "attn_qkv")?;
+        let out = self.get(layer, "ssm_out")?;
+        // Qwen3.5's separate beta and alpha projections (Qwen3-Next fuses them into ssm_ba and
+        // pairs V heads with K heads in another order: not this layout)
+        self.get(layer, "ssm_alpha")?;
+        self.get(layer, "ssm_beta")?;
+        let (d_conv, channels) = (conv.ne[0], conv.ne[1]);
+        let key = (channels - value) / 2;
+        let fits = hd > 0
+            && d_conv > 1
+            && value == n_v * hd
+            && key > 0
+            && 2 * key + value == channels
+            && key % hd == 0
+            && qkv.ne[1] == channels
+            && out.ne[0] == value;
+        if !fits {
+            return None;
+        }
+        let n_k = key / hd;
+        if n_v % n_k != 0 || n_k < 2 {
+            return None;
+        }
+        // whole heads that are whole blocks of the projections' rows and of ssm_out's
+        // columns (libllama: lcm(block, head size) rows)
+        let blck = [qkv.blck, out.blck, self.get(layer, "attn_gate")?.blck]
+            .into_iter()
+            .fold(1, lcm);
+        let granule = lcm(blck, hd) / hd;
+        let per_device = distribute(n_k, granule, self.n, layer as usize % self.n)?;
+        Some(Recurrent {
+            hd,
+            n_k,
+            ratio: n_v / n_k,
+            d_conv,
+            per_device,
+        })
     }
 
     /// The three segments of a fused QKV tensor: Q's rows (the model width, as in libllama)
@@ -448,14 +574,21 @@ impl NamePolicy {
         if q <= 0 || k <= 0 || v <= 0 || q % k != 0 {
             return Attn::Mirrored;
         }
-        let n_gqa = q / k;
         // Columns of the output projection follow Q's rows; they must be whole blocks. Q rows
-        // that are not the output's columns hold something else as well (Qwen3.5 / Qwen3-Next
-        // fold a gate into Q, head by head): a layout this table does not describe.
+        // twice the output's columns hold a gate after each head's rows (Qwen3.5 and
+        // Qwen3-Next fold it into Q): the rows of a head and its gate split together. Any
+        // other difference is a layout this table does not describe.
         let out = self.get(layer, "attn_output");
-        if out.is_some_and(|o| o.ne[0] != q) {
+        let q = match out.map(|o| o.ne[0]) {
+            Some(cols) if cols == q => q,
+            Some(cols) if 2 * cols == q => cols,
+            Some(_) => return Attn::Mirrored,
+            None => q,
+        };
+        if q % k != 0 {
             return Attn::Mirrored;
         }
+        let n_gqa = q / k;
         let out_blck = out.map_or(256, |o| o.blck);
         let head_dim = self.head_dim_of(layer, q, k);
         let (units, granule) = match head_dim {
@@ -755,14 +888,15 @@ mod tests {
         assert!(p.check_head_size(0, 32).is_ok());
     }
 
-    /// A gate folded into Q (Q rows twice the output projection's columns) stays mirrored.
+    /// Q rows that are neither the output projection's columns nor twice as many (a gate
+    /// after each head, see `gated_delta_net_layers_split_by_heads`) keep attention mirrored.
     #[test]
-    fn a_gated_q_stays_mirrored() {
+    fn other_q_layouts_stay_mirrored() {
         let mut p = NamePolicy::new(2, None);
         llama(&mut p, 1, 64, 32, 128, F32);
-        p.record("blk.0.attn_q.weight", info(F32, &[64, 128]));
+        p.record("blk.0.attn_q.weight", info(F32, &[64, 96]));
         assert_eq!(
-            p.split("blk.0.attn_q.weight", info(F32, &[64, 128])).axis,
+            p.split("blk.0.attn_q.weight", info(F32, &[64, 96])).axis,
             AXIS_MIRRORED
         );
         assert_eq!(
@@ -859,6 +993,108 @@ mod tests {
         assert_eq!(
             shares(&q.split("cache_k_l0", info(F32, &[64, 256])), 2),
             vec![vec![32, 32]]
+        );
+    }
+
+    /// Qwen3.5's layers: a gated delta net (head size 16, 2 K heads, 4 V heads, conv kernel 4)
+    /// and a full attention layer with a gate folded into Q (4 heads of 16, 2 KV heads).
+    fn qwen35(p: &mut NamePolicy) {
+        let b = |il: u32, s: &str| format!("blk.{il}.{s}.weight");
+        p.record(&b(0, "attn_qkv"), info(F32, &[64, 128]));
+        p.record(&b(0, "attn_gate"), info(F32, &[64, 64]));
+        p.record(&b(0, "ssm_conv1d"), info(F32, &[4, 128]));
+        p.record("blk.0.ssm_dt.bias", info(F32, &[4]));
+        p.record("blk.0.ssm_a", info(F32, &[4]));
+        p.record(&b(0, "ssm_alpha"), info(F32, &[64, 4]));
+        p.record(&b(0, "ssm_beta"), info(F32, &[64, 4]));
+        p.record(&b(0, "ssm_norm"), info(F32, &[16]));
+        p.record(&b(0, "ssm_out"), info(F32, &[64, 64]));
+        p.record(&b(1, "attn_q"), info(F32, &[64, 128]));
+        p.record(&b(1, "attn_k"), info(F32, &[64, 32]));
+        p.record(&b(1, "attn_v"), info(F32, &[64, 32]));
+        p.record(&b(1, "attn_q_norm"), info(F32, &[16]));
+        p.record(&b(1, "attn_k_norm"), info(F32, &[16]));
+        p.record(&b(1, "attn_output"), info(F32, &[64, 64]));
+    }
+
+    #[test]
+    fn gated_delta_net_layers_split_by_heads() {
+        let mut p = NamePolicy::new(2, None);
+        qwen35(&mut p);
+        let sp = |p: &mut NamePolicy, name: &str, ne: &[i64]| {
+            let s = p.split(name, info(F32, ne));
+            (s.axis, shares(&s, 2))
+        };
+        let heads = |unit: i64, segs: usize| vec![vec![unit, unit]; segs];
+        // Q, K and the two V groups: 16 channels (one K head) per device in each
+        assert_eq!(
+            sp(&mut p, "blk.0.attn_qkv.weight", &[64, 128]),
+            (1, heads(16, 4))
+        );
+        assert_eq!(
+            sp(&mut p, "blk.0.ssm_conv1d.weight", &[4, 128]),
+            (1, heads(16, 4))
+        );
+        assert_eq!(
+            sp(&mut p, "blk.0.attn_gate.weight", &[64, 64]),
+            (1, heads(16, 2))
+        );
+        assert_eq!(
+            sp(&mut p, "blk.0.ssm_out.weight", &[64, 64]),
+            (0, heads(16, 2))
+        );
+        assert_eq!(
+            sp(&mut p, "blk.0.ssm_alpha.weight", &[64, 4]),
+            (1, heads(1, 2))
+        );
+        assert_eq!(sp(&mut p, "blk.0.ssm_dt.bias", &[4]), (0, heads(1, 2)));
+        assert_eq!(sp(&mut p, "blk.0.ssm_a", &[4]), (0, heads(1, 2)));
+        assert_eq!(sp(&mut p, "blk.0.ssm_norm.weight", &[16]).0, AXIS_MIRRORED);
+        // conv state: 3 values per channel; recurrent state: 16 x 16 per V head
+        assert_eq!(sp(&mut p, "cache_r_l0", &[384, 1]), (0, heads(48, 4)));
+        assert_eq!(sp(&mut p, "cache_s_l0", &[1024, 1]), (0, heads(256, 2)));
+        // the gated attention layer: Q's rows (each head's, then its gate's) follow the KV heads
+        assert_eq!(
+            sp(&mut p, "blk.1.attn_q.weight", &[64, 128]),
+            (1, heads(64, 1))
+        );
+        assert_eq!(
+            sp(&mut p, "blk.1.attn_output.weight", &[64, 64]),
+            (0, heads(32, 1))
+        );
+        assert_eq!(
+            sp(&mut p, "blk.1.attn_k.weight", &[64, 32]),
+            (1, heads(16, 1))
+        );
+    }
+
+    #[test]
+    fn recurrent_layers_can_be_kept_whole() {
+        let mut p = NamePolicy::new(2, None).mirroring_recurrent();
+        qwen35(&mut p);
+        assert!(!p.splits_recurrent(0));
+        let qkv = p.split("blk.0.attn_qkv.weight", info(F32, &[64, 128]));
+        assert_eq!(qkv.axis, AXIS_MIRRORED);
+        // attention layers are split as before
+        assert_eq!(p.split("blk.1.attn_k.weight", info(F32, &[64, 32])).axis, 1);
+        let mut q = NamePolicy::new(2, None);
+        qwen35(&mut q);
+        assert!(q.splits_recurrent(0) && !q.splits_recurrent(1));
+    }
+
+    #[test]
+    fn other_recurrent_layouts_stay_mirrored() {
+        // Qwen3-Next's fused beta/alpha projection: not Qwen3.5's layout
+        let mut p = NamePolicy::new(2, None);
+        qwen35(&mut p);
+        p.tensors.remove("blk.0.ssm_alpha.weight");
+        p.tensors.remove("blk.0.ssm_beta.weight");
+        p.record("blk.0.ssm_ba.weight", info(F32, &[64, 8]));
+        let qkv = p.split("blk.0.attn_qkv.weight", info(F32, &[64, 128]));
+        assert_eq!(qkv.axis, AXIS_MIRRORED);
+        assert_eq!(
+            p.split("cache_r_l0", info(F32, &[384, 1])).axis,
+            AXIS_MIRRORED
         );
     }
 
