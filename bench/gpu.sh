@@ -56,7 +56,8 @@
 #                over each multi-device list of TP_DEVICES — ours, upstream, the plugin — against
 #                ours split none (about 1 min) [on]
 #   TP_ARCH_EMBD n_embd of those models, 4 heads [256: heads of 64; 64 with TP_CPU_TEST]
-#   TP_BENCH     off: only the architectures, no large model and no benchmark [on]
+#   TP_BENCH     off: only the architectures (whatever TP_ARCHS says), no large model and no
+#                benchmark [on]
 #   TP_TIMEOUT   seconds after which one benchmark or logits process is stopped ("timed out") [300]
 #   TP_CPU_TEST  1: check the script on a CPU-only host: no CUDA, a small model (n_embd 256, 2
 #                layers), devices CPU and CPU,CPU, pp64/tg16, 3 reps, 1 warm-up (each overridable)
@@ -394,7 +395,9 @@ tp_archs() {
                     local t_a t_b
                     t_a=$(grep -m1 '^tokens:' "$tpdir/logits-arch-$name-$(tp_tag tensor "$d" "$e")-$side.txt")
                     t_b=$(grep -m1 '^tokens:' "$tpdir/logits-arch-$name-$(tp_tag none "$tp_none")-ours.txt")
-                    [[ $t_a == "$t_b" ]] && cmp="same tokens, $cmp" || cmp="OTHER TOKENS, $cmp"
+                    if [[ -z $t_a || -z $t_b ]]; then cmp="no tokens line, $cmp"
+                    elif [[ $t_a == "$t_b" ]]; then cmp="same tokens, $cmp"
+                    else cmp="OTHER TOKENS, $cmp"; fi
                 fi
                 echo "  tensor $d, $side vs ours split none: $cmp"
                 row+="\t$cmp"

@@ -278,6 +278,16 @@ add_test(NAME meta/e2e/fa_off_fails COMMAND "${CMAKE_COMMAND}"
     -P "${CMAKE_CURRENT_LIST_FILE}")
 set_tests_properties(meta/e2e/fa_off_fails PROPERTIES FIXTURES_REQUIRED model_tiny-gqa-f32)
 
+# tgpu2_no_fa really takes attention off the meta device: the scheduler's split list puts every
+# layer's FLASH_ATTN_EXT on the CPU (the e2e tests above check the tokens of that run).
+add_test(NAME meta/e2e/tiny-gqa-f32/tgpu2_no_fa_runs_attention_on_cpu COMMAND llama_driver
+    --model "${model_dir}/tiny-gqa-f32.gguf" --flash-attn on --threads 2 --n-predict 2
+    --split-mode tensor --test-device --devices TESTGPU0,TESTGPU1 --verbose)
+set_tests_properties(meta/e2e/tiny-gqa-f32/tgpu2_no_fa_runs_attention_on_cpu PROPERTIES
+    ENVIRONMENT "${meta_testgpu_get_rows};GGML_BACKEND_RS_TESTGPU_NO_FLASH_ATTN=1;GGML_SCHED_DEBUG=2"
+    PASS_REGULAR_EXPRESSION "FLASH_ATTN_EXT\\): __fattn__-1 \\[CPU\\].*tokens: "
+    FIXTURES_REQUIRED model_tiny-gqa-f32)
+
 # A combination the meta backend cannot split fails when the context is created (the scheduler's
 # reserve checks every node the meta backend is given), naming the node and the reason, with exit
 # status 1 and no signal. Here: Qwen3.5 on the test devices with their default op set, which run

@@ -12,9 +12,9 @@
 //
 // They refuse GGML_OP_SOFT_MAX and GGML_OP_GET_ROWS (the latter unless the environment sets
 // GGML_BACKEND_RS_TESTGPU_GET_ROWS=1, both with GGML_BACKEND_RS_TESTGPU_ALL_OPS=1), so graphs
-// that use them are split
-// between a TESTGPU and the CPU. GGML_BACKEND_RS_TESTGPU_NO_FLASH_ATTN=1 refuses
-// GGML_OP_FLASH_ATTN_EXT as well (as CUDA does for head sizes it has no kernel for). Two devices with async + events make libllama enable pipeline
+// that use them are split between a TESTGPU and the CPU.
+// GGML_BACKEND_RS_TESTGPU_NO_FLASH_ATTN=1 refuses GGML_OP_FLASH_ATTN_EXT as well (as CUDA
+// does for head sizes it has no kernel for). Two devices with async + events make libllama enable pipeline
 // parallelism (scheduler n_copies > 1) for a layer split over both.
 
 #include "test_device.h"

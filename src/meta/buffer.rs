@@ -531,6 +531,18 @@ fn op_rule_with(
         } else {
             split_of(s)?
         };
+        // a packed result's device slices are not its split's slices (see `packed`): only
+        // views, which map each part through its own layout, may read it
+        if matches!(split, Split::Dim(_)) && packing(s).is_some() {
+            return Err(named(
+                t,
+                format!(
+                    "it reads '{}', whose gated_delta_net result packs output and states per \
+                     device, other than through a view",
+                    s.name_string()
+                ),
+            ));
+        }
         srcs[i] = Some(Src {
             split,
             ne: s.ne_all(),
@@ -546,15 +558,17 @@ fn op_rule_with(
 /// backend) can be split over `n` devices, before any of its compute tensors has memory: the
 /// scheduler calls this when it reserves a graph, i.e. when libllama creates a context, so that
 /// a model the meta device cannot run fails there and not in the first decode. The rules are
-/// the ones `derived` applies once the tensors are allocated; tensors that already live in a
-/// meta buffer (weights, caches and their views) read their splits from it, the others (not
-/// yet allocated: compute tensors, graph inputs, the scheduler's copies from other backends)
-/// are derived here, in a table that lives for this call only.
-pub fn check_unallocated(nodes: impl Iterator<Item = Tensor>, n: usize) -> Result<(), String> {
-    let mut splits: HashMap<usize, Split> = HashMap::new();
+/// the ones `derived` applies once the tensors are allocated. Weights and caches read their
+/// splits from their meta buffers; everything else (compute tensors, graph inputs, the
+/// scheduler's copies from other backends, views) is derived here into `splits`, which the
+/// caller keeps for the splits of one meta backend, in graph order.
+pub fn check_unallocated(
+    nodes: impl Iterator<Item = Tensor>,
+    n: usize,
+    splits: &mut HashMap<usize, Split>,
+) -> Result<(), String> {
     for t in nodes {
-        let s = unallocated_split(t, n, &mut splits)?;
-        splits.insert(t.as_ptr() as usize, s);
+        unallocated_split(t, n, splits)?;
     }
     Ok(())
 }
@@ -570,14 +584,17 @@ fn unallocated_split(
     if t.nelements() == 0 {
         return Ok(Split::Mirrored);
     }
-    // (views, and ops that write into a view of a cache, are derived below from their view
-    // source, which may itself be allocated)
-    if t.view_src().is_none() && t.own_buffer().is_some() {
-        return match holding(t) {
-            Some(_) => derived(t).map(|d| d.split),
+    // Weights and caches (a meta buffer that is not a compute buffer) have their splits from
+    // the policy; compute tensors, even when allocated before (a graph reserved again), are
+    // derived here. Views, and ops that write into a view of a cache, are derived below from
+    // their view source.
+    if let (None, Some(own)) = (t.view_src(), t.own_buffer()) {
+        match holding(t) {
+            Some(_) if own.usage() != USAGE_COMPUTE => return derived(t).map(|d| d.split),
+            Some(_) => {}
             // memory of another backend: the scheduler copies it to the meta backend whole
-            None => Ok(Split::Mirrored),
-        };
+            None => return Ok(Split::Mirrored),
+        }
     }
     let split = match t.view_src() {
         Some(base) => {
@@ -1266,7 +1283,9 @@ unsafe extern "C" fn cpy_tensor(
     let (Ok(ds), Ok(dd)) = (derived(s), derived(d)) else {
         return false;
     };
-    if !ds.split.same_as(&dd.split) || ds.reduce != dd.reduce {
+    // (packed results: device by device only into the same packing)
+    let packed_alike = packing(s) == packing(d);
+    if !ds.split.same_as(&dd.split) || ds.reduce != dd.reduce || !packed_alike {
         return false;
     }
     let (Some(ss), Some(sd)) = (

@@ -326,15 +326,20 @@ impl Sched {
     /// `meta::buffer::check_unallocated`): a reserve is where libllama learns whether a
     /// context can run, and the place to say that one cannot.
     fn check_meta_splits(&mut self) -> Result<(), String> {
+        // one table per meta backend: a split reads what its earlier splits computed
+        let mut tables: HashMap<usize, HashMap<usize, crate::meta::split::Split>> = HashMap::new();
         for split in &mut self.splits {
             let Some(meta) = crate::meta::backend::of(self.backends[split.backend]) else {
                 continue;
             };
-            // SAFETY: the split's graph view lives in `self.splits` during this call.
+            // SAFETY: the split's graph struct lives in `self.splits` during this call, and
+            // its node array points into the graph being reserved, which the caller keeps
+            // alive for the whole reserve.
             let Some(graph) = (unsafe { Graph::from_ptr(&mut split.graph) }) else {
                 continue;
             };
-            crate::meta::buffer::check_unallocated(graph.nodes(), meta.simple.len())?;
+            let table = tables.entry(split.backend).or_default();
+            crate::meta::buffer::check_unallocated(graph.nodes(), meta.simple.len(), table)?;
         }
         Ok(())
     }

@@ -94,6 +94,8 @@ pub enum RuleError {
         split: Split,
         v: Split,
     },
+    /// gated_delta_net's k not split like its q.
+    DeltaNetKeys { q: Split, k: Split },
     /// gated_delta_net: some device's v head would read a q/k head it does not hold.
     DeltaNetGroups { qk: Split, v: Split },
     /// A packed result (gated_delta_net's output and states) split other than by heads, or
@@ -237,6 +239,12 @@ impl fmt::Display for RuleError {
                 v.describe(),
                 split.describe()
             ),
+            DeltaNetKeys { q, k } => write!(
+                f,
+                "gated_delta_net's k must be split like its q ({}), not {}",
+                q.describe(),
+                k.describe()
+            ),
             DeltaNetGroups { qk, v } => write!(
                 f,
                 "gated_delta_net: with q/k heads {} and v heads {}, a device would need a q/k \
@@ -358,7 +366,9 @@ fn scale(stride: usize, chunk: usize, chunk_j: usize) -> usize {
 
 /// The split and per-device layouts of a view `v` at byte offset `offs` into `base`, which
 /// is split as `split`. The view's split axis is the dimension that walks across the base's
-/// split dimension; each device's part of the view must be one run inside one of its slices.
+/// split dimension; each device's part of the view may take several runs of its slice (one
+/// per segment the view reaches) as long as they follow each other in the device's memory
+/// at the view's step, so that it is one strided view there.
 pub fn map_view(
     base: &Layout,
     split: &Split,
@@ -1135,10 +1145,9 @@ fn gated_delta_net(srcs: &[Option<Src>]) -> Result<Derived, RuleError> {
         }
     }
     if !k.split.same_as(&q.split) {
-        return Err(RuleError::DeltaNetHeads {
-            what: "k",
-            split: k.split.clone(),
-            v: q.split.clone(),
+        return Err(RuleError::DeltaNetKeys {
+            q: q.split.clone(),
+            k: k.split.clone(),
         });
     }
     let (h_k, h) = (q.ne[1], v.ne[1]);

@@ -124,16 +124,6 @@ impl DimSplit {
         }
     }
 
-    /// The inverse of [`widened`](Self::widened): each `factor` consecutive indices become
-    /// one, for splits whose extents are all whole multiples of `factor`.
-    pub fn narrowed(&self, axis: usize, factor: i64) -> Option<DimSplit> {
-        (factor > 0 && self.ne.iter().all(|&e| e % factor == 0)).then(|| DimSplit {
-            axis,
-            n: self.n,
-            ne: self.ne.iter().map(|&e| e / factor).collect(),
-        })
-    }
-
     /// Whether every index is on the same device at the same position as in `other`, whatever
     /// the two splits' axes (a head split of q against the split of its sinks' rows).
     pub fn places_like(&self, other: &DimSplit) -> bool {
