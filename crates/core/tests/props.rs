@@ -8,9 +8,10 @@
 //! * transfer planning: `transfer::pieces` moves every byte of any range of a split tensor
 //!   exactly once, from its host position to its position in the right device's slice, and no
 //!   piece (a 2D transfer) reaches past the end of that slice;
-//! * view mapping: whenever `rules::map_view` accepts a view of a split tensor, each device's
-//!   layout addresses, for every element of the view that device holds, the byte where the
-//!   element lives in that device's slice, and the devices together hold every element once.
+//! * view mapping: whenever `rules::map_view` accepts a view of a split tensor (boxes of it,
+//!   permuted, and views with arbitrary strides and offsets), each device's layout addresses,
+//!   for every element of the view that device holds, the byte where the element lives in
+//!   that device's slice, and the devices together hold every element once.
 
 use ggml_backend_rs_core::rules::{self, DeviceLayout, Layout};
 use ggml_backend_rs_core::split::{DimSplit, RawSplitState, Split, MAX_DEVICES, MAX_SEGMENTS};
@@ -266,46 +267,115 @@ fn split_view() -> impl Strategy<Value = (Layout, DimSplit, Layout, usize)> {
         })
 }
 
+/// When `map_view` accepts view `v` at `offs` of `base` split as `d`: each element of the view
+/// is, by the view's split and its device's layout, at the byte where the base's split puts it.
+fn check_accepted_view(
+    base: &Layout,
+    d: &DimSplit,
+    v: &Layout,
+    offs: usize,
+) -> Result<(), TestCaseError> {
+    let n = d.n;
+    let devs = rules::own_layouts(base, &Split::Dim(d.clone()), n).unwrap();
+    let Ok((split, layouts)) = rules::map_view(base, &Split::Dim(d.clone()), v, offs, n) else {
+        return Ok(());
+    };
+    let Split::Dim(vd) = split else {
+        prop_assert!(false, "a view of a split tensor came back unsplit");
+        unreachable!()
+    };
+    prop_assert_eq!(vd.total(), v.ne[vd.axis]);
+    // every element of the view, by its indices
+    let mut idx = [0i64; 4];
+    for i3 in 0..v.ne[3] {
+        for i2 in 0..v.ne[2] {
+            for i1 in 0..v.ne[1] {
+                for i0 in 0..v.ne[0] {
+                    idx[0] = i0;
+                    idx[1] = i1;
+                    idx[2] = i2;
+                    idx[3] = i3;
+                    let host: usize =
+                        offs + (0..4).map(|k| idx[k] as usize * v.nb[k]).sum::<usize>();
+                    let want = locate(base, d, &devs, host);
+                    // the view's split says which device holds this element, and where
+                    let h = idx[vd.axis];
+                    let iv = vd
+                        .intervals()
+                        .into_iter()
+                        .find(|iv| iv.host_start <= h && h < iv.host_start + iv.len)
+                        .expect("view index in a run");
+                    let l = &layouts[iv.device];
+                    let mut local = idx;
+                    local[vd.axis] = iv.dev_start + h - iv.host_start;
+                    prop_assert!(local[vd.axis] < l.ne[vd.axis]);
+                    let byte = l.offs + (0..4).map(|k| local[k] as usize * l.nb[k]).sum::<usize>();
+                    prop_assert_eq!(
+                        (iv.device, byte),
+                        want,
+                        "view element {:?} (split {:?}, layouts {:?})",
+                        idx,
+                        vd,
+                        layouts
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A view of a contiguous f32 tensor split along `axis` with arbitrary strides (whole
+/// elements, 1 to 8 apart) and offset, inside the tensor: rows that start inside a step, steps
+/// wider than rows, dimensions that walk the split dimension at other strides than the base's.
+fn strided_view() -> impl Strategy<Value = (Layout, DimSplit, Layout, usize)> {
+    (0usize..4, proptest::array::uniform4(1i64..=4))
+        .prop_flat_map(|(axis, dims)| dim_split(axis, 1).prop_map(move |d| (axis, dims, d)))
+        .prop_filter("a non-empty base", |(_, _, d)| d.total() > 0)
+        .prop_flat_map(|(axis, dims, d)| {
+            let mut ne = dims;
+            ne[axis] = d.total();
+            let base = contiguous(ne, 1, 4);
+            let total = base.nb[3] * ne[3] as usize;
+            (
+                Just(base),
+                Just(d),
+                proptest::array::uniform4(1i64..=3),
+                proptest::array::uniform4(1usize..=8),
+                0..total / 4,
+            )
+        })
+        .prop_map(|(base, d, vne, steps, start)| {
+            let total = base.nb[3] * base.ne[3] as usize;
+            let mut v = Layout {
+                ne: vne,
+                nb: steps.map(|s| s * 4),
+                blck: 1,
+            };
+            let span = |v: &Layout| {
+                (0..4)
+                    .map(|k| (v.ne[k] as usize - 1) * v.nb[k])
+                    .sum::<usize>()
+                    + 4
+            };
+            if span(&v) > total {
+                v.ne = [1; 4];
+            }
+            let offs = (start * 4).min(total - span(&v)) / 4 * 4;
+            (base, d, v, offs)
+        })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(1024))]
 
     #[test]
     fn accepted_views_address_every_element((base, d, v, offs) in split_view()) {
-        let n = d.n;
-        let devs = rules::own_layouts(&base, &Split::Dim(d.clone()), n).unwrap();
-        let Ok((split, layouts)) = rules::map_view(&base, &Split::Dim(d.clone()), &v, offs, n)
-        else {
-            return Ok(());
-        };
-        let Split::Dim(vd) = split else {
-            prop_assert!(false, "a view of a split tensor came back unsplit");
-            unreachable!()
-        };
-        prop_assert_eq!(vd.total(), v.ne[vd.axis]);
-        // every element of the view, by its indices
-        let mut idx = [0i64; 4];
-        for i3 in 0..v.ne[3] {
-            for i2 in 0..v.ne[2] {
-                for i1 in 0..v.ne[1] {
-                    for i0 in 0..v.ne[0] {
-                        idx[0] = i0; idx[1] = i1; idx[2] = i2; idx[3] = i3;
-                        let host: usize = offs + (0..4).map(|k| idx[k] as usize * v.nb[k]).sum::<usize>();
-                        let want = locate(&base, &d, &devs, host);
-                        // the view's split says which device holds this element, and where
-                        let h = idx[vd.axis];
-                        let iv = vd.intervals().into_iter()
-                            .find(|iv| iv.host_start <= h && h < iv.host_start + iv.len)
-                            .expect("view index in a run");
-                        let l = &layouts[iv.device];
-                        let mut local = idx;
-                        local[vd.axis] = iv.dev_start + h - iv.host_start;
-                        prop_assert!(local[vd.axis] < l.ne[vd.axis]);
-                        let byte = l.offs + (0..4).map(|k| local[k] as usize * l.nb[k]).sum::<usize>();
-                        prop_assert_eq!((iv.device, byte), want,
-                            "view element {:?} (split {:?}, layouts {:?})", idx, vd, layouts);
-                    }
-                }
-            }
-        }
+        check_accepted_view(&base, &d, &v, offs)?;
+    }
+
+    #[test]
+    fn accepted_strided_views_address_every_element((base, d, v, offs) in strided_view()) {
+        check_accepted_view(&base, &d, &v, offs)?;
     }
 }
