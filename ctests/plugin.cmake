@@ -52,6 +52,21 @@ set_tests_properties(plugin/ops PROPERTIES
     ENVIRONMENT "GGML_BACKEND_RS_TP=CPU,CPU;GGML_NO_BACKTRACE=1"
     PASS_REGULAR_EXPRESSION "plugin_ops: TP0 = TP\\(CPU,CPU\\) matches the CPU backend")
 
+# plugin_vs_cpu(<test> <gguf> <TOL> <env> [driver args]): upstream's libllama decodes <gguf>
+# through the plugin's TP0 (the plugin's environment plus <env>, a list of VAR=value) and must
+# give one CPU's tokens, with logits within <TOL> (ctests/llama_run.cmake).
+function(plugin_vs_cpu test gguf tol env)
+    set(common --model "${gguf}" --threads 2 --n-predict 12)
+    string(REPLACE "/" "-" work "${test}")
+    add_test(NAME ${test} COMMAND "${CMAKE_COMMAND}"
+        -D "DRIVER_A=$<TARGET_FILE:llama_driver_ref>"
+        -D "ARGS_A=${common};--split-mode;none;--devices;CPU"
+        -D "DRIVER_B=${CMAKE_COMMAND}"
+        -D "ARGS_B=-E;env;${plugin_env};${env};$<TARGET_FILE:llama_driver_ref>;${common};--load-all-backends;${ARGN};--devices;TP0"
+        -D "COMPARE=$<TARGET_FILE:compare_logits>" -D "TOL=${tol}"
+        -D "WORK_DIR=${model_dir}/${work}" -P "${run}")
+endfunction()
+
 # model|TOL, as meta_e2e.cmake measured them for the same sums
 set(plugin_models "tiny-gqa-f32|1e-4" "tiny-gqa-f16|1e-3" "small-mha-f32|1e-4" "tiny-moe-f32|1e-4"
     "tiny-mqa-f32|1e-4" "qwen3-f32|1e-4" "qwen3moe-f32|1e-4" "gpt-oss-f32|1e-4" "gemma-mqa-f32|1e-4"
@@ -61,7 +76,6 @@ foreach(model_entry IN LISTS plugin_models)
     string(REPLACE "|" ";" parts "${model_entry}")
     list(GET parts 0 model)
     list(GET parts 1 tol)
-    set(common --model "${model_dir}/${model}.gguf" --threads 2 --n-predict 12)
     set(tests "")
     foreach(cfg_entry IN LISTS plugin_configs)
         string(REPLACE "|" ";" cfg_parts "${cfg_entry} ")
@@ -70,13 +84,7 @@ foreach(model_entry IN LISTS plugin_models)
         list(GET cfg_parts 2 extra_text)
         separate_arguments(extra UNIX_COMMAND "${extra_text}")
         set(test plugin/llama/${model}/${cfg}_vs_cpu)
-        add_test(NAME ${test} COMMAND "${CMAKE_COMMAND}"
-            -D "DRIVER_A=$<TARGET_FILE:llama_driver_ref>"
-            -D "ARGS_A=${common};--split-mode;none;--devices;CPU"
-            -D "DRIVER_B=${CMAKE_COMMAND}"
-            -D "ARGS_B=-E;env;${plugin_env};GGML_BACKEND_RS_TP=${members};$<TARGET_FILE:llama_driver_ref>;${common};--load-all-backends;${extra};--devices;TP0"
-            -D "COMPARE=$<TARGET_FILE:compare_logits>" -D "TOL=${tol}"
-            -D "WORK_DIR=${model_dir}/plugin-${model}-${cfg}" -P "${run}")
+        plugin_vs_cpu(${test} "${model_dir}/${model}.gguf" ${tol} "GGML_BACKEND_RS_TP=${members}" ${extra})
         list(APPEND tests ${test})
         if(model STREQUAL "qwen35-f32" AND cfg STREQUAL "tgpu2")
             set_tests_properties(${test} PROPERTIES ENVIRONMENT "GGML_BACKEND_RS_TESTGPU_GET_ROWS=1")
@@ -93,13 +101,8 @@ add_test(NAME plugin/llama/qwen35-f32/tgpu2_cpu_ops_stops_at_context COMMAND "${
     -P "${CMAKE_CURRENT_SOURCE_DIR}/expect_abort.cmake")
 set_tests_properties(plugin/llama/qwen35-f32/tgpu2_cpu_ops_stops_at_context PROPERTIES
     ENVIRONMENT "${plugin_env};GGML_BACKEND_RS_TP=TESTGPU0,TESTGPU1")
-add_test(NAME plugin/llama/qwen35-f32/tgpu2_cpu_ops_mirrored_vs_cpu COMMAND "${CMAKE_COMMAND}"
-    -D "DRIVER_A=$<TARGET_FILE:llama_driver_ref>"
-    -D "ARGS_A=--model;${q35};--threads;2;--n-predict;12;--split-mode;none;--devices;CPU"
-    -D "DRIVER_B=${CMAKE_COMMAND}"
-    -D "ARGS_B=-E;env;${plugin_env};GGML_BACKEND_RS_TP=TESTGPU0,TESTGPU1;GGML_BACKEND_RS_TP_RECURRENT=mirrored;$<TARGET_FILE:llama_driver_ref>;--model;${q35};--threads;2;--n-predict;12;--load-all-backends;--test-device;--devices;TP0"
-    -D "COMPARE=$<TARGET_FILE:compare_logits>" -D TOL=1e-4
-    -D "WORK_DIR=${model_dir}/plugin-qwen35-tgpu2-mirrored" -P "${run}")
+plugin_vs_cpu(plugin/llama/qwen35-f32/tgpu2_cpu_ops_mirrored_vs_cpu "${q35}" 1e-4
+    "GGML_BACKEND_RS_TP=TESTGPU0,TESTGPU1;GGML_BACKEND_RS_TP_RECURRENT=mirrored" --test-device)
 set_tests_properties(plugin/llama/qwen35-f32/tgpu2_cpu_ops_stops_at_context
     plugin/llama/qwen35-f32/tgpu2_cpu_ops_mirrored_vs_cpu PROPERTIES FIXTURES_REQUIRED model_qwen35-f32)
 
@@ -137,12 +140,7 @@ add_test(NAME plugin/llama/cut_heads_stop_at_context COMMAND "${CMAKE_COMMAND}"
     -P "${CMAKE_CURRENT_SOURCE_DIR}/expect_abort.cmake")
 set_tests_properties(plugin/llama/cut_heads_stop_at_context PROPERTIES
     ENVIRONMENT "${plugin_env};GGML_BACKEND_RS_TP=CPU,CPU,CPU,CPU")
-add_test(NAME plugin/llama/mha6-f32/cpu4_head_dim_vs_cpu COMMAND "${CMAKE_COMMAND}"
-    -D "DRIVER_A=$<TARGET_FILE:llama_driver_ref>"
-    -D "ARGS_A=--model;${mha6};--threads;2;--n-predict;12;--split-mode;none;--devices;CPU"
-    -D "DRIVER_B=${CMAKE_COMMAND}"
-    -D "ARGS_B=-E;env;${plugin_env};GGML_BACKEND_RS_TP=CPU,CPU,CPU,CPU;GGML_BACKEND_RS_TP_HEAD_DIM=32;$<TARGET_FILE:llama_driver_ref>;--model;${mha6};--threads;2;--n-predict;12;--load-all-backends;--devices;TP0"
-    -D "COMPARE=$<TARGET_FILE:compare_logits>" -D TOL=1e-4
-    -D "WORK_DIR=${model_dir}/plugin-mha6-cpu4" -P "${run}")
+plugin_vs_cpu(plugin/llama/mha6-f32/cpu4_head_dim_vs_cpu "${mha6}" 1e-4
+    "GGML_BACKEND_RS_TP=CPU,CPU,CPU,CPU;GGML_BACKEND_RS_TP_HEAD_DIM=32")
 set_tests_properties(plugin/llama/cut_heads_stop_at_context plugin/llama/mha6-f32/cpu4_head_dim_vs_cpu
     PROPERTIES FIXTURES_REQUIRED model_mha6-f32)

@@ -430,13 +430,7 @@ fn compute(t: Tensor, mb: &MetaBuffer) -> Result<(Derived, Option<Vec<DeviceLayo
             // nothing to split; a mapping error surfaces only where the layouts are needed
             return Ok((plain(Split::Mirrored), mapped.ok().map(|(_, l)| l)));
         }
-        let (mem, layouts) = mapped.map_err(|e| named(t, e))?;
-        // view ops, and views made by ggml_view_tensor (op NONE), are their memory
-        if t.is_view_op() || t.op_kind() == Some(Op::None) {
-            return Ok((plain(mem), Some(layouts)));
-        }
-        let d = op_rule(t, n)?;
-        writes_as_placed(t, &d, &mem)?;
+        let (d, layouts) = view_split(mapped, t, n, &mut |s| derived(s).map(|d| d.split))?;
         return Ok((d, Some(layouts)));
     }
     if t.nelements() == 0 {
@@ -454,20 +448,32 @@ fn compute(t: Tensor, mb: &MetaBuffer) -> Result<(Derived, Option<Vec<DeviceLayo
     Ok((d, None))
 }
 
-/// An op whose result is a view (a copy into a cache, an in-place op) must yield its values
-/// where the view's memory already places them, as one value (not partial sums).
-fn writes_as_placed(t: Tensor, d: &Derived, mem: &Split) -> Result<(), String> {
-    if d.split.same_as(mem) && !d.reduce {
-        return Ok(());
+/// The split of view `t` from its memory (`mapped`: `map_view` of it in its view source): view
+/// ops, and views made by ggml_view_tensor (op NONE), are their memory; an op whose result is
+/// a view (a copy into a cache, an in-place op) must yield its values where that memory
+/// already places them, as one value (not partial sums). Sources' splits from `split_of`.
+fn view_split(
+    mapped: Result<(Split, Vec<DeviceLayout>), String>,
+    t: Tensor,
+    n: usize,
+    split_of: &mut dyn FnMut(Tensor) -> Result<Split, String>,
+) -> Result<(Derived, Vec<DeviceLayout>), String> {
+    let (mem, layouts) = mapped.map_err(|e| named(t, e))?;
+    if t.is_view_op() || t.op_kind() == Some(Op::None) {
+        return Ok((plain(mem), layouts));
     }
-    Err(named(
-        t,
-        format!(
-            "the op yields {} but writes into a view split as {}",
-            d.split.describe(),
-            mem.describe()
-        ),
-    ))
+    let d = op_rule_with(t, n, split_of)?;
+    if !d.split.same_as(&mem) || d.reduce {
+        return Err(named(
+            t,
+            format!(
+                "the op yields {} but writes into a view split as {}",
+                d.split.describe(),
+                mem.describe()
+            ),
+        ));
+    }
+    Ok((d, layouts))
 }
 
 fn plain(split: Split) -> Derived {
@@ -599,12 +605,10 @@ fn unallocated_split(
     let split = match t.view_src() {
         Some(base) => {
             let bs = unallocated_split(base, n, splits)?;
-            let (mem, _) = map_view(base, &bs, t, n).map_err(|e| named(t, e))?;
-            if !(t.is_view_op() || t.op_kind() == Some(Op::None)) {
-                let d = op_rule_with(t, n, &mut |s| unallocated_split(s, n, splits))?;
-                writes_as_placed(t, &d, &mem)?;
-            }
-            mem
+            let mapped = map_view(base, &bs, t, n);
+            view_split(mapped, t, n, &mut |s| unallocated_split(s, n, splits))?
+                .0
+                .split
         }
         None => op_rule_with(t, n, &mut |s| unallocated_split(s, n, splits))?.split,
     };
@@ -971,8 +975,11 @@ pub fn plan(t: Tensor, offset: usize, size: usize, what: &str) -> (Plan, Vec<Ten
         Some(p) => packed::pieces(p, &layout(owner), ds, at, size).map_err(|e| e.to_string()),
         None => pieces(&layout(owner), ds, at, size).map_err(|e| e.to_string()),
     };
-    let owner_mb =
-        holding(owner).unwrap_or_else(|| fail("view source not in a meta buffer".into()));
+    let owner_mb = if owner == t {
+        mb
+    } else {
+        holding(owner).unwrap_or_else(|| fail("view source not in a meta buffer".into()))
+    };
     let simple = initialised(&owner_mb, owner);
     (Plan::Pieces(ps.unwrap_or_else(|e| fail(e))), simple)
 }

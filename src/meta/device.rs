@@ -442,12 +442,11 @@ impl MetaDevice {
         ) {
             return;
         }
-        // libllama names a layer's nodes "<name>-<layer>"
-        let name = t.name_string();
-        let Some(layer) = name.rsplit('-').next().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(layer) = node_layer(t) else {
             return;
         };
         if lock(p).splits_recurrent(layer) {
+            let name = t.name_string();
             abort(
                 file!(),
                 line!(),
@@ -473,9 +472,7 @@ impl MetaDevice {
         if t.op_kind() != Some(ggml_backend_rs_core::Op::Rope) {
             return;
         }
-        // libllama names the results of layer N "Qcur-N" / "Kcur-N"
-        let name = t.name_string();
-        let Some(layer) = name.rsplit('-').next().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(layer) = node_layer(t) else {
             return;
         };
         if let Err(e) = lock(p).check_head_size(layer, t.ne(0)) {
@@ -486,6 +483,11 @@ impl MetaDevice {
             );
         }
     }
+}
+
+/// The layer of a graph node: libllama names a layer's nodes "<name>-<layer>" ("Kcur-3").
+fn node_layer(t: Tensor) -> Option<u32> {
+    t.name_string().rsplit('-').next()?.parse().ok()
 }
 
 unsafe extern "C" fn dev_supports_buft(

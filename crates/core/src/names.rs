@@ -448,7 +448,8 @@ impl NamePolicy {
             return None;
         }
         let hd = self.get(layer, "ssm_norm").filter(|t| t.ne[1] == 1)?.ne[0];
-        let value = self.get(layer, "attn_gate")?.ne[1];
+        let gate = self.get(layer, "attn_gate")?;
+        let value = gate.ne[1];
         let conv = self.get(layer, "ssm_conv1d")?;
         let n_v = self.tensors.get(&format!("blk.{layer}.ssm_a"))?.ne[0];
         let qkv = self.get(layer, "attn_qkv")?;
@@ -476,9 +477,7 @@ impl NamePolicy {
         }
         // whole heads that are whole blocks of the projections' rows and of ssm_out's
         // columns (libllama: lcm(block, head size) rows)
-        let blck = [qkv.blck, out.blck, self.get(layer, "attn_gate")?.blck]
-            .into_iter()
-            .fold(1, lcm);
+        let blck = [qkv.blck, out.blck, gate.blck].into_iter().fold(1, lcm);
         let granule = lcm(blck, hd) / hd;
         let per_device = distribute(n_k, granule, self.n, layer as usize % self.n)?;
         Some(Recurrent {

@@ -601,13 +601,15 @@ impl Derived {
 /// `want` as the slices each device takes of mirrored source `s`: when `s` spans the whole
 /// split dimension and each device's part is one run (a view of its copy).
 fn slice_of(s: &Src, want: &DimSplit) -> Option<DimSplit> {
+    if s.split != Split::Mirrored || s.ne[want.axis] != want.total() {
+        return None;
+    }
     let runs = want.intervals();
     let one_run_each = runs
         .iter()
         .enumerate()
         .all(|(k, iv)| runs[..k].iter().all(|o| o.device != iv.device));
-    (s.split == Split::Mirrored && s.ne[want.axis] == want.total() && one_run_each)
-        .then(|| want.clone())
+    one_run_each.then(|| want.clone())
 }
 
 /// The split of `op`'s result with shape `ne` given its sources `srcs` (index = source slot).
@@ -926,10 +928,12 @@ fn binary(op: Op, a: &Src, b: &Src, ne: [i64; 4]) -> Result<Derived, RuleError> 
         (Partial, Partial) if matches!(op, Op::Add | Op::Sub) => Derived::plain(Partial),
         (Partial, Mirrored) if !matches!(op, Op::Add | Op::Sub) => Derived::plain(Partial),
         (Mirrored, Partial) if op == Op::Mul => Derived::plain(Partial),
-        (Split::Dim(d), _) => match (broadcast_ok(&a.split, b), slice_of(b, d)) {
-            (Ok(()), _) => Derived::plain(carry(d, d.axis, a.ne, ne)?),
-            (Err(_), Some(slice)) => Derived::slicing(carry(d, d.axis, a.ne, ne)?, 1, slice),
-            (Err(e), None) => Err(e),
+        (Split::Dim(d), _) => match broadcast_ok(&a.split, b) {
+            Ok(()) => Derived::plain(carry(d, d.axis, a.ne, ne)?),
+            Err(e) => match slice_of(b, d) {
+                Some(slice) => Derived::slicing(carry(d, d.axis, a.ne, ne)?, 1, slice),
+                None => Err(e),
+            },
         },
         (Mirrored, Split::Dim(d)) => match slice_of(a, d) {
             Some(slice) => Derived::slicing(carry(d, d.axis, b.ne, ne)?, 0, slice),
