@@ -27,7 +27,7 @@
 # 4096, 32 layers, 32 heads / 8 KV heads, n_ff 14336, vocab 32000; 14.5 GB) with write_model
 # --stream and its Q4_0 copy with `llama_bench --quantize`, then for each model and each
 # configuration — split none on TP_NONE_DEVICE, tensor over each list in TP_DEVICES, layer over
-# each list in TP_LAYER — runs llama_bench_ref (upstream) then llama_bench (ours), each one process
+# each list in TP_LAYER, row over each list in TP_ROW — runs llama_bench_ref (upstream) then llama_bench (ours), each one process
 # doing pp<TP_NPROMPT> and tg<TP_NGEN> (flash attention on, n_ubatch 512, TP_WARMUP warm-ups,
 # TP_REPS timed repetitions: median and min–max tokens/s); then llama_driver_ref / llama_driver
 # with --logits-out in the same configuration, compared with compare_logits (ours vs upstream:
@@ -39,6 +39,8 @@
 # Environment of the tp job, set on the tp-start (or tp) command line (defaults in brackets):
 #   TP_DEVICES   device lists for split tensor, space-separated ["CUDA0 CUDA0,CUDA0"]
 #   TP_LAYER     device lists for split layer, e.g. "CUDA0,CUDA1" [none]
+#   TP_ROW       device lists for split row (CUDA's split buffer type, found through the device's
+#                registry), e.g. "CUDA0" or "CUDA0,CUDA1" [none]
 #   TP_NONE_DEVICE  the device of the split-none baseline [CUDA0]
 #   TP_MODELS    f16 and/or quantized copies of it: q4_0 q4_1 q5_0 q5_1 q8_0 ["f16 q4_0"]
 #   TP_REPS [10]  TP_WARMUP [2]  TP_NPROMPT [512]  TP_NGEN [128]  TP_UBATCH [512]  TP_THREADS [4]
@@ -202,6 +204,7 @@ tp_settings() {
                   --n-ctx-train 8192 --rope-freq-base 500000)
     fi
     tp_layer=${TP_LAYER:-}
+    tp_row=${TP_ROW:-}
     tp_models=${TP_MODELS:-f16 q4_0}
     tp_ub=${TP_UBATCH:-512}
     tp_envs=${TP_ENVS:-}
@@ -254,8 +257,8 @@ tp_bench() {
     { timeout -k 10 "$tp_timeout" env "${envs[@]}" "$bin" --model "$out/models/$model.gguf" --split-mode "$run_split" --devices "$run_devs" \
         "${run_extra[@]}" --n-prompt "$tp_np" --n-gen "$tp_ng" --n-ubatch "$tp_ub" --flash-attn on --threads "$tp_threads" \
         --warmup "$tp_warmup" --reps "$tp_reps" >"$log" 2>&1; } 2>/dev/null
-    [[ $side == plugin ]] && side=ours   # a row of its own, compared with upstream's tensor run
     local rc=$? t line failed=0
+    [[ $side == plugin ]] && side=ours   # a row of its own, compared with upstream's tensor run
     for t in "pp$tp_np" "tg$tp_ng"; do
         line=$(grep -m1 "^result test=$t " "$log")
         if [[ -n $line ]]; then
@@ -479,7 +482,7 @@ tp() {
         echo "started: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
         local gpus; gpus=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | paste -sd ';')
         echo "host: $(nproc) cores; GPUs: ${gpus:-none (no nvidia-smi)}"
-        echo "settings: models='$tp_models' none=$tp_none tensor='$tp_devices' layer='$tp_layer' envs='$tp_envs' plugin='${tp_plugin:-off}'"
+        echo "settings: models='$tp_models' none=$tp_none tensor='$tp_devices' layer='$tp_layer' row='$tp_row' envs='$tp_envs' plugin='${tp_plugin:-off}'"
         echo "          reps=$tp_reps warmup=$tp_warmup n_prompt=$tp_np n_gen=$tp_ng n_ubatch=$tp_ub threads=$tp_threads nccl=$tp_nccl cpu_test=${TP_CPU_TEST:-0}"
     } | tee "$tpdir/settings.txt"
     nvidia-smi >"$tpdir/nvidia-smi.txt" 2>&1
@@ -522,6 +525,7 @@ tp() {
         tp_config "$m" none "$tp_none"; tp_table
         for d in $tp_devices; do tp_config "$m" tensor "$d"; tp_table; done
         for d in $tp_layer; do tp_config "$m" layer "$d"; tp_table; done
+        for d in $tp_row; do tp_config "$m" row "$d"; tp_table; done
     done
     echo "finished: $(date -u '+%Y-%m-%d %H:%M:%S UTC') (${SECONDS}s)" >>"$tpdir/settings.txt"
     step "tables ($tpdir/table.md)"
