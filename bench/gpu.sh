@@ -44,7 +44,10 @@
 #   TP_NONE_DEVICE  the device of the split-none baseline [CUDA0]
 #   TP_MODELS    f16 and/or quantized copies of it: q4_0 q4_1 q5_0 q5_1 q8_0 ["f16 q4_0"]
 #   TP_REPS [10]  TP_WARMUP [2]  TP_NPROMPT [512]  TP_NGEN [128]  TP_UBATCH [512]  TP_THREADS [4]
-#   TP_NCCL      on: build with NCCL, as `multi` [off]
+#   TP_NCCL      on: build with NCCL, as `multi`; both: also a second pair of trees without NCCL
+#                (TP_PREBUILT_NONCCL, or built in /tmp/gpu/build-nonccl), in which tensor mode over
+#                each multi-device list of TP_DEVICES runs again, upstream (its fallback) and ours
+#                (our AllReduce), as rows "(CUDA built without NCCL)" [off]
 #   TP_ENVS      extra runs of ours (benchmark and logits) for every tensor device list, one per
 #                space-separated item, each item one or more VAR=value joined with '+', e.g.
 #                "GGML_META_ALLREDUCE=copies GGML_META_ALLREDUCE=own" [none]
@@ -64,6 +67,7 @@
 #   TP_CPU_TEST  1: check the script on a CPU-only host: no CUDA, a small model (n_embd 256, 2
 #                layers), devices CPU and CPU,CPU, pp64/tg16, 3 reps, 1 warm-up (each overridable)
 #   TP_PREBUILT  a build tree that already has the targets: skip configure and build
+#   TP_PREBUILT_NONCCL  the same for the trees without NCCL of TP_NCCL=both
 #   GPU_DIR      where llama.cpp/ and libggml_backend_rs.a are [<repo>/.gpu]
 #
 # Time on the 16-core H200 host (estimates, defaults): build of both trees with CUDA, in
@@ -97,16 +101,17 @@ build() {
     fi
     local backend=(-DGGML_CUDA=ON "${nccl[@]}" -DCMAKE_CUDA_ARCHITECTURES=90)
     [[ ${TP_CPU_TEST:-0} == 1 ]] && backend=(-DGGML_CUDA=OFF)   # bench/gpu.sh tp checked on a CPU host
-    step "configure"
+    local log=${2:-}   # log-name suffix of a second tree
+    step "configure $build"
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
         -DLLAMA_CPP_DIR="$gpu_dir/llama.cpp" -DGGML_BACKEND_RS_STATICLIB="$gpu_dir/libggml_backend_rs.a" \
         -DGGML_BACKEND_RS_VALGRIND=OFF \
         "${backend[@]}" -DGGML_NATIVE=OFF \
-        >"$out/configure.log" 2>&1 || { tail -20 "$out/configure.log"; return 1; }
-    step "build"
+        >"$out/configure$log.log" 2>&1 || { tail -20 "$out/configure$log.log"; return 1; }
+    step "build $build"
     cmake --build "$build" -j "$jobs" \
         --target llama_driver llama_driver_ref write_model compare_logits llama_bench llama_bench_ref \
-        >"$out/build.log" 2>&1 || { grep -E -A5 'FAILED|error' "$out/build.log" | head -40; return 1; }
+        >"$out/build$log.log" 2>&1 || { grep -E -A5 'FAILED|error' "$out/build$log.log" | head -40; return 1; }
 }
 
 run() {
@@ -210,6 +215,9 @@ tp_settings() {
     tp_envs=${TP_ENVS:-}
     tp_npredict=${TP_NPREDICT:-16}
     tp_nccl=${TP_NCCL:-off}
+    case $tp_nccl in off|on|both) ;; *) echo "TP_NCCL=$tp_nccl: not off, on or both" >&2; exit 2 ;; esac
+    tp_build_nonccl=${TP_PREBUILT_NONCCL:-/tmp/gpu/build-nonccl}
+    tp_variant=""   # set while the trees without NCCL of TP_NCCL=both run
     tp_timeout=${TP_TIMEOUT:-300}
     tp_plugin=${TP_PLUGIN:-$gpu_dir/libggml-backend-rs-tp.so}
     # heads of 64 on the GPU: CUDA's flash attention has no kernel for the CPU tests' 16
@@ -238,8 +246,15 @@ tp_status() {
     else echo "failed (exit $rc)"; fi
 }
 
-# File-name tag of a configuration: split, devices, env settings.
-tp_tag() { local t="$1-${2//,/_}"; [[ -n ${3:-} ]] && t+="-${3//[^A-Za-z0-9_.-]/_}"; echo "$t"; }
+# File-name tag of a configuration: split, devices, env settings, "nonccl" for the trees without
+# NCCL (never for split none, which runs once).
+tp_tag() {
+    local t="$1-${2//,/_}"; [[ -n ${3:-} ]] && t+="-${3//[^A-Za-z0-9_.-]/_}"
+    [[ -n $tp_variant && $1 != none ]] && t+="-nonccl"
+    echo "$t"
+}
+# Row label of a configuration: "SPLIT DEVICES", and which trees ran it.
+tp_label() { local l="$1 $2"; [[ -n $tp_variant ]] && l+=" (CUDA built without NCCL)"; echo "$l"; }
 
 # tp_bench MODEL SPLIT DEVICES SIDE [ENVITEM]: one benchmark process; appends to results.tsv:
 # model, test, row label, base label, split, side, status, median, min, max.
@@ -247,7 +262,8 @@ tp_bench() {
     local model=$1 split=$2 devs=$3 side=$4 envitem=${5:-}
     local bin_suffix run_split run_devs run_env run_extra
     tp_side_args "$side" "$split" "$devs"
-    local bin="$build/bench/llama_bench$bin_suffix" base="$split $devs" label="$split $devs"
+    local bin="$build/bench/llama_bench$bin_suffix" base label
+    base=$(tp_label "$split" "$devs"); label=$base
     [[ -n $envitem ]] && label+=" [${envitem//+/ }]"
     [[ $side == plugin ]] && label+=" [plugin in upstream's program]"
     local log="$tpdir/bench-$model-$(tp_tag "$split" "$devs" "$envitem")-$side.txt"
@@ -311,19 +327,19 @@ tp_compare() {
 # mode), then the logits runs and their comparisons.
 tp_config() {
     local model=$1 split=$2 devs=$3 e
-    local variants=(""); [[ $split == tensor ]] && for e in $tp_envs; do variants+=("$e"); done
+    local variants=(""); [[ $split == tensor && -z $tp_variant ]] && for e in $tp_envs; do variants+=("$e"); done
     tp_bench "$model" "$split" "$devs" upstream
     for e in "${variants[@]}"; do tp_bench "$model" "$split" "$devs" ours "$e"; done
-    local plugin=0; [[ $split == tensor && -n $tp_plugin ]] && plugin=1
+    local plugin=0; [[ $split == tensor && -n $tp_plugin && -z $tp_variant ]] && plugin=1
     ((plugin)) && tp_bench "$model" "$split" "$devs" plugin
 
-    step "logits $model, $split $devs"
+    step "logits $model, $(tp_label "$split" "$devs")"
     local ndev; ndev=$(tr ',' '\n' <<<"$devs" | wc -l)
     local expect="reported"; ((ndev == 1)) && expect="bit-identical"
     local st_ref st_ours vs_ref vs_none tag label
     st_ref=$(tp_logits "$model" "$split" "$devs" upstream)
     for e in "${variants[@]}"; do
-        tag=$(tp_tag "$split" "$devs" "$e"); label="$split $devs"; [[ -n $e ]] && label+=" [${e//+/ }]"
+        tag=$(tp_tag "$split" "$devs" "$e"); label=$(tp_label "$split" "$devs"); [[ -n $e ]] && label+=" [${e//+/ }]"
         st_ours=$(tp_logits "$model" "$split" "$devs" ours "$e")
         local a="$tpdir/logits/$model-$tag-ours.bin" b="$tpdir/logits/$model-$(tp_tag "$split" "$devs")-upstream.bin"
         local none="$tpdir/logits/$model-$(tp_tag none "$tp_none")-ours.bin"
@@ -486,11 +502,24 @@ tp() {
         echo "          reps=$tp_reps warmup=$tp_warmup n_prompt=$tp_np n_gen=$tp_ng n_ubatch=$tp_ub threads=$tp_threads nccl=$tp_nccl cpu_test=${TP_CPU_TEST:-0}"
     } | tee "$tpdir/settings.txt"
     nvidia-smi >"$tpdir/nvidia-smi.txt" 2>&1
+    nvidia-smi topo -m >"$tpdir/topology.txt" 2>&1
+    if [[ $tp_nccl != off ]]; then
+        python3 -c 'import importlib.metadata as m; print("NCCL (nvidia-nccl-cu13):", m.version("nvidia-nccl-cu13"))' \
+            >>"$tpdir/settings.txt" 2>&1
+    fi
     if [[ -n ${TP_PREBUILT:-} ]]; then
         step "using the build in $build"
     else
-        local arg=""; [[ $tp_nccl == on ]] && arg=nccl
+        local arg=""; [[ $tp_nccl != off ]] && arg=nccl
         build $arg || { echo "build failed: see $out/build.log"; return 1; }
+    fi
+    if [[ $tp_nccl == both ]]; then
+        if [[ -n ${TP_PREBUILT_NONCCL:-} ]]; then step "using the build without NCCL in $tp_build_nonccl"
+        else
+            local main=$build; build=$tp_build_nonccl
+            build "" -nonccl || { echo "build without NCCL failed: see $out/build-nonccl.log"; return 1; }
+            build=$main
+        fi
     fi
     if [[ $tp_bench != on ]]; then
         tp_archs; tp_table
@@ -526,6 +555,11 @@ tp() {
         for d in $tp_devices; do tp_config "$m" tensor "$d"; tp_table; done
         for d in $tp_layer; do tp_config "$m" layer "$d"; tp_table; done
         for d in $tp_row; do tp_config "$m" row "$d"; tp_table; done
+        if [[ $tp_nccl == both ]]; then
+            local main=$build; build=$tp_build_nonccl; tp_variant=nonccl
+            for d in $tp_devices; do [[ $d == *,* ]] && { tp_config "$m" tensor "$d"; tp_table; }; done
+            build=$main; tp_variant=""
+        fi
     done
     echo "finished: $(date -u '+%Y-%m-%d %H:%M:%S UTC') (${SECONDS}s)" >>"$tpdir/settings.txt"
     step "tables ($tpdir/table.md)"
