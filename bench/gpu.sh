@@ -382,7 +382,10 @@ tp_arch_models=("tiny-mqa-f32|--n-head-kv 1 --n-ff 128 --seed 7"
     "qwen3moe-f32|--arch qwen3moe --n-head-kv 2 --n-ff 64 --n-expert 6 --n-expert-used 3 --seed 5"
     "gpt-oss-f32|--arch gpt-oss --n-head-kv 2 --n-ff 64 --n-expert 4 --n-expert-used 2 --seed 5"
     "gemma-mqa-f32|--arch gemma --n-head-kv 1 --n-ff 128 --seed 3"
-    "qwen35-f32|--arch qwen35 --n-head-kv 2 --n-ff 128 --seed 7")
+    "qwen35-f32|--arch qwen35 --n-head-kv 2 --n-ff 128 --seed 7"
+    "qwen2-f32|--arch qwen2 --n-head-kv 2 --n-ff 128 --seed 7"
+    "gemma2-f32|--arch gemma2 --n-head-kv 2 --n-ff 128 --seed 3"
+    "phi3-f32|--arch phi3 --n-head-kv 2 --n-ff 128 --seed 7")
 
 # tp_archs: each architecture on the GPU(s): ours split none on TP_NONE_DEVICE, then ours,
 # upstream and the plugin in tensor mode over each multi-device list of TP_DEVICES. The tensor

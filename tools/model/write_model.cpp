@@ -1,4 +1,5 @@
-// write_model.cpp — write a random-weight Llama-family GGUF (llama, qwen3, qwen3moe, gemma, gpt-oss, qwen35) with ggml's own gguf.h API.
+// write_model.cpp — write a random-weight Llama-family GGUF (llama, qwen2, qwen3, qwen3moe, gemma, gemma2, phi3,
+// gpt-oss, qwen35) with ggml's own gguf.h API.
 //
 // Part of ggml-backend-rs' end-to-end differential test (DESIGN.md §4.3): the same file is loaded
 // by tools/model/llama_driver built against upstream and against our library.
@@ -8,7 +9,7 @@
 //               [--n-vocab 300] [--n-ctx-train 512] [--type f32|f16] [--seed 42]
 //               [--output-scale 8] [--rms-eps 1e-5] [--rope-freq-base 10000] [--stream]
 //               [--n-expert E --n-expert-used K]   (MoE feed-forward, E >= K >= 1; default dense)
-//               [--arch llama|qwen3|qwen3moe|gemma|gpt-oss|qwen35] [--swa N]
+//               [--arch llama|qwen2|qwen3|qwen3moe|gemma|gemma2|phi3|gpt-oss|qwen35] [--swa N]
 //
 // What it writes (checked against the pin's src/llama-model.cpp LLM_ARCH_LLAMA load_hparams /
 // load_tensors and src/llama-vocab.cpp "llama" tokenizer):
@@ -36,6 +37,11 @@
 //            over the router logits, top-K experts, weights renormalised to sum 1, SiLU gate.
 //
 // Architectures (--arch, default llama): the KV keys above use the architecture's name as prefix.
+//   qwen2     (LLM_ARCH_QWEN2, Qwen2 / Qwen2.5): the llama tensors plus biases on Q, K and V
+//             (blk.N.attn_{q,k,v}.bias, uniform in [-0.1, 0.1], f32); NeoX RoPE.
+//   phi3      (LLM_ARCH_PHI3): fused projections: blk.N.attn_qkv {n_embd, n_embd + 2*n_embd_gqa}
+//             (Q, K, V rows in that order) and blk.N.ffn_up {n_embd, 2*n_ff} (gate rows, then up
+//             rows; the graph's SwiGLU takes the two halves); no ffn_gate; dense.
 //   qwen3     (the pin's LLM_ARCH_QWEN3): the llama tensors plus per-head RMS norms of Q and K,
 //             blk.N.attn_q_norm / attn_k_norm {n_embd_head} (f32); NeoX RoPE; dense FFN.
 //   qwen3moe  (LLM_ARCH_QWEN3MOE): qwen3 attention, the MoE FFN above (needs --n-expert), and
@@ -53,6 +59,12 @@
 //             head size n_embd/n_head), layers 1, 3, .. full attention with the gate folded into Q
 //             (attn_q {n_embd, 2*n_embd}) and per-head Q/K norms; post_attention_norm before the
 //             FFN; qwen35.ssm.* keys, full_attention_interval 2, rope.dimension_sections.
+//   gemma2    (LLM_ARCH_GEMMA2): gemma's tied output and scaled embeddings, plus
+//             blk.N.post_attention_norm and blk.N.post_ffw_norm {n_embd} after attention and the
+//             FFN (their weights around 4*sqrt(n_embd), in the place of gemma's scaled output
+//             projections), gemma2.attn_logit_softcapping 50 and final_logit_softcapping 30, and
+//             gemma2.attention.sliding_window = --swa: every other layer attends to a sliding
+//             window (two KV caches, as gpt-oss).
 //   gpt-oss   (LLM_ARCH_OPENAI_MOE): biases on Q, K, V and the output projection, attention sinks
 //             blk.N.attn_sinks {n_head}, blk.N.post_attention_norm {n_embd} before the FFN (no
 //             ffn_norm), MoE with biases on the router and every expert (ffn_{gate,up}_exps.bias
@@ -111,7 +123,7 @@ void usage() {
         "usage: write_model --out PATH [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
         "                   [--n-ff N] [--n-vocab N (>=259)] [--n-ctx-train N] [--type f32|f16]\n"
         "                   [--seed N] [--output-scale S] [--rms-eps E] [--rope-freq-base B] [--stream]\n"
-        "                   [--n-expert E --n-expert-used K] [--arch llama|qwen3|qwen3moe|gemma|gpt-oss|qwen35]\n"
+        "                   [--n-expert E --n-expert-used K] [--arch llama|qwen2|qwen3|qwen3moe|gemma|gemma2|phi3|gpt-oss|qwen35]\n"
         "                   [--swa N (gpt-oss)]\n");
 }
 
@@ -175,14 +187,16 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
         const float a = scale / std::sqrt((float) ne0);
         specs.push_back({name, type == GGML_TYPE_COUNT ? o.type : type, ne0, ne1, {-a, a}, ne2});
     };
-    auto norm = [&](const std::string & name, int64_t ne0) {
-        specs.push_back({name, GGML_TYPE_F32, ne0, 1, {0.9f, 1.1f}});
+    auto norm = [&](const std::string & name, int64_t ne0, float scale = 1.0f) {
+        specs.push_back({name, GGML_TYPE_F32, ne0, 1, {0.9f * scale, 1.1f * scale}});
     };
     auto bias = [&](const std::string & name, int64_t ne0, int64_t ne1 = 1, float a = 0.1f) {
         specs.push_back({name, GGML_TYPE_F32, ne0, ne1, {-a, a}});
     };
     const bool oss = o.arch == "gpt-oss";
     const bool q35 = o.arch == "qwen35";
+    const bool gemma2 = o.arch == "gemma2";
+    const bool tied = o.arch == "gemma" || gemma2;  // output projection = token_embd
     // qwen35's linear-attention layers: K heads = n_head_kv, V heads = n_head, head size n_embd_head
     const int64_t key_dim = n_embd_head * o.n_head_kv, value_dim = n_embd_head * o.n_head;
     // token_embd: a = 1 (rows are RMS-normalised before use anyway)
@@ -215,13 +229,31 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
             mat(p + "ffn_down.weight",    o.n_ff,   o.n_embd,     1.0f);
             continue;
         }
+        if (o.arch == "phi3") {
+            mat(p + "attn_qkv.weight",    o.n_embd, o.n_embd + 2 * n_embd_gqa, 1.0f);
+            mat(p + "attn_output.weight", o.n_embd, o.n_embd,     1.0f);
+            norm(p + "ffn_norm.weight", o.n_embd);
+            mat(p + "ffn_up.weight",      o.n_embd, 2 * o.n_ff,   1.0f);
+            mat(p + "ffn_down.weight",    o.n_ff,   o.n_embd,     1.0f);
+            continue;
+        }
         mat(p + "attn_q.weight",      o.n_embd, o.n_embd,     1.0f);
         mat(p + "attn_k.weight",      o.n_embd, n_embd_gqa,   1.0f);
         mat(p + "attn_v.weight",      o.n_embd, n_embd_gqa,   1.0f);
+        if (o.arch == "qwen2") {
+            bias(p + "attn_q.bias", o.n_embd);
+            bias(p + "attn_k.bias", n_embd_gqa);
+            bias(p + "attn_v.bias", n_embd_gqa);
+        }
         // gemma adds each layer to an embedding scaled by sqrt(n_embd): the layers' outputs
         // are scaled alike, or the residual stream repeats the input token
         const float out_scale = o.arch == "gemma" ? 4.0f * std::sqrt((float) o.n_embd) : 1.0f;
         mat(p + "attn_output.weight", o.n_embd, o.n_embd,     out_scale);
+        // gemma2 normalises both outputs again before the residual add: the scale goes there
+        const float post_scale = 4.0f * std::sqrt((float) o.n_embd);
+        if (gemma2) {
+            norm(p + "post_attention_norm.weight", o.n_embd, post_scale);
+        }
         if (o.arch == "qwen3" || o.arch == "qwen3moe") {
             norm(p + "attn_q_norm.weight", n_embd_head);
             norm(p + "attn_k_norm.weight", n_embd_head);
@@ -248,6 +280,9 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
             mat(p + "ffn_gate.weight",    o.n_embd, o.n_ff,       1.0f);
             mat(p + "ffn_up.weight",      o.n_embd, o.n_ff,       1.0f);
             mat(p + "ffn_down.weight",    o.n_ff,   o.n_embd,     out_scale);
+            if (gemma2) {
+                norm(p + "post_ffw_norm.weight", o.n_embd, post_scale);
+            }
         } else {
             // Router in f32: its logits pick the experts, so keep them free of f16 weight rounding.
             mat(p + "ffn_gate_inp.weight",  o.n_embd, o.n_expert, 1.0f, 1, GGML_TYPE_F32);
@@ -257,7 +292,7 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
         }
     }
     norm("output_norm.weight", o.n_embd);
-    if (o.arch != "gemma") {
+    if (!tied) {
         mat("output.weight", o.n_embd, o.n_vocab, o.output_scale);
     }
     return specs;
@@ -357,9 +392,11 @@ int main(int argc, char ** argv) {
     if ((o.n_expert == 0) != (o.n_expert_used == 0)) die("--n-expert and --n-expert-used go together");
     if (o.n_expert_used > o.n_expert) die("--n-expert-used must be <= --n-expert");
     if (o.n_expert > 512) die("--n-expert must be <= 512");
-    if (o.arch != "llama" && o.arch != "qwen3" && o.arch != "qwen3moe" && o.arch != "gemma" && o.arch != "gpt-oss"
-        && o.arch != "qwen35")
-        die("--arch must be llama, qwen3, qwen3moe, gemma, gpt-oss or qwen35");
+    static const char * const archs[] = {"llama", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "phi3", "gpt-oss", "qwen35"};
+    bool known = false;
+    for (const char * a : archs) known = known || o.arch == a;
+    if (!known) die("--arch must be llama, qwen2, qwen3, qwen3moe, gemma, gemma2, phi3, gpt-oss or qwen35");
+    if ((o.arch == "qwen2" || o.arch == "gemma2" || o.arch == "phi3") && o.n_expert > 0) die("qwen2, gemma2 and phi3 are dense");
     if (o.arch == "qwen35" && o.n_expert > 0) die("qwen35 is dense");
     if (o.arch == "gemma" && o.n_expert > 0) die("gemma is dense");
     if (o.arch == "gpt-oss" && o.n_expert == 0) die("gpt-oss needs --n-expert and --n-expert-used");
@@ -378,7 +415,9 @@ int main(int argc, char ** argv) {
     const std::string & A = o.arch;
     auto key = [&](const char * k) { return (A + "." + k); };
     gguf_set_val_str(g, "general.architecture", A.c_str());
-    gguf_set_val_str(g, "general.name", ("ggml-backend-rs random " + A).c_str());
+    // (a name with "phi3" in it makes the pin's vocabulary look up Phi-3's own special tokens)
+    const std::string name = A == "phi3" ? "ggml-backend-rs random fused-projection model" : "ggml-backend-rs random " + A;
+    gguf_set_val_str(g, "general.name", name.c_str());
     gguf_set_val_u32(g, "general.alignment", 32);
     gguf_set_val_u32(g, key("context_length").c_str(),             (uint32_t) o.n_ctx_train);
     gguf_set_val_u32(g, key("embedding_length").c_str(),           (uint32_t) o.n_embd);
@@ -397,8 +436,12 @@ int main(int argc, char ** argv) {
     if (A == "qwen3moe" || A == "gpt-oss") {
         gguf_set_val_u32(g, key("expert_feed_forward_length").c_str(), (uint32_t) o.n_ff);
     }
-    if (A == "gpt-oss") {
+    if (A == "gpt-oss" || A == "gemma2") {
         gguf_set_val_u32(g, key("attention.sliding_window").c_str(), (uint32_t) o.n_swa);
+    }
+    if (A == "gemma2") {
+        gguf_set_val_f32(g, key("attn_logit_softcapping").c_str(), 50.0f);
+        gguf_set_val_f32(g, key("final_logit_softcapping").c_str(), 30.0f);
     }
     if (A == "qwen35") {
         const int64_t hd = o.n_embd / o.n_head;

@@ -15,6 +15,7 @@
 //! | `blk.N.attn_{q,k}_norm.weight` | mirrored when 1-D (per head), else by heads |
 //! | `blk.N.attn_sinks.weight`, `cache_{k,v}_lN` | axis 0, by heads |
 //! | `blk.N.ffn_{up,gate}[_exps]`, fused `ffn_gate_up[_exps]` (2 segments) | rows (axis 1) |
+//! | `blk.N.ffn_up.weight` with twice `ffn_down`'s columns and no `ffn_gate` (Phi-3's fused gate and up) | rows, 2 segments |
 //! | `blk.N.ffn_down[_exps].weight` | columns (axis 0) |
 //! | `blk.N.ffn_down_exps.bias` | partial (added once, by device 0) |
 //! | `output.weight`, `output.bias` | vocabulary rows |
@@ -414,6 +415,13 @@ impl NamePolicy {
                 }
             }
             "attn_sinks" if !bias => self.by_heads(layer, 0, &[info.ne[0]]),
+            // Phi-3 fuses gate and up into ffn_up (the graph's SwiGLU takes the two halves):
+            // each half is split like the down projection's columns. (libllama's callback
+            // splits it in one segment, which the meta backend refuses at context creation.)
+            "ffn_up" if !bias && self.fused_gate_up(layer, info) => {
+                let e = info.ne[1] / 2;
+                self.ffn(layer, 1, &[e, e])
+            }
             "ffn_up" | "ffn_gate" | "ffn_up_exps" | "ffn_gate_exps" => {
                 let axis = if bias { 0 } else { 1 };
                 self.ffn(layer, axis, &[info.ne[axis as usize]])
@@ -487,6 +495,15 @@ impl NamePolicy {
             d_conv,
             per_device,
         })
+    }
+
+    /// Whether the layer's `ffn_up` (shape `up`) holds the gate rows and then the up rows: no
+    /// `ffn_gate`, and twice as many rows as the down projection has columns.
+    fn fused_gate_up(&self, layer: u32, up: Info) -> bool {
+        self.get(layer, "ffn_gate").is_none()
+            && self
+                .get(layer, "ffn_down")
+                .is_some_and(|d| up.ne[1] == 2 * d.ne[0])
     }
 
     /// The three segments of a fused QKV tensor: Q's rows (the model width, as in libllama)
@@ -942,6 +959,11 @@ mod tests {
             shares(&qkv, 2),
             vec![vec![32, 32], vec![16, 16], vec![16, 16]]
         );
+        // Phi-3: gate and up rows in one ffn_up, no ffn_gate
+        p.record("blk.0.ffn_up.weight", info(F32, &[64, 256]));
+        p.record("blk.0.ffn_down.weight", info(F32, &[128, 64]));
+        let up = p.split("blk.0.ffn_up.weight", info(F32, &[64, 256]));
+        assert_eq!(shares(&up, 2), vec![vec![64, 64], vec![64, 64]]);
         p.record("blk.0.ffn_down_exps.weight", info(F32, &[32, 64, 4]));
         let gu = p.split("blk.0.ffn_gate_up_exps.weight", info(F32, &[64, 64, 4]));
         assert_eq!(shares(&gu, 2), vec![vec![16, 16], vec![16, 16]]);
