@@ -69,10 +69,11 @@
 #   tiny-moe-f32  4.2e-6 / 4.9e-4   -> TOL 1e-4   (plain run: 2.1e-6)
 #   tiny-gqa-f16  1.2e-4 / 2.9e-3   -> TOL 1e-3   (plain run: 9.0e-5; f16 activations)
 # about 25x (f32) and 8x (f16) above what was seen, for 3 and 4 devices and other rounding orders;
-# Gemma 2 is the f32 model closest to its TOL: 1.4e-5 over cpu2 / tgpu2, 5.2e-6 over cpu3 (its
-# post-norm weights of about 4*sqrt(n_embd) and the soft-capped logits amplify rounding; with
-# n_embd 256, bench/gpu.sh's check, 5.8e-5 over CPU,CPU), still within TOL 1e-4 — and upstream's
-# meta backend gives the same bits (differential/meta/gemma2-f32/tgpu2);
+# Gemma 2 and 3 are the f32 models closest to their TOL: Gemma 2 1.4e-5 over cpu2 / tgpu2, 5.2e-6
+# over cpu3 (5.8e-5 over CPU,CPU with n_embd 256, bench/gpu.sh's check), Gemma 3 3.0e-5 over
+# cpu2 / tgpu2 and 3.5e-5 over cpu3 (their post-norm weights of about 4*sqrt(n_embd) scale every
+# layer's output, and with it the rounding of its partial sums), still within TOL 1e-4, and
+# upstream's meta backend gives the same bits (differential/meta/gemma{2,3}-f32/tgpu2);
 # a slicing or reduction fault (a lost summand, a misplaced slice) changes hidden states by O(1)
 # and is expected to move logits by far more than that.
 # Greedy tokens must be identical (the smallest top1-top2 gap of these models is 0.02 .. 0.6
@@ -128,11 +129,13 @@ set_tests_properties(model/tiny-mqa-f32 PROPERTIES FIXTURES_SETUP model_tiny-mqa
 # output embedding, so its greedy tokens settle on one token: seed 3 gives margins >= 1.6, and
 # the logits of all 300 tokens are compared), Qwen2 (biases on Q, K and V), Gemma 2 (post-norms,
 # attention and final logit soft-capping, sliding-window attention in every other layer; tied
-# output like Gemma, its tokens settle on one too) and Phi-3 (fused QKV and fused gate/up
+# output like Gemma, its tokens settle on one too), Gemma 3 (Gemma 2's layout with per-head Q/K
+# norms, no soft-capping, its own RoPE base in the sliding-window layers) and Phi-3 (fused QKV and fused gate/up
 # projections, see phi3-f32/cpu2_fails_at_context below).
 set(meta_arch_models "qwen3-f32|--arch qwen3 --n-ff 128 --seed 7"
     "qwen2-f32|--arch qwen2 --n-ff 128 --seed 7"
     "gemma2-f32|--arch gemma2 --n-ff 128 --seed 3"
+    "gemma3-f32|--arch gemma3 --n-ff 128 --seed 3"
     "phi3-f32|--arch phi3 --n-ff 128 --seed 7"
     "qwen3moe-f32|--arch qwen3moe --n-ff 64 --n-expert 6 --n-expert-used 3 --seed 5"
     "gpt-oss-f32|--arch gpt-oss --n-ff 64 --n-expert 4 --n-expert-used 2 --seed 5"
@@ -151,7 +154,7 @@ endforeach()
 # model|TOL (see the table above); the dense models are sched_llama.cmake's.
 set(meta_models "tiny-gqa-f32|1e-4" "tiny-gqa-f16|1e-3" "tiny-moe-f32|1e-4" "tiny-mqa-f32|1e-4"
     "qwen3-f32|1e-4" "qwen3moe-f32|1e-4" "gpt-oss-f32|1e-4" "gemma-mqa-f32|1e-4" "qwen35-f32|1e-4"
-    "qwen2-f32|1e-4" "gemma2-f32|1e-4")
+    "qwen2-f32|1e-4" "gemma2-f32|1e-4" "gemma3-f32|1e-4")
 # Models that run a subset of the configurations (tiny-mqa-f32 without the differential against
 # upstream, which aborts on it; the qwen3 models with it).
 set(meta_mqa_configs
@@ -195,7 +198,7 @@ foreach(model_entry IN LISTS meta_models)
     set(gguf "${model_dir}/${model}.gguf")
     set(common --model "${gguf}" --flash-attn on --threads 2 --n-predict 12)
     set(configs ${meta_configs})
-    if(model MATCHES "mqa|^qwen3-|^qwen3moe|^gpt-oss|^qwen2-|^gemma2-")
+    if(model MATCHES "mqa|^qwen3-|^qwen3moe|^gpt-oss|^qwen2-|^gemma[23]-")
         set(configs ${meta_mqa_configs})
     elseif(model MATCHES "^qwen35")
         set(configs ${meta_qwen35_configs})

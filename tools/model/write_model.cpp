@@ -1,5 +1,5 @@
-// write_model.cpp — write a random-weight Llama-family GGUF (llama, qwen2, qwen3, qwen3moe, gemma, gemma2, phi3,
-// gpt-oss, qwen35) with ggml's own gguf.h API.
+// write_model.cpp — write a random-weight Llama-family GGUF (llama, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3,
+// phi3, gpt-oss, qwen35) with ggml's own gguf.h API.
 //
 // Part of ggml-backend-rs' end-to-end differential test (DESIGN.md §4.3): the same file is loaded
 // by tools/model/llama_driver built against upstream and against our library.
@@ -9,7 +9,7 @@
 //               [--n-vocab 300] [--n-ctx-train 512] [--type f32|f16] [--seed 42]
 //               [--output-scale 8] [--rms-eps 1e-5] [--rope-freq-base 10000] [--stream]
 //               [--n-expert E --n-expert-used K]   (MoE feed-forward, E >= K >= 1; default dense)
-//               [--arch llama|qwen2|qwen3|qwen3moe|gemma|gemma2|phi3|gpt-oss|qwen35] [--swa N]
+//               [--arch llama|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|phi3|gpt-oss|qwen35] [--swa N]
 //
 // What it writes (checked against the pin's src/llama-model.cpp LLM_ARCH_LLAMA load_hparams /
 // load_tensors and src/llama-vocab.cpp "llama" tokenizer):
@@ -65,6 +65,10 @@
 //             projections), gemma2.attn_logit_softcapping 50 and final_logit_softcapping 30, and
 //             gemma2.attention.sliding_window = --swa: every other layer attends to a sliding
 //             window (two KV caches, as gpt-oss).
+//   gemma3    (LLM_ARCH_GEMMA3): gemma2's tensors plus per-head Q/K norms (attn_{q,k}_norm
+//             {n_embd_head}); no soft-capping; gemma3.attention.sliding_window = --swa with
+//             sliding_window_pattern 2 (every other layer, so both KV caches are used even with two
+//             layers) and rope.freq_base_swa 10000.
 //   gpt-oss   (LLM_ARCH_OPENAI_MOE): biases on Q, K, V and the output projection, attention sinks
 //             blk.N.attn_sinks {n_head}, blk.N.post_attention_norm {n_embd} before the FFN (no
 //             ffn_norm), MoE with biases on the router and every expert (ffn_{gate,up}_exps.bias
@@ -123,7 +127,7 @@ void usage() {
         "usage: write_model --out PATH [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
         "                   [--n-ff N] [--n-vocab N (>=259)] [--n-ctx-train N] [--type f32|f16]\n"
         "                   [--seed N] [--output-scale S] [--rms-eps E] [--rope-freq-base B] [--stream]\n"
-        "                   [--n-expert E --n-expert-used K] [--arch llama|qwen2|qwen3|qwen3moe|gemma|gemma2|phi3|gpt-oss|qwen35]\n"
+        "                   [--n-expert E --n-expert-used K] [--arch llama|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|phi3|gpt-oss|qwen35]\n"
         "                   [--swa N (gpt-oss)]\n");
 }
 
@@ -195,7 +199,8 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
     };
     const bool oss = o.arch == "gpt-oss";
     const bool q35 = o.arch == "qwen35";
-    const bool gemma2 = o.arch == "gemma2";
+    // gemma2 and gemma3 share their layout (gemma3 adds per-head Q/K norms)
+    const bool gemma2 = o.arch == "gemma2" || o.arch == "gemma3";
     const bool tied = o.arch == "gemma" || gemma2;  // output projection = token_embd
     // qwen35's linear-attention layers: K heads = n_head_kv, V heads = n_head, head size n_embd_head
     const int64_t key_dim = n_embd_head * o.n_head_kv, value_dim = n_embd_head * o.n_head;
@@ -254,7 +259,7 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
         if (gemma2) {
             norm(p + "post_attention_norm.weight", o.n_embd, post_scale);
         }
-        if (o.arch == "qwen3" || o.arch == "qwen3moe") {
+        if (o.arch == "qwen3" || o.arch == "qwen3moe" || o.arch == "gemma3") {
             norm(p + "attn_q_norm.weight", n_embd_head);
             norm(p + "attn_k_norm.weight", n_embd_head);
         }
@@ -392,11 +397,12 @@ int main(int argc, char ** argv) {
     if ((o.n_expert == 0) != (o.n_expert_used == 0)) die("--n-expert and --n-expert-used go together");
     if (o.n_expert_used > o.n_expert) die("--n-expert-used must be <= --n-expert");
     if (o.n_expert > 512) die("--n-expert must be <= 512");
-    static const char * const archs[] = {"llama", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "phi3", "gpt-oss", "qwen35"};
+    static const char * const archs[] = {"llama", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi3", "gpt-oss", "qwen35"};
     bool known = false;
     for (const char * a : archs) known = known || o.arch == a;
-    if (!known) die("--arch must be llama, qwen2, qwen3, qwen3moe, gemma, gemma2, phi3, gpt-oss or qwen35");
-    if ((o.arch == "qwen2" || o.arch == "gemma2" || o.arch == "phi3") && o.n_expert > 0) die("qwen2, gemma2 and phi3 are dense");
+    if (!known) die("--arch must be llama, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3, phi3, gpt-oss or qwen35");
+    if ((o.arch == "qwen2" || o.arch == "gemma2" || o.arch == "gemma3" || o.arch == "phi3") && o.n_expert > 0)
+        die("qwen2, gemma2, gemma3 and phi3 are dense");
     if (o.arch == "qwen35" && o.n_expert > 0) die("qwen35 is dense");
     if (o.arch == "gemma" && o.n_expert > 0) die("gemma is dense");
     if (o.arch == "gpt-oss" && o.n_expert == 0) die("gpt-oss needs --n-expert and --n-expert-used");
@@ -436,8 +442,12 @@ int main(int argc, char ** argv) {
     if (A == "qwen3moe" || A == "gpt-oss") {
         gguf_set_val_u32(g, key("expert_feed_forward_length").c_str(), (uint32_t) o.n_ff);
     }
-    if (A == "gpt-oss" || A == "gemma2") {
+    if (A == "gpt-oss" || A == "gemma2" || A == "gemma3") {
         gguf_set_val_u32(g, key("attention.sliding_window").c_str(), (uint32_t) o.n_swa);
+    }
+    if (A == "gemma3") {
+        gguf_set_val_u32(g, key("attention.sliding_window_pattern").c_str(), 2);
+        gguf_set_val_f32(g, key("rope.freq_base_swa").c_str(), 10000.0f);
     }
     if (A == "gemma2") {
         gguf_set_val_f32(g, key("attn_logit_softcapping").c_str(), 50.0f);
