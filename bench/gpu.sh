@@ -386,6 +386,7 @@ tp_arch_models=("tiny-mqa-f32|--n-head-kv 1 --n-ff 128 --seed 7"
     "qwen2-f32|--arch qwen2 --n-head-kv 2 --n-ff 128 --seed 7"
     "gemma2-f32|--arch gemma2 --n-head-kv 2 --n-ff 128 --seed 3"
     "gemma3-f32|--arch gemma3 --n-head-kv 2 --n-ff 128 --seed 3"
+    "glm4moe-f32|--arch glm4moe --n-head-kv 2 --n-ff 64 --n-expert 6 --n-expert-used 3 --seed 11"
     "phi3-f32|--arch phi3 --n-head-kv 2 --n-ff 128 --seed 7")
 
 # tp_archs: each architecture on the GPU(s): ours split none on TP_NONE_DEVICE, then ours,

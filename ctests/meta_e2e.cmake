@@ -130,12 +130,16 @@ set_tests_properties(model/tiny-mqa-f32 PROPERTIES FIXTURES_SETUP model_tiny-mqa
 # the logits of all 300 tokens are compared), Qwen2 (biases on Q, K and V), Gemma 2 (post-norms,
 # attention and final logit soft-capping, sliding-window attention in every other layer; tied
 # output like Gemma, its tokens settle on one too), Gemma 3 (Gemma 2's layout with per-head Q/K
-# norms, no soft-capping, its own RoPE base in the sliding-window layers) and Phi-3 (fused QKV and fused gate/up
+# norms, no soft-capping, its own RoPE base in the sliding-window layers), GLM-4.5 (Q/K/V biases,
+# RoPE on half of each head, a dense first layer, then experts routed by sigmoid with a selection
+# bias next to a shared expert, which stays whole on every device and is added to the experts'
+# AllReduced sum) and Phi-3 (fused QKV and fused gate/up
 # projections, see phi3-f32/cpu2_fails_at_context below).
 set(meta_arch_models "qwen3-f32|--arch qwen3 --n-ff 128 --seed 7"
     "qwen2-f32|--arch qwen2 --n-ff 128 --seed 7"
     "gemma2-f32|--arch gemma2 --n-ff 128 --seed 3"
     "gemma3-f32|--arch gemma3 --n-ff 128 --seed 3"
+    "glm4moe-f32|--arch glm4moe --n-ff 64 --n-expert 6 --n-expert-used 3 --seed 11"
     "phi3-f32|--arch phi3 --n-ff 128 --seed 7"
     "qwen3moe-f32|--arch qwen3moe --n-ff 64 --n-expert 6 --n-expert-used 3 --seed 5"
     "gpt-oss-f32|--arch gpt-oss --n-ff 64 --n-expert 4 --n-expert-used 2 --seed 5"
@@ -154,7 +158,7 @@ endforeach()
 # model|TOL (see the table above); the dense models are sched_llama.cmake's.
 set(meta_models "tiny-gqa-f32|1e-4" "tiny-gqa-f16|1e-3" "tiny-moe-f32|1e-4" "tiny-mqa-f32|1e-4"
     "qwen3-f32|1e-4" "qwen3moe-f32|1e-4" "gpt-oss-f32|1e-4" "gemma-mqa-f32|1e-4" "qwen35-f32|1e-4"
-    "qwen2-f32|1e-4" "gemma2-f32|1e-4" "gemma3-f32|1e-4")
+    "qwen2-f32|1e-4" "gemma2-f32|1e-4" "gemma3-f32|1e-4" "glm4moe-f32|1e-4")
 # Models that run a subset of the configurations (tiny-mqa-f32 without the differential against
 # upstream, which aborts on it; the qwen3 models with it).
 set(meta_mqa_configs
@@ -198,7 +202,7 @@ foreach(model_entry IN LISTS meta_models)
     set(gguf "${model_dir}/${model}.gguf")
     set(common --model "${gguf}" --flash-attn on --threads 2 --n-predict 12)
     set(configs ${meta_configs})
-    if(model MATCHES "mqa|^qwen3-|^qwen3moe|^gpt-oss|^qwen2-|^gemma[23]-")
+    if(model MATCHES "mqa|^qwen3-|^qwen3moe|^gpt-oss|^qwen2-|^gemma[23]-|^glm4moe-")
         set(configs ${meta_mqa_configs})
     elseif(model MATCHES "^qwen35")
         set(configs ${meta_qwen35_configs})

@@ -1,5 +1,5 @@
 // write_model.cpp — write a random-weight Llama-family GGUF (llama, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3,
-// phi3, gpt-oss, qwen35) with ggml's own gguf.h API.
+// phi3, glm4moe, gpt-oss, qwen35) with ggml's own gguf.h API.
 //
 // Part of ggml-backend-rs' end-to-end differential test (DESIGN.md §4.3): the same file is loaded
 // by tools/model/llama_driver built against upstream and against our library.
@@ -9,7 +9,8 @@
 //               [--n-vocab 300] [--n-ctx-train 512] [--type f32|f16] [--seed 42]
 //               [--output-scale 8] [--rms-eps 1e-5] [--rope-freq-base 10000] [--stream]
 //               [--n-expert E --n-expert-used K]   (MoE feed-forward, E >= K >= 1; default dense)
-//               [--arch llama|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|phi3|gpt-oss|qwen35] [--swa N]
+//               [--arch llama|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|phi3|glm4moe|gpt-oss|qwen35]
+//               [--swa N]
 //
 // What it writes (checked against the pin's src/llama-model.cpp LLM_ARCH_LLAMA load_hparams /
 // load_tensors and src/llama-vocab.cpp "llama" tokenizer):
@@ -69,6 +70,12 @@
 //             {n_embd_head}); no soft-capping; gemma3.attention.sliding_window = --swa with
 //             sliding_window_pattern 2 (every other layer, so both KV caches are used even with two
 //             layers) and rope.freq_base_swa 10000.
+//   glm4moe   (LLM_ARCH_GLM4_MOE, GLM-4.5; needs --n-expert): biases on Q, K and V, RoPE on half of
+//             each head (rope.dimension_count = n_embd_head/2), blk.N.post_attention_norm as the
+//             FFN's norm (no ffn_norm); layer 0 dense (leading_dense_block_count 1), the others
+//             MoE routed by sigmoid with a selection bias (blk.N.exp_probs_b.bias {E}, f32), weights
+//             renormalised, plus one shared expert (ffn_{gate,up}_shexp {n_embd,n_ff},
+//             ffn_down_shexp {n_ff,n_embd}) added to the routed experts' sum.
 //   gpt-oss   (LLM_ARCH_OPENAI_MOE): biases on Q, K, V and the output projection, attention sinks
 //             blk.N.attn_sinks {n_head}, blk.N.post_attention_norm {n_embd} before the FFN (no
 //             ffn_norm), MoE with biases on the router and every expert (ffn_{gate,up}_exps.bias
@@ -127,7 +134,7 @@ void usage() {
         "usage: write_model --out PATH [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
         "                   [--n-ff N] [--n-vocab N (>=259)] [--n-ctx-train N] [--type f32|f16]\n"
         "                   [--seed N] [--output-scale S] [--rms-eps E] [--rope-freq-base B] [--stream]\n"
-        "                   [--n-expert E --n-expert-used K] [--arch llama|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|phi3|gpt-oss|qwen35]\n"
+        "                   [--n-expert E --n-expert-used K] [--arch llama|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|phi3|glm4moe|gpt-oss|qwen35]\n"
         "                   [--swa N (gpt-oss)]\n");
 }
 
@@ -232,6 +239,31 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
             mat(p + "ffn_gate.weight",    o.n_embd, o.n_ff,       1.0f);
             mat(p + "ffn_up.weight",      o.n_embd, o.n_ff,       1.0f);
             mat(p + "ffn_down.weight",    o.n_ff,   o.n_embd,     1.0f);
+            continue;
+        }
+        if (o.arch == "glm4moe") {
+            mat(p + "attn_q.weight",      o.n_embd, o.n_embd,     1.0f);
+            mat(p + "attn_k.weight",      o.n_embd, n_embd_gqa,   1.0f);
+            mat(p + "attn_v.weight",      o.n_embd, n_embd_gqa,   1.0f);
+            bias(p + "attn_q.bias", o.n_embd);
+            bias(p + "attn_k.bias", n_embd_gqa);
+            bias(p + "attn_v.bias", n_embd_gqa);
+            mat(p + "attn_output.weight", o.n_embd, o.n_embd,     1.0f);
+            norm(p + "post_attention_norm.weight", o.n_embd);
+            if (il == 0) {
+                mat(p + "ffn_gate.weight", o.n_embd, o.n_ff, 1.0f);
+                mat(p + "ffn_up.weight",   o.n_embd, o.n_ff, 1.0f);
+                mat(p + "ffn_down.weight", o.n_ff, o.n_embd, 1.0f);
+                continue;
+            }
+            mat(p + "ffn_gate_inp.weight",  o.n_embd, o.n_expert, 1.0f, 1, GGML_TYPE_F32);
+            bias(p + "exp_probs_b.bias", o.n_expert);
+            mat(p + "ffn_gate_exps.weight", o.n_embd, o.n_ff,     1.0f, o.n_expert);
+            mat(p + "ffn_up_exps.weight",   o.n_embd, o.n_ff,     1.0f, o.n_expert);
+            mat(p + "ffn_down_exps.weight", o.n_ff,   o.n_embd,   1.0f, o.n_expert);
+            mat(p + "ffn_gate_shexp.weight", o.n_embd, o.n_ff,    1.0f);
+            mat(p + "ffn_up_shexp.weight",   o.n_embd, o.n_ff,    1.0f);
+            mat(p + "ffn_down_shexp.weight", o.n_ff,   o.n_embd,  1.0f);
             continue;
         }
         if (o.arch == "phi3") {
@@ -397,10 +429,12 @@ int main(int argc, char ** argv) {
     if ((o.n_expert == 0) != (o.n_expert_used == 0)) die("--n-expert and --n-expert-used go together");
     if (o.n_expert_used > o.n_expert) die("--n-expert-used must be <= --n-expert");
     if (o.n_expert > 512) die("--n-expert must be <= 512");
-    static const char * const archs[] = {"llama", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi3", "gpt-oss", "qwen35"};
+    static const char * const archs[] = {"llama", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi3", "glm4moe",
+                                         "gpt-oss", "qwen35"};
     bool known = false;
     for (const char * a : archs) known = known || o.arch == a;
-    if (!known) die("--arch must be llama, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3, phi3, gpt-oss or qwen35");
+    if (!known) die("--arch must be llama, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3, phi3, glm4moe, gpt-oss or qwen35");
+    if (o.arch == "glm4moe" && (o.n_expert == 0 || o.n_layer < 2)) die("glm4moe needs --n-expert and 2 layers or more (layer 0 is dense)");
     if ((o.arch == "qwen2" || o.arch == "gemma2" || o.arch == "gemma3" || o.arch == "phi3") && o.n_expert > 0)
         die("qwen2, gemma2, gemma3 and phi3 are dense");
     if (o.arch == "qwen35" && o.n_expert > 0) die("qwen35 is dense");
@@ -431,7 +465,9 @@ int main(int argc, char ** argv) {
     gguf_set_val_u32(g, key("feed_forward_length").c_str(),        (uint32_t) o.n_ff);
     gguf_set_val_u32(g, key("attention.head_count").c_str(),       (uint32_t) o.n_head);
     gguf_set_val_u32(g, key("attention.head_count_kv").c_str(),    (uint32_t) o.n_head_kv);
-    gguf_set_val_u32(g, key("rope.dimension_count").c_str(),       (uint32_t) (o.n_embd / o.n_head));
+    // (GLM-4.5 rotates half of each head)
+    const int64_t n_rot = A == "glm4moe" ? o.n_embd / o.n_head / 2 : o.n_embd / o.n_head;
+    gguf_set_val_u32(g, key("rope.dimension_count").c_str(),       (uint32_t) n_rot);
     gguf_set_val_u32(g, key("vocab_size").c_str(),                 (uint32_t) o.n_vocab);
     gguf_set_val_f32(g, key("attention.layer_norm_rms_epsilon").c_str(), o.rms_eps);
     gguf_set_val_f32(g, key("rope.freq_base").c_str(),             o.rope_freq_base);
@@ -439,7 +475,14 @@ int main(int argc, char ** argv) {
         gguf_set_val_u32(g, key("expert_count").c_str(),           (uint32_t) o.n_expert);
         gguf_set_val_u32(g, key("expert_used_count").c_str(),      (uint32_t) o.n_expert_used);
     }
-    if (A == "qwen3moe" || A == "gpt-oss") {
+    if (A == "glm4moe") {
+        gguf_set_val_u32(g, key("expert_shared_count").c_str(), 1);
+        gguf_set_val_u32(g, key("leading_dense_block_count").c_str(), 1);
+        gguf_set_val_bool(g, key("expert_weights_norm").c_str(), true);
+        gguf_set_val_f32(g, key("expert_weights_scale").c_str(), 1.0f);
+        gguf_set_val_u32(g, key("expert_gating_func").c_str(), 2);  // sigmoid
+    }
+    if (A == "qwen3moe" || A == "gpt-oss" || A == "glm4moe") {
         gguf_set_val_u32(g, key("expert_feed_forward_length").c_str(), (uint32_t) o.n_ff);
     }
     if (A == "gpt-oss" || A == "gemma2" || A == "gemma3") {
