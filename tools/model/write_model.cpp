@@ -1,5 +1,5 @@
-// write_model.cpp — write a random-weight Llama-family GGUF (llama, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3,
-// phi3, glm4moe, gpt-oss, qwen35) with ggml's own gguf.h API.
+// write_model.cpp — write a random-weight Llama-family GGUF (llama, llama4, qwen2, qwen3, qwen3moe, gemma, gemma2,
+// gemma3, phi3, glm4moe, gpt-oss, qwen35) with ggml's own gguf.h API.
 //
 // Part of ggml-backend-rs' end-to-end differential test (DESIGN.md §4.3): the same file is loaded
 // by tools/model/llama_driver built against upstream and against our library.
@@ -9,7 +9,7 @@
 //               [--n-vocab 300] [--n-ctx-train 512] [--type f32|f16] [--seed 42]
 //               [--output-scale 8] [--rms-eps 1e-5] [--rope-freq-base 10000] [--stream]
 //               [--n-expert E --n-expert-used K]   (MoE feed-forward, E >= K >= 1; default dense)
-//               [--arch llama|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|phi3|glm4moe|gpt-oss|qwen35]
+//               [--arch llama|llama4|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|phi3|glm4moe|gpt-oss|qwen35]
 //               [--swa N]
 //
 // What it writes (checked against the pin's src/llama-model.cpp LLM_ARCH_LLAMA load_hparams /
@@ -38,6 +38,12 @@
 //            over the router logits, top-K experts, weights renormalised to sum 1, SiLU gate.
 //
 // Architectures (--arch, default llama): the KV keys above use the architecture's name as prefix.
+//   llama4    (LLM_ARCH_LLAMA4; needs --n-expert): the llama tensors; every other layer (1, 3, ..;
+//             interleave_moe_layer_step 2) is MoE — router, experts of width n_ff
+//             (expert_feed_forward_length) and one shared expert (ffn_{gate,up,down}_shexp) —,
+//             the others dense. The pin's defaults for the rest: chunked attention in three
+//             layers of four (chunks of 8192), no RoPE (and attention temperature tuning) in
+//             every fourth layer; use --n-layer 4 to have each kind of layer.
 //   qwen2     (LLM_ARCH_QWEN2, Qwen2 / Qwen2.5): the llama tensors plus biases on Q, K and V
 //             (blk.N.attn_{q,k,v}.bias, uniform in [-0.1, 0.1], f32); NeoX RoPE.
 //   phi3      (LLM_ARCH_PHI3): fused projections: blk.N.attn_qkv {n_embd, n_embd + 2*n_embd_gqa}
@@ -134,7 +140,7 @@ void usage() {
         "usage: write_model --out PATH [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
         "                   [--n-ff N] [--n-vocab N (>=259)] [--n-ctx-train N] [--type f32|f16]\n"
         "                   [--seed N] [--output-scale S] [--rms-eps E] [--rope-freq-base B] [--stream]\n"
-        "                   [--n-expert E --n-expert-used K] [--arch llama|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|phi3|glm4moe|gpt-oss|qwen35]\n"
+        "                   [--n-expert E --n-expert-used K] [--arch llama|llama4|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|phi3|glm4moe|gpt-oss|qwen35]\n"
         "                   [--swa N (gpt-oss)]\n");
 }
 
@@ -241,6 +247,21 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
             mat(p + "ffn_down.weight",    o.n_ff,   o.n_embd,     1.0f);
             continue;
         }
+        if (o.arch == "llama4" && il % 2 == 1) {
+            mat(p + "attn_q.weight",      o.n_embd, o.n_embd,     1.0f);
+            mat(p + "attn_k.weight",      o.n_embd, n_embd_gqa,   1.0f);
+            mat(p + "attn_v.weight",      o.n_embd, n_embd_gqa,   1.0f);
+            mat(p + "attn_output.weight", o.n_embd, o.n_embd,     1.0f);
+            norm(p + "ffn_norm.weight", o.n_embd);
+            mat(p + "ffn_gate_inp.weight",  o.n_embd, o.n_expert, 1.0f, 1, GGML_TYPE_F32);
+            mat(p + "ffn_gate_exps.weight", o.n_embd, o.n_ff,     1.0f, o.n_expert);
+            mat(p + "ffn_up_exps.weight",   o.n_embd, o.n_ff,     1.0f, o.n_expert);
+            mat(p + "ffn_down_exps.weight", o.n_ff,   o.n_embd,   1.0f, o.n_expert);
+            mat(p + "ffn_gate_shexp.weight", o.n_embd, o.n_ff,    1.0f);
+            mat(p + "ffn_up_shexp.weight",   o.n_embd, o.n_ff,    1.0f);
+            mat(p + "ffn_down_shexp.weight", o.n_ff,   o.n_embd,  1.0f);
+            continue;
+        }
         if (o.arch == "glm4moe") {
             mat(p + "attn_q.weight",      o.n_embd, o.n_embd,     1.0f);
             mat(p + "attn_k.weight",      o.n_embd, n_embd_gqa,   1.0f);
@@ -313,7 +334,7 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
             continue;
         }
         norm(p + "ffn_norm.weight", o.n_embd);
-        if (o.n_expert == 0) {
+        if (o.n_expert == 0 || o.arch == "llama4") {  // (llama4: its dense layers)
             mat(p + "ffn_gate.weight",    o.n_embd, o.n_ff,       1.0f);
             mat(p + "ffn_up.weight",      o.n_embd, o.n_ff,       1.0f);
             mat(p + "ffn_down.weight",    o.n_ff,   o.n_embd,     out_scale);
@@ -429,11 +450,12 @@ int main(int argc, char ** argv) {
     if ((o.n_expert == 0) != (o.n_expert_used == 0)) die("--n-expert and --n-expert-used go together");
     if (o.n_expert_used > o.n_expert) die("--n-expert-used must be <= --n-expert");
     if (o.n_expert > 512) die("--n-expert must be <= 512");
-    static const char * const archs[] = {"llama", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi3", "glm4moe",
+    static const char * const archs[] = {"llama", "llama4", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi3", "glm4moe",
                                          "gpt-oss", "qwen35"};
     bool known = false;
     for (const char * a : archs) known = known || o.arch == a;
-    if (!known) die("--arch must be llama, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3, phi3, glm4moe, gpt-oss or qwen35");
+    if (!known) die("--arch must be llama, llama4, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3, phi3, glm4moe, gpt-oss or qwen35");
+    if (o.arch == "llama4" && o.n_expert == 0) die("llama4 needs --n-expert and --n-expert-used");
     if (o.arch == "glm4moe" && (o.n_expert == 0 || o.n_layer < 2)) die("glm4moe needs --n-expert and 2 layers or more (layer 0 is dense)");
     if ((o.arch == "qwen2" || o.arch == "gemma2" || o.arch == "gemma3" || o.arch == "phi3") && o.n_expert > 0)
         die("qwen2, gemma2, gemma3 and phi3 are dense");
@@ -482,7 +504,10 @@ int main(int argc, char ** argv) {
         gguf_set_val_f32(g, key("expert_weights_scale").c_str(), 1.0f);
         gguf_set_val_u32(g, key("expert_gating_func").c_str(), 2);  // sigmoid
     }
-    if (A == "qwen3moe" || A == "gpt-oss" || A == "glm4moe") {
+    if (A == "llama4") {
+        gguf_set_val_u32(g, key("interleave_moe_layer_step").c_str(), 2);
+    }
+    if (A == "qwen3moe" || A == "gpt-oss" || A == "glm4moe" || A == "llama4") {
         gguf_set_val_u32(g, key("expert_feed_forward_length").c_str(), (uint32_t) o.n_ff);
     }
     if (A == "gpt-oss" || A == "gemma2" || A == "gemma3") {
