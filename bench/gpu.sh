@@ -387,6 +387,7 @@ tp_arch_models=("tiny-mqa-f32|--n-head-kv 1 --n-ff 128 --seed 7"
     "gemma2-f32|--arch gemma2 --n-head-kv 2 --n-ff 128 --seed 3|1e-3"
     "gemma3-f32|--arch gemma3 --n-head-kv 2 --n-ff 128 --seed 3|1e-3"
     "llama4-f32|--arch llama4 --n-layer 4 --n-head-kv 2 --n-ff 64 --n-expert 4 --n-expert-used 1 --seed 5|1e-3"
+    "cohere2-f32|--arch cohere2 --n-head-kv 2 --n-ff 128 --seed 3"
     "glm4moe-f32|--arch glm4moe --n-head-kv 2 --n-ff 64 --n-expert 6 --n-expert-used 3 --seed 11"
     "phi3-f32|--arch phi3 --n-head-kv 2 --n-ff 128 --seed 7")
 

@@ -140,13 +140,16 @@ set_tests_properties(model/tiny-mqa-f32 PROPERTIES FIXTURES_SETUP model_tiny-mqa
 # AllReduced sum), Llama 4 (four layers: dense and MoE layers alternating, the MoE ones with top-1
 # sigmoid routing and a shared expert; chunked attention in three, and no RoPE but attention
 # temperature in the fourth; with fewer than four layers the pin's libllama sets an input that
-# its graph does not use and aborts, upstream's build alike) and Phi-3 (fused QKV and fused gate/up
+# its graph does not use and aborts, upstream's build alike), Command R7B / Command A (cohere2:
+# attention and FFN side by side on one LayerNorm, two partial sums per layer, RoPE only in the
+# sliding-window layers, tied output) and Phi-3 (fused QKV and fused gate/up
 # projections, see phi3-f32/cpu2_fails_at_context below).
 set(meta_arch_models "qwen3-f32|--arch qwen3 --n-ff 128 --seed 7"
     "qwen2-f32|--arch qwen2 --n-ff 128 --seed 7"
     "gemma2-f32|--arch gemma2 --n-ff 128 --seed 3"
     "gemma3-f32|--arch gemma3 --n-ff 128 --seed 3"
     "llama4-f32|--arch llama4 --n-layer 4 --n-ff 64 --n-expert 4 --n-expert-used 1 --seed 5"
+    "cohere2-f32|--arch cohere2 --n-ff 128 --seed 3"
     "glm4moe-f32|--arch glm4moe --n-ff 64 --n-expert 6 --n-expert-used 3 --seed 11"
     "phi3-f32|--arch phi3 --n-ff 128 --seed 7"
     "qwen3moe-f32|--arch qwen3moe --n-ff 64 --n-expert 6 --n-expert-used 3 --seed 5"
@@ -166,7 +169,8 @@ endforeach()
 # model|TOL (see the table above); the dense models are sched_llama.cmake's.
 set(meta_models "tiny-gqa-f32|1e-4" "tiny-gqa-f16|1e-3" "tiny-moe-f32|1e-4" "tiny-mqa-f32|1e-4"
     "qwen3-f32|1e-4" "qwen3moe-f32|1e-4" "gpt-oss-f32|1e-4" "gemma-mqa-f32|1e-4" "qwen35-f32|1e-4"
-    "qwen2-f32|1e-4" "gemma2-f32|1e-3" "gemma3-f32|1e-3" "glm4moe-f32|1e-4" "llama4-f32|1e-3")
+    "qwen2-f32|1e-4" "gemma2-f32|1e-3" "gemma3-f32|1e-3" "glm4moe-f32|1e-4" "llama4-f32|1e-3"
+    "cohere2-f32|1e-4")
 # Models that run a subset of the configurations (tiny-mqa-f32 without the differential against
 # upstream, which aborts on it; the qwen3 models with it).
 set(meta_mqa_configs
@@ -210,7 +214,7 @@ foreach(model_entry IN LISTS meta_models)
     set(gguf "${model_dir}/${model}.gguf")
     set(common --model "${gguf}" --flash-attn on --threads 2 --n-predict 12)
     set(configs ${meta_configs})
-    if(model MATCHES "mqa|^qwen3-|^qwen3moe|^gpt-oss|^qwen2-|^gemma[23]-|^glm4moe-|^llama4-")
+    if(model MATCHES "mqa|^qwen3-|^qwen3moe|^gpt-oss|^qwen2-|^gemma[23]-|^glm4moe-|^llama4-|^cohere2-")
         set(configs ${meta_mqa_configs})
     elseif(model MATCHES "^qwen35")
         set(configs ${meta_qwen35_configs})

@@ -1,5 +1,5 @@
 // write_model.cpp — write a random-weight Llama-family GGUF (llama, llama4, qwen2, qwen3, qwen3moe, gemma, gemma2,
-// gemma3, phi3, glm4moe, gpt-oss, qwen35) with ggml's own gguf.h API.
+// gemma3, cohere2, phi3, glm4moe, gpt-oss, qwen35) with ggml's own gguf.h API.
 //
 // Part of ggml-backend-rs' end-to-end differential test (DESIGN.md §4.3): the same file is loaded
 // by tools/model/llama_driver built against upstream and against our library.
@@ -9,7 +9,7 @@
 //               [--n-vocab 300] [--n-ctx-train 512] [--type f32|f16] [--seed 42]
 //               [--output-scale 8] [--rms-eps 1e-5] [--rope-freq-base 10000] [--stream]
 //               [--n-expert E --n-expert-used K]   (MoE feed-forward, E >= K >= 1; default dense)
-//               [--arch llama|llama4|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|phi3|glm4moe|gpt-oss|qwen35]
+//               [--arch llama|llama4|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|cohere2|phi3|glm4moe|gpt-oss|qwen35]
 //               [--swa N]
 //
 // What it writes (checked against the pin's src/llama-model.cpp LLM_ARCH_LLAMA load_hparams /
@@ -46,6 +46,11 @@
 //             every fourth layer; use --n-layer 4 to have each kind of layer.
 //   qwen2     (LLM_ARCH_QWEN2, Qwen2 / Qwen2.5): the llama tensors plus biases on Q, K and V
 //             (blk.N.attn_{q,k,v}.bias, uniform in [-0.1, 0.1], f32); NeoX RoPE.
+//   cohere2   (LLM_ARCH_COHERE2, Command R7B / Command A): attention and FFN side by side on one
+//             LayerNorm (attention.layer_norm_epsilon; no ffn_norm), both added to the residual;
+//             tied output scaled by logit_scale 0.5 (attn_output and ffn_down scaled by 16, else the
+//             residual stream repeats the input token, as for gemma); sliding_window = --swa with
+//             sliding_window_pattern 2 (RoPE in the sliding-window layers only, as the pin's graph).
 //   phi3      (LLM_ARCH_PHI3): fused projections: blk.N.attn_qkv {n_embd, n_embd + 2*n_embd_gqa}
 //             (Q, K, V rows in that order) and blk.N.ffn_up {n_embd, 2*n_ff} (gate rows, then up
 //             rows; the graph's SwiGLU takes the two halves); no ffn_gate; dense.
@@ -140,7 +145,7 @@ void usage() {
         "usage: write_model --out PATH [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
         "                   [--n-ff N] [--n-vocab N (>=259)] [--n-ctx-train N] [--type f32|f16]\n"
         "                   [--seed N] [--output-scale S] [--rms-eps E] [--rope-freq-base B] [--stream]\n"
-        "                   [--n-expert E --n-expert-used K] [--arch llama|llama4|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|phi3|glm4moe|gpt-oss|qwen35]\n"
+        "                   [--n-expert E --n-expert-used K] [--arch llama|llama4|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|cohere2|phi3|glm4moe|gpt-oss|qwen35]\n"
         "                   [--swa N (gpt-oss)]\n");
 }
 
@@ -214,7 +219,7 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
     const bool q35 = o.arch == "qwen35";
     // gemma2 and gemma3 share their layout (gemma3 adds per-head Q/K norms)
     const bool gemma2 = o.arch == "gemma2" || o.arch == "gemma3";
-    const bool tied = o.arch == "gemma" || gemma2;  // output projection = token_embd
+    const bool tied = o.arch == "gemma" || gemma2 || o.arch == "cohere2";  // output projection = token_embd
     // qwen35's linear-attention layers: K heads = n_head_kv, V heads = n_head, head size n_embd_head
     const int64_t key_dim = n_embd_head * o.n_head_kv, value_dim = n_embd_head * o.n_head;
     // token_embd: a = 1 (rows are RMS-normalised before use anyway)
@@ -305,7 +310,8 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
         }
         // gemma adds each layer to an embedding scaled by sqrt(n_embd): the layers' outputs
         // are scaled alike, or the residual stream repeats the input token
-        const float out_scale = o.arch == "gemma" ? 4.0f * std::sqrt((float) o.n_embd) : 1.0f;
+        // (cohere2's tied output meets the same echo: its outputs are scaled by 16)
+        const float out_scale = o.arch == "gemma" ? 4.0f * std::sqrt((float) o.n_embd) : o.arch == "cohere2" ? 16.0f : 1.0f;
         mat(p + "attn_output.weight", o.n_embd, o.n_embd,     out_scale);
         // gemma2 normalises both outputs again before the residual add: the scale goes there
         const float post_scale = 4.0f * std::sqrt((float) o.n_embd);
@@ -333,7 +339,9 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
             bias(p + "ffn_down_exps.bias", o.n_embd, o.n_expert);
             continue;
         }
-        norm(p + "ffn_norm.weight", o.n_embd);
+        if (o.arch != "cohere2") {  // (cohere2's FFN reads attn_norm's output)
+            norm(p + "ffn_norm.weight", o.n_embd);
+        }
         if (o.n_expert == 0 || o.arch == "llama4") {  // (llama4: its dense layers)
             mat(p + "ffn_gate.weight",    o.n_embd, o.n_ff,       1.0f);
             mat(p + "ffn_up.weight",      o.n_embd, o.n_ff,       1.0f);
@@ -450,15 +458,16 @@ int main(int argc, char ** argv) {
     if ((o.n_expert == 0) != (o.n_expert_used == 0)) die("--n-expert and --n-expert-used go together");
     if (o.n_expert_used > o.n_expert) die("--n-expert-used must be <= --n-expert");
     if (o.n_expert > 512) die("--n-expert must be <= 512");
-    static const char * const archs[] = {"llama", "llama4", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi3", "glm4moe",
+    static const char * const archs[] = {"llama", "llama4", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "cohere2", "phi3", "glm4moe",
                                          "gpt-oss", "qwen35"};
     bool known = false;
     for (const char * a : archs) known = known || o.arch == a;
-    if (!known) die("--arch must be llama, llama4, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3, phi3, glm4moe, gpt-oss or qwen35");
+    if (!known) die("--arch must be llama, llama4, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3, cohere2, phi3, glm4moe, gpt-oss or qwen35");
     if (o.arch == "llama4" && o.n_expert == 0) die("llama4 needs --n-expert and --n-expert-used");
     if (o.arch == "glm4moe" && (o.n_expert == 0 || o.n_layer < 2)) die("glm4moe needs --n-expert and 2 layers or more (layer 0 is dense)");
-    if ((o.arch == "qwen2" || o.arch == "gemma2" || o.arch == "gemma3" || o.arch == "phi3") && o.n_expert > 0)
-        die("qwen2, gemma2, gemma3 and phi3 are dense");
+    if ((o.arch == "qwen2" || o.arch == "gemma2" || o.arch == "gemma3" || o.arch == "cohere2" || o.arch == "phi3")
+        && o.n_expert > 0)
+        die("qwen2, gemma2, gemma3, cohere2 and phi3 are dense");
     if (o.arch == "qwen35" && o.n_expert > 0) die("qwen35 is dense");
     if (o.arch == "gemma" && o.n_expert > 0) die("gemma is dense");
     if (o.arch == "gpt-oss" && o.n_expert == 0) die("gpt-oss needs --n-expert and --n-expert-used");
@@ -510,8 +519,13 @@ int main(int argc, char ** argv) {
     if (A == "qwen3moe" || A == "gpt-oss" || A == "glm4moe" || A == "llama4") {
         gguf_set_val_u32(g, key("expert_feed_forward_length").c_str(), (uint32_t) o.n_ff);
     }
-    if (A == "gpt-oss" || A == "gemma2" || A == "gemma3") {
+    if (A == "gpt-oss" || A == "gemma2" || A == "gemma3" || A == "cohere2") {
         gguf_set_val_u32(g, key("attention.sliding_window").c_str(), (uint32_t) o.n_swa);
+    }
+    if (A == "cohere2") {
+        gguf_set_val_u32(g, key("attention.sliding_window_pattern").c_str(), 2);
+        gguf_set_val_f32(g, key("attention.layer_norm_epsilon").c_str(), o.rms_eps);
+        gguf_set_val_f32(g, key("logit_scale").c_str(), 0.5f);
     }
     if (A == "gemma3") {
         gguf_set_val_u32(g, key("attention.sliding_window_pattern").c_str(), 2);
