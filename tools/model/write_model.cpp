@@ -224,6 +224,15 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
     const int64_t key_dim = n_embd_head * o.n_head_kv, value_dim = n_embd_head * o.n_head;
     // token_embd: a = 1 (rows are RMS-normalised before use anyway)
     specs.push_back({"token_embd.weight", o.type, o.n_embd, o.n_vocab, {-1.0f, 1.0f}});
+    // the stacked experts of width n_ff and one shared expert of the same width (llama4, glm4moe)
+    auto experts_and_shared = [&](const std::string & p) {
+        mat(p + "ffn_gate_exps.weight",  o.n_embd, o.n_ff,   1.0f, o.n_expert);
+        mat(p + "ffn_up_exps.weight",    o.n_embd, o.n_ff,   1.0f, o.n_expert);
+        mat(p + "ffn_down_exps.weight",  o.n_ff,   o.n_embd, 1.0f, o.n_expert);
+        mat(p + "ffn_gate_shexp.weight", o.n_embd, o.n_ff,   1.0f);
+        mat(p + "ffn_up_shexp.weight",   o.n_embd, o.n_ff,   1.0f);
+        mat(p + "ffn_down_shexp.weight", o.n_ff,   o.n_embd, 1.0f);
+    };
     for (int64_t il = 0; il < o.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         norm(p + "attn_norm.weight", o.n_embd);
@@ -259,12 +268,7 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
             mat(p + "attn_output.weight", o.n_embd, o.n_embd,     1.0f);
             norm(p + "ffn_norm.weight", o.n_embd);
             mat(p + "ffn_gate_inp.weight",  o.n_embd, o.n_expert, 1.0f, 1, GGML_TYPE_F32);
-            mat(p + "ffn_gate_exps.weight", o.n_embd, o.n_ff,     1.0f, o.n_expert);
-            mat(p + "ffn_up_exps.weight",   o.n_embd, o.n_ff,     1.0f, o.n_expert);
-            mat(p + "ffn_down_exps.weight", o.n_ff,   o.n_embd,   1.0f, o.n_expert);
-            mat(p + "ffn_gate_shexp.weight", o.n_embd, o.n_ff,    1.0f);
-            mat(p + "ffn_up_shexp.weight",   o.n_embd, o.n_ff,    1.0f);
-            mat(p + "ffn_down_shexp.weight", o.n_ff,   o.n_embd,  1.0f);
+            experts_and_shared(p);
             continue;
         }
         if (o.arch == "glm4moe") {
@@ -284,12 +288,7 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
             }
             mat(p + "ffn_gate_inp.weight",  o.n_embd, o.n_expert, 1.0f, 1, GGML_TYPE_F32);
             bias(p + "exp_probs_b.bias", o.n_expert);
-            mat(p + "ffn_gate_exps.weight", o.n_embd, o.n_ff,     1.0f, o.n_expert);
-            mat(p + "ffn_up_exps.weight",   o.n_embd, o.n_ff,     1.0f, o.n_expert);
-            mat(p + "ffn_down_exps.weight", o.n_ff,   o.n_embd,   1.0f, o.n_expert);
-            mat(p + "ffn_gate_shexp.weight", o.n_embd, o.n_ff,    1.0f);
-            mat(p + "ffn_up_shexp.weight",   o.n_embd, o.n_ff,    1.0f);
-            mat(p + "ffn_down_shexp.weight", o.n_ff,   o.n_embd,  1.0f);
+            experts_and_shared(p);
             continue;
         }
         if (o.arch == "phi3") {
