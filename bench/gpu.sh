@@ -515,7 +515,11 @@ tp() {
     nvidia-smi >"$tpdir/nvidia-smi.txt" 2>&1
     nvidia-smi topo -m >"$tpdir/topology.txt" 2>&1
     if [[ $tp_nccl != off ]]; then
-        python3 -c 'import importlib.metadata as m; print("NCCL (nvidia-nccl-cu13):", m.version("nvidia-nccl-cu13"))' \
+        # the wheel build() takes NCCL from, whichever CUDA it is for
+        python3 -c 'import importlib.metadata as m
+names = [d.metadata["Name"] + " " + d.version for d in m.distributions()
+         if (d.metadata["Name"] or "").startswith("nvidia-nccl")]
+print("NCCL:", "; ".join(names) or "no nvidia-nccl wheel")' \
             >>"$tpdir/settings.txt" 2>&1
     fi
     if [[ -n ${TP_PREBUILT:-} ]]; then
@@ -524,7 +528,8 @@ tp() {
         local arg=""; [[ $tp_nccl != off ]] && arg=nccl
         build $arg || { echo "build failed: see $out/build.log"; return 1; }
     fi
-    if [[ $tp_nccl == both ]]; then
+    # (the trees without NCCL serve the benchmark rows only)
+    if [[ $tp_nccl == both && $tp_bench == on ]]; then
         if [[ -n ${TP_PREBUILT_NONCCL:-} ]]; then step "using the build without NCCL in $tp_build_nonccl"
         else
             local main=$build; build=$tp_build_nonccl
@@ -590,7 +595,12 @@ tp_start() {
         echo "tp-start: a tp job is already running (pid $(cat "$out/tp-job.pid")); use tp-wait" >&2
         return 1
     fi
-    if [[ -z ${TP_PREBUILT:-} && ( ! -f $gpu_dir/libggml_backend_rs.a || ! -d $gpu_dir/llama.cpp ) ]]; then
+    case ${TP_NCCL:-off} in off|on|both) ;; *) echo "tp-start: TP_NCCL=$TP_NCCL: not off, on or both" >&2; return 1 ;; esac
+    # a build happens unless TP_PREBUILT (and, for TP_NCCL=both, TP_PREBUILT_NONCCL) name trees
+    local builds=0
+    [[ -z ${TP_PREBUILT:-} ]] && builds=1
+    [[ ${TP_NCCL:-off} == both && -z ${TP_PREBUILT_NONCCL:-} ]] && builds=1
+    if ((builds)) && [[ ! -f $gpu_dir/libggml_backend_rs.a || ! -d $gpu_dir/llama.cpp ]]; then
         echo "tp-start: $gpu_dir must hold llama.cpp/ and libggml_backend_rs.a (see docs/gpu.md)" >&2
         return 1
     fi

@@ -67,7 +67,8 @@ function(plugin_vs_cpu test gguf tol env)
         -D "WORK_DIR=${model_dir}/${work}" -P "${run}")
 endfunction()
 
-# model|TOL, as meta_e2e.cmake measured them for the same sums
+# model|TOL, as meta_e2e.cmake measured them for the same sums (phi3-f32, which only the plugin
+# splits: 1.5e-7 over cpu2, 1.0e-7 over cpu3, TOL 1e-4)
 set(plugin_models "tiny-gqa-f32|1e-4" "tiny-gqa-f16|1e-3" "small-mha-f32|1e-4" "tiny-moe-f32|1e-4"
     "tiny-mqa-f32|1e-4" "qwen3-f32|1e-4" "qwen3moe-f32|1e-4" "gpt-oss-f32|1e-4" "gemma-mqa-f32|1e-4"
     "qwen35-f32|1e-4" "qwen2-f32|1e-4" "gemma2-f32|1e-3" "gemma3-f32|1e-3"

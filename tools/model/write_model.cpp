@@ -43,7 +43,8 @@
 //             (expert_feed_forward_length) and one shared expert (ffn_{gate,up,down}_shexp) —,
 //             the others dense. The pin's defaults for the rest: chunked attention in three
 //             layers of four (chunks of 8192), no RoPE (and attention temperature tuning) in
-//             every fourth layer; use --n-layer 4 to have each kind of layer.
+//             every fourth layer. Needs --n-layer 4 or more: with fewer, the pin's libllama sets
+//             the temperature input that no layer uses, and aborts.
 //   qwen2     (LLM_ARCH_QWEN2, Qwen2 / Qwen2.5): the llama tensors plus biases on Q, K and V
 //             (blk.N.attn_{q,k,v}.bias, uniform in [-0.1, 0.1], f32); NeoX RoPE.
 //   cohere2   (LLM_ARCH_COHERE2, Command R7B / Command A): attention and FFN side by side on one
@@ -80,7 +81,8 @@
 //   gemma3    (LLM_ARCH_GEMMA3): gemma2's tensors plus per-head Q/K norms (attn_{q,k}_norm
 //             {n_embd_head}); no soft-capping; gemma3.attention.sliding_window = --swa with
 //             sliding_window_pattern 2 (every other layer, so both KV caches are used even with two
-//             layers) and rope.freq_base_swa 10000.
+//             layers); RoPE base 1e6 in the global layers (rope.freq_base, as Gemma 3 has; not
+//             --rope-freq-base) and 1e4 in the sliding-window ones (rope.freq_base_swa).
 //   glm4moe   (LLM_ARCH_GLM4_MOE, GLM-4.5; needs --n-expert): biases on Q, K and V, RoPE on half of
 //             each head (rope.dimension_count = n_embd_head/2), blk.N.post_attention_norm as the
 //             FFN's norm (no ffn_norm); layer 0 dense (leading_dense_block_count 1), the others
@@ -99,7 +101,7 @@
 // the content does not depend on write order. Matrices: uniform in [-a, a], a = 1/sqrt(fan_in)
 // (fan_in = ne0); token_embd: a = 1; output.weight additionally multiplied by --output-scale so that
 // logits are peaked and greedy argmax is robust to rounding differences. Norm weights: uniform in
-// [0.9, 1.1]. f16 conversion uses ggml_fp32_to_fp16_row. Same flags -> byte-identical file.
+// [0.9, 1.1] (gemma2's and gemma3's post-norms: that times 4*sqrt(n_embd)). f16 conversion uses ggml_fp32_to_fp16_row. Same flags -> byte-identical file.
 //
 // Memory: by default all tensors live in one ggml context (no_alloc=false) and the file is written
 // with gguf_write_to_file(ctx, path, false) — fine up to ~1 GiB of weights. Above 1 GiB, or with
@@ -146,7 +148,7 @@ void usage() {
         "                   [--n-ff N] [--n-vocab N (>=259)] [--n-ctx-train N] [--type f32|f16]\n"
         "                   [--seed N] [--output-scale S] [--rms-eps E] [--rope-freq-base B] [--stream]\n"
         "                   [--n-expert E --n-expert-used K] [--arch llama|llama4|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|cohere2|phi3|glm4moe|gpt-oss|qwen35]\n"
-        "                   [--swa N (gpt-oss)]\n");
+        "                   [--swa N (gpt-oss, gemma2, gemma3, cohere2)]\n");
 }
 
 uint64_t splitmix64(uint64_t & s) {
@@ -462,7 +464,9 @@ int main(int argc, char ** argv) {
     bool known = false;
     for (const char * a : archs) known = known || o.arch == a;
     if (!known) die("--arch must be llama, llama4, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3, cohere2, phi3, glm4moe, gpt-oss or qwen35");
-    if (o.arch == "llama4" && o.n_expert == 0) die("llama4 needs --n-expert and --n-expert-used");
+    if (o.arch == "llama4" && (o.n_expert == 0 || o.n_layer < 4))
+        die("llama4 needs --n-expert, --n-expert-used and 4 layers or more (the pin's libllama aborts with fewer)");
+    if (o.arch == "glm4moe" && (o.n_embd / o.n_head) % 4 != 0) die("glm4moe rotates half of each head: head dim must be a multiple of 4");
     if (o.arch == "glm4moe" && (o.n_expert == 0 || o.n_layer < 2)) die("glm4moe needs --n-expert and 2 layers or more (layer 0 is dense)");
     if ((o.arch == "qwen2" || o.arch == "gemma2" || o.arch == "gemma3" || o.arch == "cohere2" || o.arch == "phi3")
         && o.n_expert > 0)
@@ -500,7 +504,7 @@ int main(int argc, char ** argv) {
     gguf_set_val_u32(g, key("rope.dimension_count").c_str(),       (uint32_t) n_rot);
     gguf_set_val_u32(g, key("vocab_size").c_str(),                 (uint32_t) o.n_vocab);
     gguf_set_val_f32(g, key("attention.layer_norm_rms_epsilon").c_str(), o.rms_eps);
-    gguf_set_val_f32(g, key("rope.freq_base").c_str(),             o.rope_freq_base);
+    gguf_set_val_f32(g, key("rope.freq_base").c_str(),             A == "gemma3" ? 1.0e6f : o.rope_freq_base);
     if (o.n_expert > 0) {
         gguf_set_val_u32(g, key("expert_count").c_str(),           (uint32_t) o.n_expert);
         gguf_set_val_u32(g, key("expert_used_count").c_str(),      (uint32_t) o.n_expert_used);

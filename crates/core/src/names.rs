@@ -422,6 +422,15 @@ impl NamePolicy {
                 let e = info.ne[1] / 2;
                 self.ffn(layer, 1, &[e, e])
             }
+            "ffn_up"
+                if bias
+                    && self
+                        .get(layer, "ffn_up")
+                        .is_some_and(|w| self.fused_gate_up(layer, w)) =>
+            {
+                let e = info.ne[0] / 2;
+                self.ffn(layer, 0, &[e, e])
+            }
             "ffn_up" | "ffn_gate" | "ffn_up_exps" | "ffn_gate_exps" => {
                 let axis = if bias { 0 } else { 1 };
                 self.ffn(layer, axis, &[info.ne[axis as usize]])
@@ -959,11 +968,6 @@ mod tests {
             shares(&qkv, 2),
             vec![vec![32, 32], vec![16, 16], vec![16, 16]]
         );
-        // Phi-3: gate and up rows in one ffn_up, no ffn_gate
-        p.record("blk.0.ffn_up.weight", info(F32, &[64, 256]));
-        p.record("blk.0.ffn_down.weight", info(F32, &[128, 64]));
-        let up = p.split("blk.0.ffn_up.weight", info(F32, &[64, 256]));
-        assert_eq!(shares(&up, 2), vec![vec![64, 64], vec![64, 64]]);
         p.record("blk.0.ffn_down_exps.weight", info(F32, &[32, 64, 4]));
         let gu = p.split("blk.0.ffn_gate_up_exps.weight", info(F32, &[64, 64, 4]));
         assert_eq!(shares(&gu, 2), vec![vec![16, 16], vec![16, 16]]);
@@ -972,6 +976,51 @@ mod tests {
                 .axis,
             AXIS_PARTIAL
         );
+    }
+
+    #[test]
+    fn fused_gate_up_is_split_in_halves() {
+        // Phi-3: gate and up rows in one ffn_up (and its bias), no ffn_gate; each half is
+        // split like ffn_down's columns, in every layer (layer 1: the other rotation).
+        for (layer, n) in [(0u32, 2usize), (1, 2), (0, 3)] {
+            let mut p = NamePolicy::new(n, None);
+            let b = |t: &str| format!("blk.{layer}.{t}");
+            p.record(&b("ffn_up.weight"), info(F32, &[64, 384]));
+            p.record(&b("ffn_up.bias"), info(F32, &[384]));
+            p.record(&b("ffn_down.weight"), info(F32, &[192, 64]));
+            let up = p.split(&b("ffn_up.weight"), info(F32, &[64, 384]));
+            let down = p.split(&b("ffn_down.weight"), info(F32, &[192, 64]));
+            let half = shares(&down, n).remove(0);
+            assert_eq!(half.iter().sum::<i64>(), 192);
+            assert_eq!(shares(&up, n), vec![half.clone(), half.clone()]);
+            let bias = p.split(&b("ffn_up.bias"), info(F32, &[384]));
+            assert_eq!(bias.axis, 0);
+            assert_eq!(shares(&bias, n), vec![half.clone(), half]);
+        }
+        // Quantized: the halves are whole blocks of the down projection's type.
+        let mut p = NamePolicy::new(2, None);
+        p.record("blk.0.ffn_up.weight", info(Q4_0, &[64, 192]));
+        p.record("blk.0.ffn_down.weight", info(Q4_0, &[96, 64]));
+        let up = p.split("blk.0.ffn_up.weight", info(Q4_0, &[64, 192]));
+        assert!(shares(&up, 2).iter().flatten().all(|s| s % 32 == 0));
+        assert_eq!(shares(&up, 2).len(), 2);
+    }
+
+    #[test]
+    fn separate_or_plain_ffn_up_is_one_segment() {
+        // A gated FFN (ffn_gate present) and a plain one (GPT-2 style: up rows = down columns)
+        // keep one segment, even where the rows happen to be twice the down's columns.
+        let mut p = NamePolicy::new(2, None);
+        p.record("blk.0.ffn_gate.weight", info(F32, &[64, 256]));
+        p.record("blk.0.ffn_up.weight", info(F32, &[64, 256]));
+        p.record("blk.0.ffn_down.weight", info(F32, &[128, 64]));
+        let up = p.split("blk.0.ffn_up.weight", info(F32, &[64, 256]));
+        assert_eq!(shares(&up, 2), vec![vec![128, 128]]);
+        let mut p = NamePolicy::new(2, None);
+        p.record("blk.0.ffn_up.weight", info(F32, &[64, 128]));
+        p.record("blk.0.ffn_down.weight", info(F32, &[128, 64]));
+        let up = p.split("blk.0.ffn_up.weight", info(F32, &[64, 128]));
+        assert_eq!(shares(&up, 2), vec![vec![64, 64]]);
     }
 
     #[test]
