@@ -164,10 +164,12 @@ set(meta_arch_models "qwen3-f32|--arch qwen3 --n-ff 128 --seed 7"
     "gpt-oss-f32|--arch gpt-oss --n-ff 64 --n-expert 4 --n-expert-used 2 --seed 5"
     "gemma-mqa-f32|--arch gemma --n-head-kv 1 --n-ff 128 --seed 3"
     "qwen35-f32|--arch qwen35 --n-ff 128 --seed 7")
+set(meta_arch_names "")
 foreach(entry IN LISTS meta_arch_models)
     string(REPLACE "|" ";" parts "${entry}")
     list(GET parts 0 name)
     list(GET parts 1 flag_text)
+    list(APPEND meta_arch_names ${name})
     separate_arguments(flags UNIX_COMMAND "${flag_text}")
     add_test(NAME model/${name} COMMAND write_model --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2
         --n-vocab 300 --type f32 ${flags} --out "${model_dir}/${name}.gguf")
@@ -179,8 +181,9 @@ set(meta_models "tiny-gqa-f32|1e-4" "tiny-gqa-f16|1e-3" "tiny-moe-f32|1e-4" "tin
     "qwen3-f32|1e-4" "qwen3moe-f32|1e-4" "gpt-oss-f32|1e-4" "gemma-mqa-f32|1e-4" "qwen35-f32|1e-4"
     "qwen2-f32|1e-4" "gemma2-f32|1e-3" "gemma3-f32|1e-3" "glm4moe-f32|1e-4" "llama4-f32|1e-3"
     "cohere2-f32|1e-4")
-# Models that run a subset of the configurations (tiny-mqa-f32 and gemma-mqa-f32 without the
-# differential against upstream, which aborts on them; the other architectures with it).
+# Models that run a subset of the configurations: the one-KV-head models and the architectures
+# of meta_arch_models but Qwen3.5 (tiny-mqa-f32 and gemma-mqa-f32 without the differential
+# against upstream, which aborts on them; the other architectures with it).
 set(meta_mqa_configs
     "cpu2|--devices CPU,CPU|"
     "cpu3|--devices CPU,CPU,CPU|"
@@ -222,10 +225,10 @@ foreach(model_entry IN LISTS meta_models)
     set(gguf "${model_dir}/${model}.gguf")
     set(common --model "${gguf}" --flash-attn on --threads 2 --n-predict 12)
     set(configs ${meta_configs})
-    if(model MATCHES "mqa|^qwen3-|^qwen3moe|^gpt-oss|^qwen2-|^gemma[23]-|^glm4moe-|^llama4-|^cohere2-")
-        set(configs ${meta_mqa_configs})
-    elseif(model MATCHES "^qwen35")
+    if(model MATCHES "^qwen35")
         set(configs ${meta_qwen35_configs})
+    elseif(model MATCHES "mqa" OR model IN_LIST meta_arch_names)
+        set(configs ${meta_mqa_configs})
     endif()
     if(model STREQUAL meta_cpu4_model)
         list(APPEND configs "cpu4|--devices CPU,CPU,CPU,CPU|")

@@ -263,16 +263,6 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
             mat(p + "ffn_down.weight",    o.n_ff,   o.n_embd,     1.0f);
             continue;
         }
-        if (o.arch == "llama4" && il % 2 == 1) {
-            mat(p + "attn_q.weight",      o.n_embd, o.n_embd,     1.0f);
-            mat(p + "attn_k.weight",      o.n_embd, n_embd_gqa,   1.0f);
-            mat(p + "attn_v.weight",      o.n_embd, n_embd_gqa,   1.0f);
-            mat(p + "attn_output.weight", o.n_embd, o.n_embd,     1.0f);
-            norm(p + "ffn_norm.weight", o.n_embd);
-            mat(p + "ffn_gate_inp.weight",  o.n_embd, o.n_expert, 1.0f, 1, GGML_TYPE_F32);
-            experts_and_shared(p);
-            continue;
-        }
         if (o.arch == "glm4moe") {
             mat(p + "attn_q.weight",      o.n_embd, o.n_embd,     1.0f);
             mat(p + "attn_k.weight",      o.n_embd, n_embd_gqa,   1.0f);
@@ -343,7 +333,9 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
         if (o.arch != "cohere2") {  // (cohere2's FFN reads attn_norm's output)
             norm(p + "ffn_norm.weight", o.n_embd);
         }
-        if (o.n_expert == 0 || o.arch == "llama4") {  // (llama4: its dense layers)
+        // (llama4: MoE in the odd layers only, interleave_moe_layer_step 2)
+        const bool moe = o.n_expert > 0 && (o.arch != "llama4" || il % 2 == 1);
+        if (!moe) {
             mat(p + "ffn_gate.weight",    o.n_embd, o.n_ff,       1.0f);
             mat(p + "ffn_up.weight",      o.n_embd, o.n_ff,       1.0f);
             mat(p + "ffn_down.weight",    o.n_ff,   o.n_embd,     out_scale);
@@ -353,9 +345,13 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
         } else {
             // Router in f32: its logits pick the experts, so keep them free of f16 weight rounding.
             mat(p + "ffn_gate_inp.weight",  o.n_embd, o.n_expert, 1.0f, 1, GGML_TYPE_F32);
-            mat(p + "ffn_gate_exps.weight", o.n_embd, o.n_ff,     1.0f, o.n_expert);
-            mat(p + "ffn_up_exps.weight",   o.n_embd, o.n_ff,     1.0f, o.n_expert);
-            mat(p + "ffn_down_exps.weight", o.n_ff,   o.n_embd,   1.0f, o.n_expert);
+            if (o.arch == "llama4") {
+                experts_and_shared(p);
+            } else {
+                mat(p + "ffn_gate_exps.weight", o.n_embd, o.n_ff,     1.0f, o.n_expert);
+                mat(p + "ffn_up_exps.weight",   o.n_embd, o.n_ff,     1.0f, o.n_expert);
+                mat(p + "ffn_down_exps.weight", o.n_ff,   o.n_embd,   1.0f, o.n_expert);
+            }
         }
     }
     norm("output_norm.weight", o.n_embd);

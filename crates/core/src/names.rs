@@ -416,20 +416,13 @@ impl NamePolicy {
             }
             "attn_sinks" if !bias => self.by_heads(layer, 0, &[info.ne[0]]),
             // Phi-3 fuses gate and up into ffn_up (the graph's SwiGLU takes the two halves):
-            // each half is split like the down projection's columns. (libllama's callback
-            // splits it in one segment, which the meta backend refuses at context creation.)
-            "ffn_up" if !bias && self.fused_gate_up(layer, info) => {
-                let e = info.ne[1] / 2;
-                self.ffn(layer, 1, &[e, e])
-            }
-            "ffn_up"
-                if bias
-                    && self
-                        .get(layer, "ffn_up")
-                        .is_some_and(|w| self.fused_gate_up(layer, w)) =>
-            {
-                let e = info.ne[0] / 2;
-                self.ffn(layer, 0, &[e, e])
+            // each half of the weight and of its bias is split like the down projection's
+            // columns. (libllama's callback splits it in one segment, which the meta backend
+            // refuses at context creation.)
+            "ffn_up" if self.fused_gate_up(layer) => {
+                let axis = if bias { 0 } else { 1 };
+                let e = info.ne[axis as usize] / 2;
+                self.ffn(layer, axis, &[e, e])
             }
             "ffn_up" | "ffn_gate" | "ffn_up_exps" | "ffn_gate_exps" => {
                 let axis = if bias { 0 } else { 1 };
@@ -506,13 +499,14 @@ impl NamePolicy {
         })
     }
 
-    /// Whether the layer's `ffn_up` (shape `up`) holds the gate rows and then the up rows: no
+    /// Whether the layer's `ffn_up` weight holds the gate rows and then the up rows: no
     /// `ffn_gate`, and twice as many rows as the down projection has columns.
-    fn fused_gate_up(&self, layer: u32, up: Info) -> bool {
-        self.get(layer, "ffn_gate").is_none()
-            && self
-                .get(layer, "ffn_down")
-                .is_some_and(|d| up.ne[1] == 2 * d.ne[0])
+    fn fused_gate_up(&self, layer: u32) -> bool {
+        let (Some(up), Some(down)) = (self.get(layer, "ffn_up"), self.get(layer, "ffn_down"))
+        else {
+            return false;
+        };
+        self.get(layer, "ffn_gate").is_none() && up.ne[1] == 2 * down.ne[0]
     }
 
     /// The three segments of a fused QKV tensor: Q's rows (the model width, as in libllama)
