@@ -42,3 +42,5 @@ pub mod tensor;
 
 #[cfg(not(all(test, ggml_backend_rs_unlinked)))]
 mod ffi;
+#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
+pub mod version;

@@ -1,8 +1,9 @@
 // Prints the size, alignment and field offsets of every struct of ggml-backend.h,
-// ggml-backend-impl.h and ggml-ext.h (plus the ggml core structs the Rust crate mirrors) and
-// the values of their enums and constants, one fact per line. Built twice, against our
-// generated headers (EXPECT_OURS) and against upstream's; the ctest abi_layout requires the
-// same output from both, and that src/abi/layout_check.rs asserts exactly these facts.
+// ggml-backend-impl.h and (ggml 0.9.11) ggml-ext.h, plus the ggml core structs the Rust crate
+// mirrors, and the values of their enums and constants, one fact per line. Built twice, against
+// our generated headers (EXPECT_OURS) and against upstream's; the ctest abi_layout requires the
+// same output from both, and that the version's src/version/ggml_<version>/layout_check.rs
+// asserts exactly these facts. Backend API version 3 is ggml 0.26.
 
 #include <stddef.h>
 #include <stdio.h>
@@ -11,7 +12,9 @@
 #include "ggml.h"
 #include "ggml-backend.h"
 #include "ggml-backend-impl.h"
-#include "ggml-ext.h"
+#if GGML_BACKEND_API_VERSION < 3
+#    include "ggml-ext.h" // the meta API, in ggml-backend.h since
+#endif
 #include "ggml-impl.h" // struct ggml_cgraph, struct ggml_hash_set, TENSOR_ALIGNMENT
 
 #if defined(EXPECT_OURS) != defined(GGML_BACKEND_RS_HEADERS)
@@ -37,9 +40,15 @@ int main(void) {
     STRUCT(ggml_backend_buffer_type_i);
     FIELD(ggml_backend_buffer_type_i, get_name);
     FIELD(ggml_backend_buffer_type_i, alloc_buffer);
+#if GGML_BACKEND_API_VERSION >= 3
+    FIELD(ggml_backend_buffer_type_i, alloc_buffer_n);
+#endif
     FIELD(ggml_backend_buffer_type_i, get_alignment);
     FIELD(ggml_backend_buffer_type_i, get_max_size);
     FIELD(ggml_backend_buffer_type_i, get_alloc_size);
+#if GGML_BACKEND_API_VERSION >= 3
+    FIELD(ggml_backend_buffer_type_i, get_alloc_size_n);
+#endif
     FIELD(ggml_backend_buffer_type_i, is_host);
 
     STRUCT(ggml_backend_buffer_type);
@@ -133,6 +142,9 @@ int main(void) {
     FIELD(ggml_backend_dev_caps, host_buffer);
     FIELD(ggml_backend_dev_caps, buffer_from_host_ptr);
     FIELD(ggml_backend_dev_caps, events);
+#if GGML_BACKEND_API_VERSION >= 3
+    FIELD(ggml_backend_dev_caps, mmap_support);
+#endif
 
     STRUCT(ggml_backend_dev_props);
     FIELD(ggml_backend_dev_props, name);
@@ -156,6 +168,9 @@ int main(void) {
     STRUCT(ggml_backend_meta_split_state);
     FIELD(ggml_backend_meta_split_state, axis);
     FIELD(ggml_backend_meta_split_state, ne);
+#if GGML_BACKEND_API_VERSION >= 3
+    FIELD(ggml_backend_meta_split_state, nr);
+#endif
     FIELD(ggml_backend_meta_split_state, n_segments);
 
     // ggml core layouts the Rust crate mirrors (src/abi/ggml.rs).
@@ -191,6 +206,13 @@ int main(void) {
     FIELD(ggml_cgraph, use_counts);
     FIELD(ggml_cgraph, visited_hash_set);
     FIELD(ggml_cgraph, order);
+#if GGML_BACKEND_API_VERSION >= 3
+    FIELD(ggml_cgraph, uid);
+
+    STRUCT(ggml_backend_graph_optimize_params);
+    FIELD(ggml_backend_graph_optimize_params, add_alloc_dep);
+    FIELD(ggml_backend_graph_optimize_params, user_data);
+#endif
 
     STRUCT(ggml_init_params);
     FIELD(ggml_init_params, mem_size);
@@ -243,6 +265,7 @@ int main(void) {
     CONST(GGML_OP_NONE);
     CONST(GGML_OP_MUL_MAT_ID);
     CONST(GGML_OP_ROPE);
+    CONST(GGML_OP_COUNT);
     CONST(GGML_TENSOR_FLAG_INPUT);
     CONST(GGML_TENSOR_FLAG_OUTPUT);
     CONST(GGML_TENSOR_FLAG_COMPUTE);

@@ -8,8 +8,10 @@ use std::ffi::{c_char, c_int, c_void};
 
 use super::ggml::{ggml_cgraph, ggml_context, ggml_guid_t, ggml_status, ggml_tensor};
 
-/// Version a backend registry must report in `ggml_backend_reg::api_version`.
-pub const GGML_BACKEND_API_VERSION: c_int = 2;
+pub use crate::version::{
+    ggml_backend_buffer_type_i, ggml_backend_dev_caps, ggml_backend_graph_optimize_t,
+    GGML_BACKEND_API_VERSION,
+};
 
 pub type ggml_backend_buffer_type_t = *mut ggml_backend_buffer_type;
 pub type ggml_backend_buffer_t = *mut ggml_backend_buffer;
@@ -65,16 +67,6 @@ pub const DEVICE_ACCEL: ggml_backend_dev_type_raw =
 pub const DEVICE_META: ggml_backend_dev_type_raw =
     ggml_backend_dev_type::GGML_BACKEND_DEVICE_TYPE_META as c_int;
 
-/// cbindgen:field-names=[async, host_buffer, buffer_from_host_ptr, events]
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ggml_backend_dev_caps {
-    pub async_: bool,
-    pub host_buffer: bool,
-    pub buffer_from_host_ptr: bool,
-    pub events: bool,
-}
-
 /// cbindgen:field-names=[name, description, memory_free, memory_total, type, device_id, caps]
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -112,13 +104,6 @@ pub type ggml_backend_eval_callback = Option<
     ) -> bool,
 >;
 
-pub type ggml_backend_allreduce_tensor_t = Option<
-    unsafe extern "C" fn(
-        backends: *mut ggml_backend_t,
-        tensors: *mut *mut ggml_tensor,
-        n_backends: usize,
-    ) -> bool,
->;
 pub type ggml_backend_split_buffer_type_t = Option<
     unsafe extern "C" fn(
         main_device: c_int,
@@ -148,24 +133,6 @@ pub type ggml_backend_score_t = Option<unsafe extern "C" fn() -> c_int>;
 // ---------------------------------------------------------------------------------------
 // buffer type
 // ---------------------------------------------------------------------------------------
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ggml_backend_buffer_type_i {
-    pub get_name: Option<unsafe extern "C" fn(buft: ggml_backend_buffer_type_t) -> *const c_char>,
-    pub alloc_buffer: Option<
-        unsafe extern "C" fn(
-            buft: ggml_backend_buffer_type_t,
-            size: usize,
-        ) -> ggml_backend_buffer_t,
-    >,
-    pub get_alignment: Option<unsafe extern "C" fn(buft: ggml_backend_buffer_type_t) -> usize>,
-    pub get_max_size: Option<unsafe extern "C" fn(buft: ggml_backend_buffer_type_t) -> usize>,
-    pub get_alloc_size: Option<
-        unsafe extern "C" fn(buft: ggml_backend_buffer_type_t, tensor: *const ggml_tensor) -> usize,
-    >,
-    pub is_host: Option<unsafe extern "C" fn(buft: ggml_backend_buffer_type_t) -> bool>,
-}
 
 #[repr(C)]
 pub struct ggml_backend_buffer_type {
@@ -365,8 +332,7 @@ pub struct ggml_backend_i {
         Option<unsafe extern "C" fn(backend: ggml_backend_t, event: ggml_backend_event_t)>,
     pub event_wait:
         Option<unsafe extern "C" fn(backend: ggml_backend_t, event: ggml_backend_event_t)>,
-    pub graph_optimize:
-        Option<unsafe extern "C" fn(backend: ggml_backend_t, cgraph: *mut ggml_cgraph)>,
+    pub graph_optimize: ggml_backend_graph_optimize_t,
 }
 
 #[repr(C)]

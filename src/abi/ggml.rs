@@ -1,11 +1,13 @@
 //! `#[repr(C)]` mirrors of the ggml core types this library reads and writes, and the
 //! ggml core functions (target ggml-base, which stays C) that it calls.
 //!
-//! Layouts follow `ggml.h` and the private `ggml-impl.h` of the pinned ggml 0.9.11; the
-//! ctest `abi_layout` compares every size and offset with the C compiler's.
+//! Layouts follow `ggml.h` and the private `ggml-impl.h`; what differs between ggml versions
+//! (the graph struct, the op values) comes from `crate::version`. The ctest `abi_layout`
+//! compares every size and offset with the C compiler's.
 
 #![allow(non_camel_case_types)]
 
+use crate::version::OPS;
 use ggml_backend_rs_core::Op;
 use std::ffi::{c_char, c_int, c_void};
 
@@ -91,21 +93,7 @@ pub struct ggml_hash_set {
     pub keys: *mut *mut ggml_tensor,
 }
 
-/// `struct ggml_cgraph` (ggml-impl.h). Private to ggml, but its layout is part of the
-/// contract between ggml-base and the backend layer.
-#[repr(C)]
-pub struct ggml_cgraph {
-    pub size: c_int,
-    pub n_nodes: c_int,
-    pub n_leafs: c_int,
-    pub nodes: *mut *mut ggml_tensor,
-    pub grads: *mut *mut ggml_tensor,
-    pub grad_accs: *mut *mut ggml_tensor,
-    pub leafs: *mut *mut ggml_tensor,
-    pub use_counts: *mut i32,
-    pub visited_hash_set: ggml_hash_set,
-    pub order: c_int,
-}
+pub use crate::version::ggml_cgraph;
 
 impl ggml_cgraph {
     /// A graph over caller-owned node and leaf lists, without gradients or a visited set: the
@@ -116,22 +104,15 @@ impl ggml_cgraph {
         leafs: *mut *mut ggml_tensor,
         n_leafs: usize,
     ) -> Self {
-        ggml_cgraph {
-            size: n_nodes.max(n_leafs) as c_int,
-            n_nodes: n_nodes as c_int,
-            n_leafs: n_leafs as c_int,
-            nodes,
-            grads: std::ptr::null_mut(),
-            grad_accs: std::ptr::null_mut(),
-            leafs,
-            use_counts: std::ptr::null_mut(),
-            visited_hash_set: ggml_hash_set {
-                size: 0,
-                used: std::ptr::null_mut(),
-                keys: std::ptr::null_mut(),
-            },
-            order: 0,
-        }
+        // SAFETY: a plain C struct of integers and raw pointers (whatever the version's
+        // fields): all-zero is a valid value, an empty graph with no identity.
+        let mut g: ggml_cgraph = unsafe { std::mem::zeroed() };
+        g.size = n_nodes.max(n_leafs) as c_int;
+        g.n_nodes = n_nodes as c_int;
+        g.n_leafs = n_leafs as c_int;
+        g.nodes = nodes;
+        g.leafs = leafs;
+        g
     }
 
     /// A graph with no nodes.
@@ -154,32 +135,31 @@ pub struct ggml_context {
     _private: [u8; 0],
 }
 
-// Values of `enum ggml_op` at the pin that C-facing code names; checked by the ctest
-// `abi_layout`, and against the core's typed vocabulary (whose values the test below checks
-// against the linked ggml) right here.
-pub const GGML_OP_RESHAPE: ggml_op = 36;
-pub const GGML_OP_VIEW: ggml_op = 37;
-pub const GGML_OP_PERMUTE: ggml_op = 38;
-pub const GGML_OP_TRANSPOSE: ggml_op = 39;
-
-pub const GGML_OP_NONE: ggml_op = 0;
-pub const GGML_OP_MUL_MAT_ID: ggml_op = 30;
-pub const GGML_OP_ROPE: ggml_op = 48;
-
-const _: () = {
-    assert!(GGML_OP_RESHAPE == Op::Reshape as ggml_op);
-    assert!(GGML_OP_VIEW == Op::View as ggml_op);
-    assert!(GGML_OP_PERMUTE == Op::Permute as ggml_op);
-    assert!(GGML_OP_TRANSPOSE == Op::Transpose as ggml_op);
-    assert!(GGML_OP_NONE == Op::None as ggml_op);
-    assert!(GGML_OP_MUL_MAT_ID == Op::MulMatId as ggml_op);
-    assert!(GGML_OP_ROPE == Op::Rope as ggml_op);
-};
+// Values of `enum ggml_op` that C-facing code names, from the version's table (the ctest
+// `abi_layout` checks the table's length against the linked ggml's GGML_OP_COUNT, and the test
+// below every value's name).
+pub const GGML_OP_COUNT: usize = OPS.len();
+pub const GGML_OP_NONE: ggml_op = OPS.value_of(Op::None);
+pub const GGML_OP_RESHAPE: ggml_op = OPS.value_of(Op::Reshape);
+pub const GGML_OP_VIEW: ggml_op = OPS.value_of(Op::View);
+pub const GGML_OP_PERMUTE: ggml_op = OPS.value_of(Op::Permute);
+pub const GGML_OP_TRANSPOSE: ggml_op = OPS.value_of(Op::Transpose);
+pub const GGML_OP_MUL_MAT_ID: ggml_op = OPS.value_of(Op::MulMatId);
+pub const GGML_OP_ROPE: ggml_op = OPS.value_of(Op::Rope);
 
 /// `enum ggml_tensor_flag`.
 pub const GGML_TENSOR_FLAG_INPUT: i32 = 1;
 pub const GGML_TENSOR_FLAG_OUTPUT: i32 = 2;
 pub const GGML_TENSOR_FLAG_COMPUTE: i32 = 16;
+
+/// `struct ggml_tallocr` (ggml-alloc.h): places tensors one after another in a buffer.
+#[repr(C)]
+pub struct ggml_tallocr {
+    pub buffer: *mut super::backend::ggml_backend_buffer,
+    pub base: *mut c_void,
+    pub alignment: usize,
+    pub offset: usize,
+}
 
 /// Opaque `struct ggml_gallocr` (ggml-alloc.c).
 #[repr(C)]
@@ -243,6 +223,9 @@ extern "C" {
     pub fn ggml_gallocr_alloc_graph(galloc: ggml_gallocr_t, graph: *mut ggml_cgraph) -> bool;
     pub fn ggml_gallocr_get_buffer_size(galloc: ggml_gallocr_t, buffer_id: c_int) -> usize;
 
+    pub fn ggml_tallocr_new(buffer: *mut super::backend::ggml_backend_buffer) -> ggml_tallocr;
+    pub fn ggml_tallocr_alloc(talloc: *mut ggml_tallocr, tensor: *mut ggml_tensor) -> ggml_status;
+
     /// ggml-alloc.c: allocates every tensor of `ctx` in one buffer of `backend`.
     pub fn ggml_backend_alloc_ctx_tensors(
         ctx: *mut ggml_context,
@@ -255,13 +238,15 @@ mod tests {
     use super::*;
     use std::ffi::CStr;
 
-    /// Every value and name of the core's `Op` is the linked ggml's (`ggml_op_name`).
+    /// Every value of the version's op table names the linked ggml's op of that value
+    /// (`ggml_op_name`).
     #[test]
     fn ops_match_the_linked_ggml() {
-        for op in Op::ALL {
-            // SAFETY: ggml_op_name returns a static string for every value below GGML_OP_COUNT.
-            let name = unsafe { CStr::from_ptr(ggml_op_name(op as ggml_op)) };
-            assert_eq!(name.to_str(), Ok(op.name()), "op value {}", op as i32);
+        for (value, op) in OPS.ops().iter().enumerate() {
+            // SAFETY: ggml_op_name returns a static string for every value below GGML_OP_COUNT,
+            // which the table's length is (ctest abi_layout).
+            let name = unsafe { CStr::from_ptr(ggml_op_name(value as ggml_op)) };
+            assert_eq!(name.to_str(), Ok(op.name()), "op value {value}");
         }
     }
 }

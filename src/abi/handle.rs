@@ -46,6 +46,14 @@ macro_rules! handle {
     };
 }
 
+/// A backend's request from `graph_optimize`: keep `tensor` allocated until `until`, a later
+/// node of the same graph, has been computed (it reads `tensor` out of order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocDep {
+    pub tensor: Tensor,
+    pub until: Tensor,
+}
+
 handle!(/// `ggml_backend_buffer_type_t`
     Buft => ggml_backend_buffer_type);
 handle!(/// `ggml_backend_buffer_t`
@@ -293,12 +301,6 @@ impl Backend {
         let f = required!(self.iface(), graph_compute, "ggml_backend_graph_compute");
         // SAFETY: as above, with a live graph.
         unsafe { f(self.as_ptr(), graph.as_ptr()) }
-    }
-    pub fn graph_optimize(&self, graph: Graph) {
-        if let Some(f) = self.iface().graph_optimize {
-            // SAFETY: as above.
-            unsafe { f(self.as_ptr(), graph.as_ptr()) }
-        }
     }
     pub fn event_record(&self, event: Event) {
         let f = required!(self.iface(), event_record, "ggml_backend_event_record");
@@ -554,7 +556,7 @@ impl Tensor {
     /// The op as the typed vocabulary of the core; `None` for a value ggml (at the pin) does
     /// not define.
     pub fn op_kind(&self) -> Option<ggml_backend_rs_core::Op> {
-        ggml_backend_rs_core::Op::try_from(self.op()).ok()
+        crate::version::OPS.op(self.op()).ok()
     }
     /// Ops that only reinterpret their source's memory (no computation).
     pub fn is_view_op(&self) -> bool {

@@ -1,6 +1,6 @@
-//! `#[repr(C)]` definitions of the meta split API of `ggml-ext.h`: how a tensor is split
-//! across the devices of a meta device. cbindgen emits them into `include/ggml-ext.h`.
-//! The functions of that API are still upstream's `ggml-backend-meta.cpp` (pending port).
+//! `#[repr(C)]` definitions of the meta split API: how a tensor is split across the devices of
+//! a meta device (`ggml-ext.h` in ggml 0.9.11, `ggml-backend.h` since). The split state's
+//! layout is the version's (`crate::version`).
 
 #![allow(non_camel_case_types)]
 
@@ -30,20 +30,10 @@ pub enum ggml_backend_meta_split_axis {
     GGML_BACKEND_SPLIT_AXIS_UNKNOWN = 99,
 }
 
-/// The split of one tensor. For a dimension axis, `ne` holds one extent per (segment,
-/// device) pair, segments outer and devices inner; the extents of one segment over all
-/// devices add up to that segment's size along the axis.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct ggml_backend_meta_split_state {
-    pub axis: ggml_backend_meta_split_axis,
-    // 16 * GGML_BACKEND_META_MAX_DEVICES, spelled as a literal because cbindgen cannot
-    // evaluate the product; checked below.
-    pub ne: [i64; 256],
-    pub n_segments: u32,
-}
+/// `enum ggml_backend_meta_split_axis` as it crosses the ABI (a callback may write any int).
+pub type ggml_backend_meta_split_axis_raw = std::ffi::c_int;
 
-const _: () = assert!(256 == 16 * GGML_BACKEND_META_MAX_DEVICES);
+pub use crate::version::ggml_backend_meta_split_state;
 
 /// Assigns the split state of a statically allocated tensor.
 pub type ggml_backend_meta_get_split_state_t = Option<

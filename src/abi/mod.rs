@@ -10,7 +10,6 @@ pub use ggml::*;
 pub use meta::*;
 pub mod handle;
 pub mod header;
-mod layout_check;
 
-pub use handle::{Backend, Buffer, Buft, Device, Event, Graph, Reg, Tensor};
+pub use handle::{AllocDep, Backend, Buffer, Buft, Device, Event, Graph, Reg, Tensor};
 pub use header::Headers;

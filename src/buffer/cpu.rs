@@ -28,9 +28,8 @@ const fn cpu_buft_iface(
         get_name: Some(get_name),
         alloc_buffer: Some(alloc_buffer),
         get_alignment: Some(get_alignment),
-        get_max_size: None,
-        get_alloc_size: None,
         is_host: Some(is_host),
+        ..ggml_backend_buffer_type_i::EMPTY
     }
 }
 

@@ -1,6 +1,6 @@
-//! The meta (tensor-parallel) API: `ggml-ext.h` (device creation, axis names: C++ linkage at
-//! the pin, so exported under their mangled names) and `ggml-backend-impl.h` (predicates,
-//! simple backends, allocation of a context's tensors), plus the seed-era accessors.
+//! The meta (tensor-parallel) API: device creation and axis names (exported by each version's
+//! module, `crate::version`: C++ linkage in ggml 0.9.11, C since), the predicates and simple
+//! backends of `ggml-backend-impl.h`, and the seed-era accessors of our `ggml-ext.h`.
 
 use std::ffi::{c_char, c_void};
 
@@ -8,14 +8,14 @@ use super::{handle_arg, null_argument, optional_arg};
 use crate::abi::*;
 use crate::log::{abort, ggml_assert};
 use crate::meta::{self, backend, buffer, device};
+use crate::version::split_to_c;
 
-/// `ggml_backend_dev_t ggml_backend_meta_device(ggml_backend_dev_t * devs, size_t n_devs,
-/// ggml_backend_meta_get_split_state_t get_split_state, void * get_split_state_ud)`.
+/// `ggml_backend_meta_device`: the meta device over `devs`, made once per device list,
+/// callback and userdata.
 ///
 /// # Safety
 /// `devs` points to `n_devs` device handles.
-#[export_name = "_Z24ggml_backend_meta_devicePP19ggml_backend_devicemPF29ggml_backend_meta_split_statePK11ggml_tensorPvES6_"]
-pub unsafe extern "C" fn ggml_backend_meta_device(
+pub(crate) unsafe fn new_meta_device(
     devs: *mut ggml_backend_dev_t,
     n_devs: usize,
     get_split_state: ggml_backend_meta_get_split_state_t,
@@ -47,9 +47,8 @@ pub unsafe extern "C" fn ggml_backend_meta_device(
     device::get_or_create(simple, get_split_state, get_split_state_ud)
 }
 
-/// `const char * ggml_backend_meta_split_axis_name(enum ggml_backend_meta_split_axis)`.
-#[export_name = "_Z33ggml_backend_meta_split_axis_name28ggml_backend_meta_split_axis"]
-pub extern "C" fn ggml_backend_meta_split_axis_name(axis: i32) -> *const c_char {
+/// `ggml_backend_meta_split_axis_name`.
+pub(crate) fn split_axis_name(axis: ggml_backend_meta_split_axis_raw) -> *const c_char {
     match meta::split::axis_name(axis) {
         Some(s) => s.as_ptr(),
         None => abort(
@@ -115,7 +114,7 @@ fn meta_device(d: ggml_backend_dev_t, func: &str) -> &'static device::MetaDevice
     )
 }
 
-fn meta_buft(b: ggml_backend_buffer_type_t, func: &str) -> &'static device::MetaDevice {
+pub(crate) fn meta_buft(b: ggml_backend_buffer_type_t, func: &str) -> &'static device::MetaDevice {
     meta_arg(
         optional_arg!(b, Buft),
         device::of_buft,
@@ -235,25 +234,10 @@ pub extern "C" fn ggml_backend_meta_get_split_state(
 ) -> ggml_backend_meta_split_state {
     let t = handle_arg!(tensor, Tensor, "ggml_backend_meta_get_split_state");
     match buffer::derived(t) {
-        Ok(d) if d.reduce && !assume_sync => meta::split::to_c(&meta::Split::Partial),
-        Ok(d) => meta::split::to_c(&d.split),
+        Ok(d) if d.reduce && !assume_sync => split_to_c(&meta::Split::Partial),
+        Ok(d) => split_to_c(&d.split),
         Err(e) => abort(file!(), line!(), &e),
     }
-}
-
-/// Allocates every unallocated tensor of `ctx`, each device holding only its slices.
-#[no_mangle]
-pub extern "C" fn ggml_backend_meta_alloc_ctx_tensors_from_buft(
-    ctx: *mut ggml_context,
-    buft: ggml_backend_buffer_type_t,
-) -> *mut ggml_backend_buffer {
-    const F: &str = "ggml_backend_meta_alloc_ctx_tensors_from_buft";
-    if ctx.is_null() {
-        null_argument(F, "ctx");
-    }
-    let dev = meta_buft(buft, F);
-    // SAFETY: a non-NULL context from the caller, live per the C contract.
-    unsafe { buffer::alloc_ctx_tensors(ctx, dev) }
 }
 
 /// The meta API's inspection functions by name, for the plugin's registry: a host program
@@ -264,7 +248,9 @@ pub(crate) fn inspection_proc(name: &std::ffi::CStr) -> *mut std::ffi::c_void {
     use std::ffi::c_void;
     match name.to_bytes() {
         b"ggml_backend_meta_get_split_state" => ggml_backend_meta_get_split_state as *mut c_void,
-        b"ggml_backend_meta_split_axis_name" => ggml_backend_meta_split_axis_name as *mut c_void,
+        b"ggml_backend_meta_split_axis_name" => {
+            crate::version::ggml_backend_meta_split_axis_name as *mut c_void
+        }
         b"ggml_backend_dev_is_meta" => ggml_backend_dev_is_meta as *mut c_void,
         b"ggml_backend_meta_dev_n_devs" => ggml_backend_meta_dev_n_devs as *mut c_void,
         b"ggml_backend_meta_dev_simple_dev" => ggml_backend_meta_dev_simple_dev as *mut c_void,

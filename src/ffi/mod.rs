@@ -13,7 +13,7 @@ mod buffer_type;
 mod device;
 mod event;
 mod graph;
-mod meta;
+pub(crate) mod meta;
 pub(crate) use meta::inspection_proc;
 mod registry;
 mod sched;

@@ -115,7 +115,7 @@ impl Reducer {
         {
             None
         } else {
-            backend_allreduce(devices[0])
+            crate::version::backend_allreduce(devices[0])
         };
         let cuda = if n > 1 && matches!(forced, None | Some(Path::Own | Path::Direct)) {
             let any_cuda = devices
@@ -217,12 +217,6 @@ impl Drop for Reducer {
             }
         }
     }
-}
-
-fn backend_allreduce(dev: Device) -> Option<AllReduceFn> {
-    let p = dev.reg_proc(c"ggml_backend_allreduce_tensor")?;
-    // SAFETY: the registry documents this entry with the AllReduceFn signature.
-    Some(unsafe { std::mem::transmute::<*mut c_void, AllReduceFn>(p) })
 }
 
 /// `bool (*)(ggml_backend_dev_t dev, ggml_backend_dev_t peer)`: whether `dev`'s backends can

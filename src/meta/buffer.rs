@@ -4,8 +4,8 @@
 //! * Compute buffers (`alloc`): every simple buffer is as large as the meta buffer and a
 //!   tensor's slice sits at the tensor's own offset; ggml-alloc places tensors at a
 //!   placeholder base address ([`META_BASE`]) that is never dereferenced.
-//! * Static buffers (`alloc_ctx_tensors`: weights, KV caches): each device allocates only
-//!   its slices, packed.
+//! * Static buffers (`alloc_tensors`: weights, KV caches): each device allocates only its
+//!   slices, packed.
 //!
 //! Per-device tensor headers are owned here (boxed, stable addresses) and reused when ggml
 //! initialises the same tensor again, so repeated graph allocation does not grow memory.
@@ -151,7 +151,7 @@ impl MetaBuffer {
     }
 
     /// Makes a deferred buffer's memory for the tensors initialised so far (a no-op for
-    /// other buffers and once made): each device's slices packed, as `alloc_ctx_tensors`
+    /// other buffers and once made): each device's slices packed, as `alloc_tensors`
     /// does; the views among them then point into their sources' slices.
     pub fn place_deferred(&self) {
         let Some(d) = &self.deferred else { return };
@@ -774,26 +774,10 @@ fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), S
     Ok(())
 }
 
-/// `ggml_backend_meta_alloc_ctx_tensors_from_buft`: allocates every tensor of `ctx` in a new
-/// meta buffer of `dev`, each device holding only its slices. NULL when `ctx` has no tensors
-/// needing memory.
-///
-/// # Safety
-/// `ctx` is a live ggml context.
-pub unsafe fn alloc_ctx_tensors(
-    ctx: *mut ggml_context,
-    dev: &'static MetaDevice,
-) -> ggml_backend_buffer_t {
-    let mut tensors = Vec::new();
-    // SAFETY: `ctx` is a live context (the contract above); ggml's iteration returns its live
-    // tensors, then NULL.
-    unsafe {
-        let mut p = ggml_get_first_tensor(ctx);
-        while let Some(t) = Tensor::from_ptr(p) {
-            tensors.push(t);
-            p = ggml_get_next_tensor(ctx, p);
-        }
-    }
+/// Allocates the unallocated tensors of a context (`tensors`: all of them, in the context's
+/// order) in a new meta buffer of `dev`, each device holding only its slices. NULL when no
+/// tensor needs memory, or when a device cannot allocate its slices (logged; nothing kept).
+pub fn alloc_tensors(tensors: Vec<Tensor>, dev: &'static MetaDevice) -> ggml_backend_buffer_t {
     let (own, views): (Vec<Tensor>, Vec<Tensor>) = tensors
         .into_iter()
         .filter(|t| t.data().is_null() && t.buffer().is_null())

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use ggml_backend_rs_core::names::{Info, NamePolicy};
 
 use super::lock;
-use super::split::{RawSplitState, Split, StateError};
+use super::split::{Split, StateError};
 use crate::abi::*;
 use crate::log::{abort, ggml_assert};
 use crate::registry::StaticReg;
@@ -215,15 +215,11 @@ impl MetaDevice {
         let Some(cb) = callback else {
             return Ok(Split::Mirrored);
         };
-        // SAFETY: the callback has the C type declared in ggml-ext.h; it is called with a live
-        // tensor and the userdata it was registered with. Its result is read through
-        // `RawSplitState`, the same layout with the axis as a plain integer, so an invalid
-        // axis value from C is an error here rather than an invalid Rust enum.
-        let raw: RawSplitState = unsafe {
-            let f: unsafe extern "C" fn(*const ggml_tensor, *mut c_void) -> RawSplitState =
-                std::mem::transmute(cb);
-            f(t.as_ptr(), userdata as *mut c_void)
-        };
+        // SAFETY: the callback has the C type of the version's header; it is called with a live
+        // tensor and the userdata it was registered with. Its result's axis is a plain integer
+        // (`ggml_backend_meta_split_axis_raw`), so an invalid value from C is an error below.
+        let c = unsafe { cb(t.as_ptr(), userdata as *mut c_void) };
+        let raw = crate::version::split_from_c(&c);
         Split::from_raw(&raw, ne, self.n(), granule)
     }
 
@@ -373,14 +369,23 @@ unsafe extern "C" fn dev_get_props(dev: ggml_backend_dev_t, props: *mut ggml_bac
     };
     // SAFETY: `dev` is this meta device; both fields are writable.
     unsafe { dev_get_memory(dev, &mut p.memory_free, &mut p.memory_total) };
-    // Asynchronous only if every simple device is; no host buffers, host pointers or events
-    // of its own.
-    p.caps.async_ = m.simple.iter().all(|d| {
-        // SAFETY: a plain C struct of pointers, integers and bools: all-zero is a valid value.
-        let mut sp: ggml_backend_dev_props = unsafe { std::mem::zeroed() };
-        d.props(&mut sp);
-        sp.caps.async_
-    });
+    // Asynchronous (and file-mapped weights) only if every simple device is; no host
+    // buffers, host pointers or events of its own.
+    let simple_caps: Vec<ggml_backend_dev_caps> = m
+        .simple
+        .iter()
+        .map(|d| {
+            // SAFETY: a plain C struct of pointers, integers and bools: all-zero is a valid
+            // value.
+            let mut sp: ggml_backend_dev_props = unsafe { std::mem::zeroed() };
+            d.props(&mut sp);
+            sp.caps
+        })
+        .collect();
+    p.caps.async_ = simple_caps.iter().all(|c| c.async_);
+    // Weights reach the devices through set_tensor from wherever libllama reads them.
+    p.caps
+        .set_mmap_support(simple_caps.iter().all(|c| c.mmap_support()));
     p.caps.host_buffer = false;
     p.caps.buffer_from_host_ptr = false;
     p.caps.events = false;
@@ -507,6 +512,8 @@ unsafe extern "C" fn dev_supports_buft(
 
 // --- buffer type vtable -------------------------------------------------------------------
 
+// The version's own entries complete the struct; a version may have none.
+#[allow(clippy::needless_update)]
 const BUFT_IFACE: ggml_backend_buffer_type_i = ggml_backend_buffer_type_i {
     get_name: Some(buft_get_name),
     alloc_buffer: Some(buft_alloc_buffer),
@@ -514,6 +521,7 @@ const BUFT_IFACE: ggml_backend_buffer_type_i = ggml_backend_buffer_type_i {
     get_max_size: Some(buft_get_max_size),
     get_alloc_size: Some(buft_get_alloc_size),
     is_host: Some(buft_is_host),
+    ..crate::version::META_BUFT_ENTRIES
 };
 
 unsafe extern "C" fn buft_get_name(buft: ggml_backend_buffer_type_t) -> *const c_char {

@@ -144,10 +144,11 @@ impl Sched {
             // SAFETY: start..end lies within the graph's nodes.
             let mut view = unsafe { ggml_graph_view(graph.as_ptr(), start as c_int, end as c_int) };
             // SAFETY: the view lives in the split for as long as the graph is in use.
-            if let Some(g) = unsafe { Graph::from_ptr(&mut view) } {
-                // Before the copy below, so both see the same order.
-                self.backends[backend].graph_optimize(g);
-            }
+            // Before the copy below, so both see the same order.
+            let deps = match unsafe { Graph::from_ptr(&mut view) } {
+                Some(g) => self.backends[backend].graph_optimize(g),
+                None => Vec::new(),
+            };
             self.splits[s].graph = view;
 
             for k in 0..self.splits[s].inputs.len() {
@@ -169,6 +170,21 @@ impl Sched {
                 let node = graph.node(j);
                 node_ids.push(self.backend_id(node).map_or(-1, |b| b as c_int));
                 self.nodes.push(node.as_ptr());
+                // Tensors the backend reads out of order stay allocated until `node` has run:
+                // nodes that use them, right after it.
+                let keep = kept_until(&deps, node);
+                for group in keep.chunks(GGML_MAX_SRC) {
+                    // SAFETY: our context has room (sized for a graph's worth of tensors, as
+                    // the input dependencies above); the view only carries the dependencies.
+                    let dep = unsafe { ggml_view_tensor(self.ctx, group[0].as_ptr()) };
+                    ggml_assert!(!dep.is_null(), "ggml_backend_sched: context exhausted");
+                    for (k, t) in group.iter().enumerate() {
+                        // SAFETY: `dep` is a fresh tensor of our context.
+                        unsafe { (*dep).src[k] = t.as_ptr() };
+                    }
+                    node_ids.push(backend as c_int);
+                    self.nodes.push(dep);
+                }
             }
         }
 
@@ -232,6 +248,17 @@ impl Sched {
         }
         log(GGML_LOG_LEVEL_DEBUG, &text);
     }
+}
+
+/// The tensors a backend asked to keep allocated until `node`, each once, in the order asked.
+fn kept_until(deps: &[AllocDep], node: Tensor) -> Vec<Tensor> {
+    let mut keep: Vec<Tensor> = Vec::new();
+    for d in deps.iter().filter(|d| d.until == node) {
+        if !keep.contains(&d.tensor) {
+            keep.push(d.tensor);
+        }
+    }
+    keep
 }
 
 /// Writes `ids` at the start of `dst`, growing it (zero-filled) but never shrinking it: the

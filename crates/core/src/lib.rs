@@ -33,6 +33,7 @@
 #![warn(missing_debug_implementations)]
 
 pub mod assign;
+pub mod chunk;
 pub mod exchange;
 pub mod names;
 pub mod op;
@@ -45,5 +46,5 @@ pub mod rules;
 pub mod split;
 pub mod transfer;
 
-pub use op::Op;
+pub use op::{Op, OpTable};
 pub use split::Split;

@@ -49,7 +49,7 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-use crate::split::{RawSplitState, AXIS_MIRRORED, AXIS_PARTIAL, MAX_DEVICES, MAX_SEGMENTS};
+use crate::split::{RawSplitState, AXIS_PARTIAL, MAX_DEVICES};
 
 /// What the policy knows of one tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -233,11 +233,7 @@ fn lcm(a: i64, b: i64) -> i64 {
 }
 
 fn mirrored() -> RawSplitState {
-    RawSplitState {
-        axis: AXIS_MIRRORED,
-        ne: [0; MAX_SEGMENTS * MAX_DEVICES],
-        n_segments: 1,
-    }
+    RawSplitState::mirrored()
 }
 
 fn partial() -> RawSplitState {
@@ -266,8 +262,8 @@ fn split_by(a: &Attn, axis: i32, segs: &[i64]) -> RawSplitState {
 fn along(axis: i32, segments: &[Vec<i64>]) -> RawSplitState {
     let mut s = RawSplitState {
         axis,
-        ne: [0; MAX_SEGMENTS * MAX_DEVICES],
         n_segments: segments.len() as u32,
+        ..RawSplitState::mirrored()
     };
     let n = segments.first().map_or(0, Vec::len);
     for (i, seg) in segments.iter().enumerate() {
@@ -718,6 +714,7 @@ impl NamePolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::split::AXIS_MIRRORED;
 
     const F32: i64 = 1;
     const Q4_0: i64 = 32;

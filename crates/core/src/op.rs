@@ -1,117 +1,123 @@
-//! The graph operations of ggml (`enum ggml_op` in ggml.h of ggml 0.9.11, the version the pin
-//! ships), as a Rust enum.
+//! The graph operations of ggml (`enum ggml_op` in ggml.h), as a Rust enum known by name.
 //!
-//! The C side hands over an `int`; [`Op::try_from`] is the only way from it to an [`Op`], so an
-//! out-of-range value from C is an error value here, never an invalid enum. The root crate's
-//! tests check every value and name against the linked ggml's `ggml_op_name`.
+//! The numeric values differ between ggml versions (0.26 inserted `COL2IM_1D` after
+//! `IM2COL_3D`, shifting every later op), so an [`Op`] has no value of its own: a version's
+//! values are an [`OpTable`] listing its ops in value order, which the C edge holds per ggml
+//! version. [`OpTable::op`] is the only way from C's `int` to an [`Op`], so an out-of-range
+//! value is an error value here, never an invalid enum. The root crate's tests check the
+//! linked ggml's table, value by value, against `ggml_op_name`.
 
 use std::fmt;
 
-/// One ggml graph operation. The discriminants are ggml's values.
+/// One ggml graph operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(i32)]
 pub enum Op {
-    None = 0,
-    Dup = 1,
-    Add = 2,
-    AddId = 3,
-    Add1 = 4,
-    Acc = 5,
-    Sub = 6,
-    Mul = 7,
-    Div = 8,
-    Sqr = 9,
-    Sqrt = 10,
-    Log = 11,
-    Sin = 12,
-    Cos = 13,
-    Sum = 14,
-    SumRows = 15,
-    Cumsum = 16,
-    Mean = 17,
-    Argmax = 18,
-    CountEqual = 19,
-    Repeat = 20,
-    RepeatBack = 21,
-    Concat = 22,
-    SiluBack = 23,
-    Norm = 24,
-    RmsNorm = 25,
-    RmsNormBack = 26,
-    GroupNorm = 27,
-    L2Norm = 28,
-    MulMat = 29,
-    MulMatId = 30,
-    OutProd = 31,
-    Scale = 32,
-    Set = 33,
-    Cpy = 34,
-    Cont = 35,
-    Reshape = 36,
-    View = 37,
-    Permute = 38,
-    Transpose = 39,
-    GetRows = 40,
-    GetRowsBack = 41,
-    SetRows = 42,
-    Diag = 43,
-    DiagMaskInf = 44,
-    DiagMaskZero = 45,
-    SoftMax = 46,
-    SoftMaxBack = 47,
-    Rope = 48,
-    RopeBack = 49,
-    Clamp = 50,
-    ConvTranspose1d = 51,
-    Im2col = 52,
-    Im2colBack = 53,
-    Im2col3d = 54,
-    Conv2d = 55,
-    Conv3d = 56,
-    Conv2dDw = 57,
-    ConvTranspose2d = 58,
-    Pool1d = 59,
-    Pool2d = 60,
-    Pool2dBack = 61,
-    Upscale = 62,
-    Pad = 63,
-    PadReflect1d = 64,
-    Roll = 65,
-    Arange = 66,
-    TimestepEmbedding = 67,
-    Argsort = 68,
-    TopK = 69,
-    LeakyRelu = 70,
-    Tri = 71,
-    Fill = 72,
-    FlashAttnExt = 73,
-    FlashAttnBack = 74,
-    SsmConv = 75,
-    SsmScan = 76,
-    WinPart = 77,
-    WinUnpart = 78,
-    GetRelPos = 79,
-    AddRelPos = 80,
-    RwkvWkv6 = 81,
-    GatedLinearAttn = 82,
-    RwkvWkv7 = 83,
-    SolveTri = 84,
-    GatedDeltaNet = 85,
-    Unary = 86,
-    MapCustom1 = 87,
-    MapCustom2 = 88,
-    MapCustom3 = 89,
-    Custom = 90,
-    CrossEntropyLoss = 91,
-    CrossEntropyLossBack = 92,
-    OptStepAdamw = 93,
-    OptStepSgd = 94,
-    Glu = 95,
+    None,
+    Dup,
+    Add,
+    AddId,
+    Add1,
+    Acc,
+    Sub,
+    Mul,
+    Div,
+    Sqr,
+    Sqrt,
+    Log,
+    Sin,
+    Cos,
+    Sum,
+    SumRows,
+    Cumsum,
+    Mean,
+    Argmax,
+    CountEqual,
+    Repeat,
+    RepeatBack,
+    Concat,
+    SiluBack,
+    Norm,
+    RmsNorm,
+    RmsNormBack,
+    GroupNorm,
+    L2Norm,
+    MulMat,
+    MulMatId,
+    OutProd,
+    Scale,
+    Set,
+    Cpy,
+    Cont,
+    Reshape,
+    View,
+    Permute,
+    Transpose,
+    GetRows,
+    GetRowsBack,
+    SetRows,
+    Diag,
+    DiagMaskInf,
+    DiagMaskZero,
+    SoftMax,
+    SoftMaxBack,
+    Rope,
+    RopeBack,
+    Clamp,
+    ConvTranspose1d,
+    Im2col,
+    Im2colBack,
+    Im2col3d,
+    Col2im1d,
+    Conv2d,
+    Conv3d,
+    Conv2dDw,
+    ConvTranspose2d,
+    Pool1d,
+    Pool2d,
+    Pool2dBack,
+    Upscale,
+    Pad,
+    PadReflect1d,
+    Roll,
+    Arange,
+    TimestepEmbedding,
+    Argsort,
+    TopK,
+    LeakyRelu,
+    Tri,
+    Fill,
+    FlashAttnExt,
+    FlashAttnBack,
+    SsmConv,
+    SsmScan,
+    WinPart,
+    WinUnpart,
+    GetRelPos,
+    AddRelPos,
+    RwkvWkv6,
+    GatedLinearAttn,
+    RwkvWkv7,
+    SolveTri,
+    GatedDeltaNet,
+    LightningIndexer,
+    Dsv4HcComb,
+    Dsv4HcPre,
+    Dsv4HcPost,
+    Unary,
+    MapCustom1,
+    MapCustom2,
+    MapCustom3,
+    Custom,
+    CrossEntropyLoss,
+    CrossEntropyLossBack,
+    OptStepAdamw,
+    OptStepSgd,
+    Glu,
 }
 
 impl Op {
-    /// Every op, in value order: `Op::ALL[v as usize] as i32 == v`.
-    pub const ALL: [Op; 96] = [
+    /// Every op of every supported ggml version, in the value order of the newest.
+    pub const ALL: [Op; 101] = [
         Op::None,
         Op::Dup,
         Op::Add,
@@ -167,6 +173,7 @@ impl Op {
         Op::Im2col,
         Op::Im2colBack,
         Op::Im2col3d,
+        Op::Col2im1d,
         Op::Conv2d,
         Op::Conv3d,
         Op::Conv2dDw,
@@ -198,6 +205,10 @@ impl Op {
         Op::RwkvWkv7,
         Op::SolveTri,
         Op::GatedDeltaNet,
+        Op::LightningIndexer,
+        Op::Dsv4HcComb,
+        Op::Dsv4HcPre,
+        Op::Dsv4HcPost,
         Op::Unary,
         Op::MapCustom1,
         Op::MapCustom2,
@@ -223,6 +234,7 @@ impl Op {
     }
 }
 
+/// Names in the order of [`Op::ALL`] (which is the enum's declaration order).
 const NAMES: [&str; Op::ALL.len()] = [
     "NONE",
     "DUP",
@@ -279,6 +291,7 @@ const NAMES: [&str; Op::ALL.len()] = [
     "IM2COL",
     "IM2COL_BACK",
     "IM2COL_3D",
+    "COL2IM_1D",
     "CONV_2D",
     "CONV_3D",
     "CONV_2D_DW",
@@ -310,6 +323,10 @@ const NAMES: [&str; Op::ALL.len()] = [
     "RWKV_WKV7",
     "SOLVE_TRI",
     "GATED_DELTA_NET",
+    "LIGHTNING_INDEXER",
+    "DSV4_HC_COMB",
+    "DSV4_HC_PRE",
+    "DSV4_HC_POST",
     "UNARY",
     "MAP_CUSTOM1",
     "MAP_CUSTOM2",
@@ -322,7 +339,104 @@ const NAMES: [&str; Op::ALL.len()] = [
     "GLU",
 ];
 
-/// A value that is not a ggml op (at the pinned version).
+/// The ops of one ggml version in value order: `ops[v]` is the op whose `enum ggml_op` value is
+/// `v`.
+#[derive(Clone, Copy, Debug)]
+pub struct OpTable(&'static [Op]);
+
+impl OpTable {
+    /// A version's table. Every op appears at most once (checked at compile time when the
+    /// table is a constant).
+    pub const fn new(ops: &'static [Op]) -> OpTable {
+        let mut i = 0;
+        while i < ops.len() {
+            let mut j = i + 1;
+            while j < ops.len() {
+                assert!(ops[i] as usize != ops[j] as usize, "an op appears twice");
+                j += 1;
+            }
+            i += 1;
+        }
+        OpTable(ops)
+    }
+
+    /// The op with C value `value`.
+    #[inline]
+    pub fn op(&self, value: i32) -> Result<Op, UnknownOp> {
+        usize::try_from(value)
+            .ok()
+            .and_then(|i| self.0.get(i).copied())
+            .ok_or(UnknownOp(value))
+    }
+
+    /// The C value of `op`, or `None` when this version has no such op.
+    pub const fn value(&self, op: Op) -> Option<i32> {
+        let mut i = 0;
+        while i < self.0.len() {
+            if self.0[i] as usize == op as usize {
+                return Some(i as i32);
+            }
+            i += 1;
+        }
+        None
+    }
+
+    /// The C value of an op the version must have (for compile-time constants).
+    pub const fn value_of(&self, op: Op) -> i32 {
+        match self.value(op) {
+            Some(v) => v,
+            None => panic!("op missing from this ggml version's table"),
+        }
+    }
+
+    /// `GGML_OP_COUNT` of the version.
+    #[inline]
+    pub const fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Always false for a real version; present for clippy's `len_without_is_empty`.
+    #[inline]
+    pub const fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The ops in value order.
+    pub fn ops(&self) -> &'static [Op] {
+        self.0
+    }
+}
+
+/// [`Op::ALL`] without `removed`, in the same order: the table of an older ggml version that
+/// lacks ops a newer one inserted.
+pub const fn all_without<const N: usize, const K: usize>(removed: [Op; K]) -> [Op; N] {
+    assert!(
+        N + K == Op::ALL.len(),
+        "table length does not match the ops removed"
+    );
+    let mut out = [Op::None; N];
+    let (mut i, mut n) = (0, 0);
+    while i < Op::ALL.len() {
+        let op = Op::ALL[i];
+        let mut keep = true;
+        let mut k = 0;
+        while k < K {
+            if removed[k] as usize == op as usize {
+                keep = false;
+            }
+            k += 1;
+        }
+        if keep {
+            out[n] = op;
+            n += 1;
+        }
+        i += 1;
+    }
+    assert!(n == N, "an op to remove is not in Op::ALL");
+    out
+}
+
+/// A value that is not a ggml op (at the linked version).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UnknownOp(pub i32);
 
@@ -334,18 +448,6 @@ impl fmt::Display for UnknownOp {
 
 impl std::error::Error for UnknownOp {}
 
-impl TryFrom<i32> for Op {
-    type Error = UnknownOp;
-
-    #[inline]
-    fn try_from(value: i32) -> Result<Op, UnknownOp> {
-        usize::try_from(value)
-            .ok()
-            .and_then(|i| Op::ALL.get(i).copied())
-            .ok_or(UnknownOp(value))
-    }
-}
-
 impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -356,19 +458,39 @@ impl fmt::Display for Op {
 mod tests {
     use super::*;
 
+    const NEWEST: OpTable = OpTable::new(&Op::ALL);
+    const OLDER: [Op; 99] = all_without([Op::Col2im1d, Op::Glu]);
+
     #[test]
-    fn values_round_trip() {
+    fn all_is_in_declaration_order() {
         for (i, op) in Op::ALL.iter().enumerate() {
-            assert_eq!(*op as i32, i as i32);
-            assert_eq!(Op::try_from(i as i32), Ok(*op));
+            assert_eq!(*op as usize, i);
         }
     }
 
     #[test]
+    fn values_round_trip() {
+        for (i, op) in Op::ALL.iter().enumerate() {
+            assert_eq!(NEWEST.value(*op), Some(i as i32));
+            assert_eq!(NEWEST.op(i as i32), Ok(*op));
+        }
+    }
+
+    #[test]
+    fn removing_ops_shifts_the_later_values() {
+        let t = OpTable::new(&OLDER);
+        assert_eq!(t.len(), 99);
+        assert_eq!(t.value(Op::Col2im1d), None);
+        assert_eq!(t.value(Op::Im2col3d), NEWEST.value(Op::Im2col3d));
+        assert_eq!(t.value_of(Op::Conv2d), NEWEST.value_of(Op::Conv2d) - 1);
+        assert_eq!(t.op(t.value_of(Op::OptStepSgd)), Ok(Op::OptStepSgd));
+    }
+
+    #[test]
     fn out_of_range_values_are_errors() {
-        let n = Op::ALL.len() as i32;
+        let n = NEWEST.len() as i32;
         for v in [-1, n, n + 1, i32::MAX, i32::MIN] {
-            assert_eq!(Op::try_from(v), Err(UnknownOp(v)));
+            assert_eq!(NEWEST.op(v), Err(UnknownOp(v)));
         }
     }
 
@@ -377,6 +499,8 @@ mod tests {
         assert_eq!(Op::MulMat.name(), "MUL_MAT");
         assert_eq!(Op::FlashAttnExt.name(), "FLASH_ATTN_EXT");
         assert_eq!(Op::ConvTranspose1d.name(), "CONV_TRANSPOSE_1D");
+        assert_eq!(Op::Col2im1d.name(), "COL2IM_1D");
+        assert_eq!(Op::Dsv4HcPost.name(), "DSV4_HC_POST");
         assert_eq!(Op::Glu.to_string(), "GLU");
     }
 }

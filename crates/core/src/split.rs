@@ -199,7 +199,17 @@ impl Split {
                         devices: n,
                     });
                 }
-                let ext = c.ne[..n_seg * n].to_vec();
+                // Segment s repeats nr[s] times: spelled out, one segment per repetition.
+                let mut ext = Vec::with_capacity(n_seg * n);
+                for s in 0..n_seg {
+                    let repeats = c.nr[s];
+                    if repeats == 0 {
+                        return Err(StateError::ZeroRepeat { segment: s });
+                    }
+                    for _ in 0..repeats {
+                        ext.extend_from_slice(&c.ne[s * n..(s + 1) * n]);
+                    }
+                }
                 if let Some(&bad) = ext.iter().find(|&&e| e < 0) {
                     return Err(StateError::NegativeExtent(bad));
                 }
@@ -224,20 +234,30 @@ impl Split {
         }
     }
 
-    /// The state as C receives it (`ggml_backend_meta_get_split_state`).
+    /// The state as C receives it (`ggml_backend_meta_get_split_state`): consecutive equal
+    /// segments written once with their repeat count.
     pub fn to_raw(&self) -> RawSplitState {
-        let mut out = RawSplitState {
-            axis: AXIS_MIRRORED,
-            ne: [0; MAX_SEGMENTS * MAX_DEVICES],
-            n_segments: 1,
-        };
+        let mut out = RawSplitState::mirrored();
         match self {
             Split::Mirrored => {}
             Split::Partial => out.axis = AXIS_PARTIAL,
             Split::Dim(d) => {
                 out.axis = d.axis as i32;
-                out.ne[..d.ne.len()].copy_from_slice(&d.ne);
-                out.n_segments = d.n_segments() as u32;
+                let n = d.n.max(1);
+                let mut segments: Vec<(&[i64], u32)> = Vec::new();
+                for seg in d.ne.chunks(n) {
+                    match segments.last_mut() {
+                        Some((last, repeats)) if *last == seg => *repeats += 1,
+                        _ => segments.push((seg, 1)),
+                    }
+                }
+                // A split from C or from the rules has at most MAX_SEGMENTS distinct runs.
+                assert!(segments.len() <= MAX_SEGMENTS, "too many segments for C");
+                for (s, (seg, repeats)) in segments.iter().enumerate() {
+                    out.ne[s * n..(s + 1) * n].copy_from_slice(seg);
+                    out.nr[s] = *repeats;
+                }
+                out.n_segments = segments.len() as u32;
             }
         }
         out
@@ -262,6 +282,9 @@ pub enum StateError {
         axis: usize,
     },
     InvalidAxis(i32),
+    ZeroRepeat {
+        segment: usize,
+    },
 }
 
 impl fmt::Display for StateError {
@@ -283,21 +306,60 @@ impl fmt::Display for StateError {
                 "extents add up to {total} but the tensor has {expected} along axis {axis}"
             ),
             StateError::InvalidAxis(a) => write!(f, "invalid split axis {a}"),
+            StateError::ZeroRepeat { segment } => {
+                write!(f, "segment {segment} repeats 0 times")
+            }
         }
     }
 }
 
 impl std::error::Error for StateError {}
 
-/// `ggml_backend_meta_split_state` as C lays it out, with the axis as a plain integer: a
-/// callback may write any value, and only valid ones may become a [`Split`]. (The root crate
-/// checks at compile time that the layouts agree.)
-#[repr(C)]
+/// The contents of C's `ggml_backend_meta_split_state`, whatever the ggml version's layout,
+/// with the axis as a plain integer: a callback may write any value, and only valid ones may
+/// become a [`Split`]. Segment `s` holds `ne[s * n + j]` on device `j` and repeats `nr[s]`
+/// times (ggml versions without repeats count each segment once).
 #[derive(Clone, Copy, Debug)]
 pub struct RawSplitState {
     pub axis: i32,
     pub ne: [i64; MAX_SEGMENTS * MAX_DEVICES],
+    pub nr: [u32; MAX_SEGMENTS],
     pub n_segments: u32,
+}
+
+impl RawSplitState {
+    /// MIRRORED, with one segment counted once.
+    pub const fn mirrored() -> RawSplitState {
+        RawSplitState {
+            axis: AXIS_MIRRORED,
+            ne: [0; MAX_SEGMENTS * MAX_DEVICES],
+            nr: [1; MAX_SEGMENTS],
+            n_segments: 1,
+        }
+    }
+
+    /// The segments over `n` devices spelled out, each repetition its own segment (the form
+    /// of ggml versions without repeat counts); `None` when they are more than C can hold.
+    pub fn expanded(&self, n: usize) -> Option<RawSplitState> {
+        let n = n.max(1);
+        let mut out = RawSplitState {
+            n_segments: 0,
+            ..*self
+        };
+        let mut k = 0;
+        for s in 0..(self.n_segments as usize).min(MAX_SEGMENTS) {
+            for _ in 0..self.nr[s] {
+                if k >= MAX_SEGMENTS {
+                    return None;
+                }
+                out.ne[k * n..(k + 1) * n].copy_from_slice(&self.ne[s * n..(s + 1) * n]);
+                out.nr[k] = 1;
+                k += 1;
+            }
+        }
+        out.n_segments = k as u32;
+        Some(out)
+    }
 }
 
 /// The name of a split axis (`ggml_backend_meta_split_axis_name`).
@@ -322,8 +384,8 @@ mod tests {
     fn raw(axis: i32, ne: &[i64], n_segments: u32) -> RawSplitState {
         let mut r = RawSplitState {
             axis,
-            ne: [0; 256],
             n_segments,
+            ..RawSplitState::mirrored()
         };
         r.ne[..ne.len()].copy_from_slice(ne);
         r
@@ -431,5 +493,39 @@ mod tests {
         assert_eq!(c.axis, 2);
         let r = raw(2, &c.ne[..6], 2);
         assert_eq!(Split::from_raw(&r, [1, 1, 21, 1], 3, |_| 1).unwrap(), a);
+    }
+
+    #[test]
+    fn repeated_segments_are_spelled_out() {
+        // fused QKV as {q, 1}, {kv, 2}: Q 8 rows, K and V 4 rows each, over 2 devices
+        let mut r = raw(1, &[4, 4, 2, 2], 2);
+        r.nr[1] = 2;
+        let s = Split::from_raw(&r, [16, 16, 1, 1], 2, |_| 1).unwrap();
+        assert_eq!(
+            s,
+            Split::Dim(DimSplit {
+                axis: 1,
+                n: 2,
+                ne: vec![4, 4, 2, 2, 2, 2],
+            })
+        );
+        // back to C: the repeat is found again, and spelled out for versions without repeats
+        let c = s.to_raw();
+        assert_eq!((c.n_segments, c.nr[0], c.nr[1]), (2, 1, 2));
+        assert_eq!(&c.ne[..4], &[4, 4, 2, 2]);
+        let e = c.expanded(2).unwrap();
+        assert_eq!(e.n_segments, 3);
+        assert_eq!(&e.ne[..6], &[4, 4, 2, 2, 2, 2]);
+        assert_eq!(&e.nr[..3], &[1, 1, 1]);
+        // a repeat of 0 is refused, not read as "once"
+        r.nr[1] = 0;
+        assert_eq!(
+            Split::from_raw(&r, [16, 16, 1, 1], 2, |_| 1),
+            Err(StateError::ZeroRepeat { segment: 1 })
+        );
+        // more repetitions than C's segments can hold spelled out
+        let mut big = raw(0, &[1, 1], 1);
+        big.nr[0] = 17;
+        assert!(big.expanded(2).is_none());
     }
 }

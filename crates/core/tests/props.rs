@@ -106,8 +106,9 @@ proptest! {
     #[test]
     fn any_c_state_is_checked(axis in -3i32..15, n_segments in 0u32..20, n in 1usize..=MAX_DEVICES,
                               ne in proptest::collection::vec(-2i64..6, MAX_SEGMENTS * MAX_DEVICES),
+                              nr in proptest::array::uniform16(0u32..3),
                               dims in proptest::array::uniform4(0i64..40)) {
-        let mut raw = RawSplitState { axis, ne: [0; MAX_SEGMENTS * MAX_DEVICES], n_segments };
+        let mut raw = RawSplitState { axis, ne: [0; MAX_SEGMENTS * MAX_DEVICES], nr, n_segments };
         raw.ne.copy_from_slice(&ne);
         // never a panic; an accepted dimension split is consistent with the tensor
         if let Ok(Split::Dim(d)) = Split::from_raw(&raw, dims, n, |a| if a == 0 { 2 } else { 1 }) {

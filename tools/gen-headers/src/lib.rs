@@ -1,8 +1,12 @@
-//! Generates `include/ggml-backend.h`, `include/ggml-backend-impl.h` and `include/ggml-ext.h`
-//! from the ggml-backend-rs sources with cbindgen.
+//! Generates, for each ggml version the library implements, `include/ggml-<version>/` with
+//! `ggml-backend.h`, `ggml-backend-impl.h` and `ggml-ext.h` from the ggml-backend-rs sources
+//! with cbindgen.
 //!
-//! cbindgen parses the crate once (settings in `cbindgen.toml`); this crate then splits what it
-//! found over the three headers the way upstream does, and writes each header in three parts:
+//! cbindgen parses the crate once (settings in `cbindgen.toml`), every version's module
+//! included; for each version this crate keeps the items whose `cfg` holds with that version's
+//! feature enabled, splits them over the three headers the way that version of upstream does
+//! (the meta API sits in `ggml-ext.h` in ggml 0.9.11 and in `ggml-backend.h` since), and
+//! writes each header in three parts:
 //!
 //! 1. typedefs (handles first, then function-pointer types): always visible;
 //! 2. macros, constants, enums and structs, inside `#ifndef GGML_BACKEND_RS_PROTOTYPES_ONLY`;
@@ -12,7 +16,7 @@
 //! redeclares every typedef and function against upstream's types: C++ accepts only identical
 //! redeclarations, so the ctest `abi_prototypes` turns any mismatch into a compile error.
 //!
-//! One thing cbindgen cannot express is handled here, visibly: upstream's ggml-ext.h declares
+//! One thing cbindgen cannot express is handled here, visibly: ggml 0.9.11's ggml-ext.h declares
 //! `ggml_backend_meta_device` and `ggml_backend_meta_split_axis_name` without `extern "C"`, so
 //! C++ code links them by their mangled names, which the crate exports. Their prototypes are
 //! hand-written in `fragments/meta-cxx-linkage.h`, outside any `extern "C"` block.
@@ -21,7 +25,7 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use cbindgen::ir::{Documentation, Item, ItemContainer, Type};
+use cbindgen::ir::{Cfg, Documentation, Function, Item, ItemContainer, Type};
 use cbindgen::{Bindings, Config};
 
 /// Defined by a translation unit that already included upstream's headers and wants only our
@@ -30,9 +34,51 @@ pub const PROTOTYPES_ONLY: &str = "GGML_BACKEND_RS_PROTOTYPES_ONLY";
 
 /// One generated header: its path relative to the main crate's root, and its text.
 pub struct Header {
-    pub path: &'static str,
+    pub path: String,
     pub text: String,
 }
+
+/// A ggml version the library implements: the crate feature that selects it, and where its
+/// headers put the meta API.
+pub struct Version {
+    /// `0.9.11`: the headers go to `include/ggml-<name>/`.
+    pub name: &'static str,
+    feature: &'static str,
+    /// The meta API's types and constructor: `ggml-ext.h` (with C++ linkage for the
+    /// constructor) or `ggml-backend.h`.
+    meta_api: Target,
+    /// Items only this version has, which must be found.
+    own: &'static [&'static str],
+}
+
+pub const VERSIONS: &[Version] = &[
+    Version {
+        name: "0.9.11",
+        feature: "ggml-0-9-11",
+        meta_api: Target::Ext,
+        own: &[
+            "ggml_backend_meta_alloc_ctx_tensors_from_buft",
+            "ggml_backend_allreduce_tensor_t",
+        ],
+    },
+    Version {
+        name: "0.26.0",
+        feature: "ggml-0-26-0",
+        meta_api: Target::Public,
+        own: &[
+            "ggml_backend_meta_device",
+            "ggml_backend_meta_split_axis_name",
+            "ggml_backend_buft_alloc_buffer_n",
+            "ggml_backend_buft_get_alloc_size_n",
+            "ggml_backend_meta_buffer_set_usage",
+            "ggml_op_alloc_size_may_expand",
+            "ggml_backend_graph_optimize_params",
+            "ggml_backend_comm_init_t",
+            "ggml_backend_comm_free_t",
+            "ggml_backend_comm_allreduce_tensor_t",
+        ],
+    },
+];
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Target {
@@ -55,6 +101,8 @@ const IMPL_FUNCTIONS: &[&str] = &[
     "ggml_backend_meta_n_backends",
     "ggml_backend_meta_simple_backend",
     "ggml_backend_meta_alloc_ctx_tensors_from_buft",
+    "ggml_backend_meta_buffer_set_usage",
+    "ggml_op_alloc_size_may_expand",
 ];
 
 /// Functions of ggml-ext.h with C linkage: accessors of meta objects (the seed's API, kept as
@@ -71,8 +119,8 @@ const EXT_FUNCTIONS: &[&str] = &[
     "ggml_backend_meta_get_split_state",
 ];
 
-/// Exported under C++-mangled names (what cbindgen reports as their names); declared by
-/// `fragments/meta-cxx-linkage.h`.
+/// Exported under C++-mangled names by ggml 0.9.11's module (what cbindgen reports as their
+/// names); declared by `fragments/meta-cxx-linkage.h`.
 const CXX_LINKAGE_FUNCTIONS: &[&str] = &[
     "_Z24ggml_backend_meta_devicePP19ggml_backend_devicemPF29ggml_backend_meta_split_statePK11ggml_tensorPvES6_",
     "_Z33ggml_backend_meta_split_axis_name28ggml_backend_meta_split_axis",
@@ -91,13 +139,15 @@ const IMPL_TYPES: &[&str] = &[
     "ggml_backend_device",
     "ggml_backend_reg_i",
     "ggml_backend_reg",
+    "ggml_backend_graph_optimize_t",
+    "ggml_backend_graph_optimize_params",
     "ggml_backend_init_t",
     "ggml_backend_score_t",
     "GGML_BACKEND_API_VERSION",
 ];
 
-/// Types of ggml-ext.h (the meta split API).
-const EXT_TYPES: &[&str] = &[
+/// Types of the meta split API (in ggml-ext.h or ggml-backend.h: `Version::meta_api`).
+const META_TYPES: &[&str] = &[
     "ggml_backend_meta_split_axis",
     "ggml_backend_meta_split_state",
     "ggml_backend_meta_get_split_state_t",
@@ -112,6 +162,7 @@ const GGML_CONSTANTS: &[&str] = &[
     "GGML_MAX_OP_PARAMS",
     "GGML_MAX_NAME",
     "TENSOR_ALIGNMENT",
+    "GGML_OP_COUNT",
     "GGML_STATUS_ALLOC_FAILED",
     "GGML_STATUS_FAILED",
     "GGML_STATUS_SUCCESS",
@@ -142,11 +193,11 @@ const GGML_CONSTANTS: &[&str] = &[
     "DEVICE_META",
 ];
 
-fn target_of_type(name: &str) -> Target {
+fn target_of_type(name: &str, version: &Version) -> Target {
     if IMPL_TYPES.contains(&name) {
         Target::Impl
-    } else if EXT_TYPES.contains(&name) {
-        Target::Ext
+    } else if META_TYPES.contains(&name) {
+        version.meta_api
     } else {
         Target::Public
     }
@@ -162,9 +213,51 @@ fn target_of_function(name: &str) -> Target {
     }
 }
 
+/// Whether `cfg` holds in a build with exactly `feature` enabled, not under test.
+fn holds(cfg: &Cfg, feature: &str) -> bool {
+    match cfg {
+        Cfg::Boolean(_) => false,
+        Cfg::Named(key, value) => key == "feature" && value == feature,
+        Cfg::Any(cs) => cs.iter().any(|c| holds(c, feature)),
+        Cfg::All(cs) => cs.iter().all(|c| holds(c, feature)),
+        Cfg::Not(c) => !holds(c, feature),
+    }
+}
+
+/// The item's `cfg`, to read or to clear (a kept item is unconditional in its version's
+/// headers).
+fn cfg_of(item: &mut ItemContainer) -> &mut Option<Cfg> {
+    match item {
+        ItemContainer::Constant(c) => &mut c.cfg,
+        ItemContainer::Static(g) => &mut g.cfg,
+        ItemContainer::OpaqueItem(o) => &mut o.cfg,
+        ItemContainer::Struct(s) => &mut s.cfg,
+        ItemContainer::Union(u) => &mut u.cfg,
+        ItemContainer::Enum(e) => &mut e.cfg,
+        ItemContainer::Typedef(t) => &mut t.cfg,
+    }
+}
+
+/// Keeps what exists in `version`'s build, made unconditional.
+fn for_version<T>(list: &[T], version: &Version, cfg: impl Fn(&mut T) -> &mut Option<Cfg>) -> Vec<T>
+where
+    T: Clone,
+{
+    let mut out = Vec::new();
+    for item in list {
+        let mut item = item.clone();
+        let c = cfg(&mut item);
+        if c.as_ref().is_none_or(|c| holds(c, version.feature)) {
+            *c = None;
+            out.push(item);
+        }
+    }
+    out
+}
+
 struct Spec {
     target: Target,
-    path: &'static str,
+    file: &'static str,
     includes: &'static [&'static str],
     /// Macros defined with the types (part 2).
     macros: &'static [&'static str],
@@ -172,31 +265,38 @@ struct Spec {
     trailer: &'static [&'static str],
 }
 
-const SPECS: &[Spec] = &[
-    Spec {
-        target: Target::Public,
-        path: "include/ggml-backend.h",
-        includes: &["ggml.h", "ggml-alloc.h"],
-        macros: &[include_str!("../fragments/backend-api.h")],
-        trailer: &[],
-    },
-    Spec {
-        target: Target::Impl,
-        path: "include/ggml-backend-impl.h",
-        includes: &["ggml-backend.h"],
-        macros: &[include_str!("../fragments/backend-dl.h")],
-        trailer: &[],
-    },
-    Spec {
-        target: Target::Ext,
-        path: "include/ggml-ext.h",
-        includes: &["ggml.h", "ggml-backend.h"],
-        macros: &[],
-        trailer: &[include_str!("../fragments/meta-cxx-linkage.h")],
-    },
-];
+fn specs(version: &Version) -> [Spec; 3] {
+    let cxx_meta = version.meta_api == Target::Ext;
+    [
+        Spec {
+            target: Target::Public,
+            file: "ggml-backend.h",
+            includes: &["ggml.h", "ggml-alloc.h"],
+            macros: &[include_str!("../fragments/backend-api.h")],
+            trailer: &[],
+        },
+        Spec {
+            target: Target::Impl,
+            file: "ggml-backend-impl.h",
+            includes: &["ggml-backend.h"],
+            macros: &[include_str!("../fragments/backend-dl.h")],
+            trailer: &[],
+        },
+        Spec {
+            target: Target::Ext,
+            file: "ggml-ext.h",
+            includes: &["ggml.h", "ggml-backend.h"],
+            macros: &[],
+            trailer: if cxx_meta {
+                &[include_str!("../fragments/meta-cxx-linkage.h")]
+            } else {
+                &[]
+            },
+        },
+    ]
+}
 
-/// Generates the three headers for the crate rooted at `crate_dir`.
+/// Generates the three headers of every version for the crate rooted at `crate_dir`.
 pub fn generate(crate_dir: &Path) -> Result<Vec<Header>, String> {
     let config_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("cbindgen.toml");
     let config =
@@ -238,80 +338,114 @@ pub fn generate(crate_dir: &Path) -> Result<Vec<Header>, String> {
                 .filter(|i| matches!(i, ItemContainer::Constant(_)))
                 .map(|i| i.deref().name()),
         )
-        .filter(|n| !IMPL_TYPES.contains(n) && !EXT_TYPES.contains(n))
+        .filter(|n| !IMPL_TYPES.contains(n) && !META_TYPES.contains(n))
         .collect();
     if !unknown.is_empty() {
         return Err(format!(
             "constants not assigned to a header (add them to gen-headers' lists): {unknown:?}"
         ));
     }
-    check_expected(&items, &functions)?;
 
     let mut headers = Vec::new();
-    for spec in SPECS {
-        let typedefs_of = |fn_ptr: bool| -> Vec<ItemContainer> {
-            items
-                .iter()
-                .filter(|i| target_of_type(i.deref().name()) == spec.target)
-                .filter(|i| matches!(i, ItemContainer::Typedef(t) if matches!(t.aliased, Type::FuncPtr { .. }) == fn_ptr))
-                .cloned()
-                .collect()
-        };
-        let mut typedefs = typedefs_of(false);
-        typedefs.extend(typedefs_of(true));
-        let definitions: Vec<ItemContainer> = items
-            .iter()
-            .filter(|i| target_of_type(i.deref().name()) == spec.target)
-            .filter(|i| !matches!(i, ItemContainer::Typedef(_)))
-            .cloned()
-            .collect();
-        let consts: Vec<_> = constants
-            .iter()
-            .filter(|c| target_of_type(c.name()) == spec.target)
-            .cloned()
-            .collect();
-        let fns: Vec<_> = functions
-            .iter()
-            .filter(|f| {
-                !CXX_LINKAGE_FUNCTIONS.contains(&f.path.name())
-                    && target_of_function(f.path.name()) == spec.target
-            })
-            .cloned()
-            .collect();
-
-        let mut text = String::new();
-        writeln!(text, "{}", preamble(spec)).unwrap();
-        text += &section(&mut bindings, typedefs, vec![], vec![]);
-        writeln!(text, "\n#ifndef {PROTOTYPES_ONLY}\n").unwrap();
-        for m in spec.macros {
-            writeln!(text, "{m}").unwrap();
+    for version in VERSIONS {
+        let items = for_version(&items, version, cfg_of);
+        let constants = for_version(&constants, version, |c| &mut c.cfg);
+        let functions = for_version(&functions, version, |f: &mut Function| &mut f.cfg);
+        check_expected(&items, &functions, version)?;
+        for spec in specs(version) {
+            let text = header_text(&mut bindings, &spec, version, &items, &constants, &functions);
+            headers.push(Header {
+                path: format!("include/ggml-{}/{}", version.name, spec.file),
+                text,
+            });
         }
-        text += &section(&mut bindings, definitions, consts, vec![]);
-        writeln!(text, "\n#endif // {PROTOTYPES_ONLY}\n").unwrap();
-        text += &section(&mut bindings, vec![], vec![], fns);
-        for t in spec.trailer {
-            writeln!(text, "\n{t}").unwrap();
-        }
-        headers.push(Header {
-            path: spec.path,
-            text: tidy(&text),
-        });
     }
     Ok(headers)
 }
 
-fn preamble(spec: &Spec) -> String {
+/// One header of one version, from that version's items.
+fn header_text(
+    bindings: &mut Bindings,
+    spec: &Spec,
+    version: &Version,
+    items: &[ItemContainer],
+    constants: &[cbindgen::ir::Constant],
+    functions: &[Function],
+) -> String {
+    let here = |name: &str| target_of_type(name, version) == spec.target;
+    let typedefs_of = |fn_ptr: bool| -> Vec<ItemContainer> {
+        items
+            .iter()
+            .filter(|i| here(i.deref().name()))
+            .filter(|i| matches!(i, ItemContainer::Typedef(t) if matches!(t.aliased, Type::FuncPtr { .. }) == fn_ptr))
+            .cloned()
+            .collect()
+    };
+    let mut typedefs = typedefs_of(false);
+    typedefs.extend(typedefs_of(true));
+    let definitions: Vec<ItemContainer> = items
+        .iter()
+        .filter(|i| here(i.deref().name()))
+        .filter(|i| !matches!(i, ItemContainer::Typedef(_)))
+        .cloned()
+        .collect();
+    let consts: Vec<_> = constants
+        .iter()
+        .filter(|c| here(c.name()))
+        .cloned()
+        .collect();
+    let fns: Vec<_> = functions
+        .iter()
+        .filter(|f| {
+            !CXX_LINKAGE_FUNCTIONS.contains(&f.path.name())
+                && target_of_function(f.path.name()) == spec.target
+        })
+        .cloned()
+        .collect();
+
+    let mut text = String::new();
+    writeln!(text, "{}", preamble(spec, version)).unwrap();
+    // The structs of this header declared first: the function-pointer typedefs before them
+    // may name them (a tag first seen in a parameter list would be local to it).
+    for d in &definitions {
+        if let ItemContainer::Struct(st) = d {
+            writeln!(text, "struct {};", st.path.name()).unwrap();
+        }
+    }
+    text += &section(bindings, typedefs, vec![], vec![]);
+    writeln!(text, "\n#ifndef {PROTOTYPES_ONLY}\n").unwrap();
+    for m in spec.macros {
+        writeln!(text, "{m}").unwrap();
+    }
+    text += &section(bindings, definitions, consts, vec![]);
+    writeln!(text, "\n#endif // {PROTOTYPES_ONLY}\n").unwrap();
+    text += &section(bindings, vec![], vec![], fns);
+    for t in spec.trailer {
+        writeln!(text, "\n{t}").unwrap();
+    }
+    tidy(&text)
+}
+
+fn preamble(spec: &Spec, version: &Version) -> String {
+    let matches = if spec.target == Target::Ext && version.meta_api != Target::Ext {
+        "// ggml-backend-rs's own extension (upstream has no such header in this version): the\n\
+         // meta device's accessors.\n"
+            .to_string()
+    } else {
+        "// Declaration-compatible with upstream ggml's header of the same name.\n".to_string()
+    };
     let mut s = format!(
-        "// {path}: generated from the ggml-backend-rs sources by tools/gen-headers (cbindgen).\n\
-         // Do not edit; regenerate with\n\
+        "// {file}: ggml {version}; generated from the ggml-backend-rs sources by\n\
+         // tools/gen-headers (cbindgen). Do not edit; regenerate with\n\
          //     cargo run --manifest-path tools/gen-headers/Cargo.toml\n\
-         // Declaration-compatible with upstream ggml's header of the same name. Defining\n\
-         // {PROTOTYPES_ONLY} hides macros, constants, enums and structs, leaving the\n\
+         {matches}\
+         // Defining {PROTOTYPES_ONLY} hides macros, constants, enums and structs, leaving the\n\
          // typedefs and prototypes (used to check them against upstream's in one C++ TU).\n\
          \n#pragma once\n\n\
          // Lets a translation unit check that it reads these headers and not upstream's.\n\
          #define GGML_BACKEND_RS_HEADERS 1\n\n",
-        path = spec.path.trim_start_matches("include/")
+        file = spec.file,
+        version = version.name,
     );
     for inc in spec.includes {
         writeln!(s, "#include \"{inc}\"").unwrap();
@@ -370,27 +504,41 @@ fn tidy(text: &str) -> String {
 /// silently drop it from the headers.
 fn check_expected(
     items: &[ItemContainer],
-    functions: &[cbindgen::ir::Function],
+    functions: &[Function],
+    version: &Version,
 ) -> Result<(), String> {
     let names: HashSet<&str> = items.iter().map(|i| i.deref().name()).collect();
     let fnames: HashSet<&str> = functions.iter().map(|f| f.path.name()).collect();
-    let missing: Vec<&str> = IMPL_TYPES
+    let of_other_versions = |n: &&str| {
+        VERSIONS
+            .iter()
+            .any(|v| v.name != version.name && v.own.contains(n))
+    };
+    let types = IMPL_TYPES
         .iter()
-        .chain(EXT_TYPES)
+        .chain(META_TYPES)
         .filter(|n| !n.starts_with("GGML_"))
+        .filter(|n| !of_other_versions(n));
+    let fns = IMPL_FUNCTIONS.iter().filter(|n| !of_other_versions(n));
+    let missing: Vec<&str> = types
         .copied()
         .filter(|n| !names.contains(n))
+        .chain(fns.copied().filter(|n| !fnames.contains(n)))
         .chain(
-            IMPL_FUNCTIONS
+            version
+                .own
                 .iter()
                 .copied()
-                .filter(|n| !fnames.contains(n)),
+                .filter(|n| !names.contains(n) && !fnames.contains(n)),
         )
         .collect();
     if missing.is_empty() {
         Ok(())
     } else {
-        Err(format!("cbindgen did not find: {missing:?}"))
+        Err(format!(
+            "cbindgen did not find, for ggml {}: {missing:?}",
+            version.name
+        ))
     }
 }
 

@@ -6,7 +6,7 @@ fn committed_headers_are_up_to_date() {
     let headers = gen_headers::generate(&root).expect("generating the headers");
     let mut stale = Vec::new();
     for h in &headers {
-        let path = root.join(h.path);
+        let path = root.join(&h.path);
         let committed = std::fs::read_to_string(&path).unwrap_or_default();
         if committed != h.text {
             let line = committed

@@ -1,8 +1,8 @@
-// ggml-backend-impl.h: generated from the ggml-backend-rs sources by tools/gen-headers (cbindgen).
-// Do not edit; regenerate with
+// ggml-backend-impl.h: ggml 0.9.11; generated from the ggml-backend-rs sources by
+// tools/gen-headers (cbindgen). Do not edit; regenerate with
 //     cargo run --manifest-path tools/gen-headers/Cargo.toml
-// Declaration-compatible with upstream ggml's header of the same name. Defining
-// GGML_BACKEND_RS_PROTOTYPES_ONLY hides macros, constants, enums and structs, leaving the
+// Declaration-compatible with upstream ggml's header of the same name.
+// Defining GGML_BACKEND_RS_PROTOTYPES_ONLY hides macros, constants, enums and structs, leaving the
 // typedefs and prototypes (used to check them against upstream's in one C++ TU).
 
 #pragma once
@@ -11,6 +11,19 @@
 #define GGML_BACKEND_RS_HEADERS 1
 
 #include "ggml-backend.h"
+
+struct ggml_backend_buffer_i;
+struct ggml_backend_buffer;
+struct ggml_backend_buffer_type_i;
+struct ggml_backend_event;
+struct ggml_backend_i;
+struct ggml_backend;
+struct ggml_backend_device_i;
+struct ggml_backend_reg_i;
+struct ggml_backend_reg;
+struct ggml_backend_device;
+struct ggml_backend_buffer_type;
+typedef void (*ggml_backend_graph_optimize_t)(ggml_backend_t backend, struct ggml_cgraph *cgraph);
 
 // Entry point a dynamically loaded backend exports as `ggml_backend_init`.
 typedef ggml_backend_reg_t (*ggml_backend_init_t)(void);
@@ -102,7 +115,7 @@ struct ggml_backend_i {
     enum ggml_status (*graph_compute)(ggml_backend_t backend, struct ggml_cgraph *cgraph);
     void (*event_record)(ggml_backend_t backend, ggml_backend_event_t event);
     void (*event_wait)(ggml_backend_t backend, ggml_backend_event_t event);
-    void (*graph_optimize)(ggml_backend_t backend, struct ggml_cgraph *cgraph);
+    ggml_backend_graph_optimize_t graph_optimize;
 };
 
 struct ggml_backend {
@@ -181,7 +194,7 @@ GGML_API size_t ggml_backend_meta_n_backends(ggml_backend_t meta_backend);
 
 GGML_API ggml_backend_t ggml_backend_meta_simple_backend(ggml_backend_t meta_backend, size_t index);
 
-GGML_API struct ggml_backend_buffer *ggml_backend_meta_alloc_ctx_tensors_from_buft(struct ggml_context *ctx, ggml_backend_buffer_type_t buft);
+GGML_API ggml_backend_buffer_t ggml_backend_meta_alloc_ctx_tensors_from_buft(struct ggml_context *ctx, ggml_backend_buffer_type_t buft);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -1,14 +1,15 @@
-//! Compile-time proof that the `#[repr(C)]` mirrors have the C layouts and values of the pin on
-//! x86_64 Linux. Generated from the output of ctests/abi/layout.c (compiled against upstream's
-//! headers) by ctests/abi/layout.cmake; the ctest `abi_layout` fails when it is stale.
+//! Compile-time proof that the `#[repr(C)]` mirrors have the C layouts and values of this ggml
+//! version on x86_64 Linux. Generated from the output of ctests/abi/layout.c (compiled against
+//! upstream's headers) by ctests/abi/layout.cmake; the ctest `abi_layout` fails when it is stale.
 //! Regenerate: cmake -D UPSTREAM=<build>/ctests/abi/abi_layout_upstream
-//!     -D WRITE_RUST=src/abi/layout_check.rs -P ctests/abi/layout.cmake
+//!     -D WRITE_RUST=src/version/ggml_<version>/layout_check.rs -P ctests/abi/layout.cmake
 
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
 use std::mem::{align_of, offset_of, size_of};
 
 use super::*;
+use crate::abi::*;
 
 const _: () = {
     assert!(size_of::<ggml_backend_buffer_type_i>() == 48);
@@ -214,6 +215,7 @@ const _: () = {
     assert!(GGML_OP_NONE as i64 == 0);
     assert!(GGML_OP_MUL_MAT_ID as i64 == 30);
     assert!(GGML_OP_ROPE as i64 == 48);
+    assert!(GGML_OP_COUNT as i64 == 96);
     assert!(GGML_TENSOR_FLAG_INPUT as i64 == 1);
     assert!(GGML_TENSOR_FLAG_OUTPUT as i64 == 2);
     assert!(GGML_TENSOR_FLAG_COMPUTE as i64 == 16);

@@ -1,8 +1,8 @@
-// ggml-backend.h: generated from the ggml-backend-rs sources by tools/gen-headers (cbindgen).
-// Do not edit; regenerate with
+// ggml-backend.h: ggml 0.9.11; generated from the ggml-backend-rs sources by
+// tools/gen-headers (cbindgen). Do not edit; regenerate with
 //     cargo run --manifest-path tools/gen-headers/Cargo.toml
-// Declaration-compatible with upstream ggml's header of the same name. Defining
-// GGML_BACKEND_RS_PROTOTYPES_ONLY hides macros, constants, enums and structs, leaving the
+// Declaration-compatible with upstream ggml's header of the same name.
+// Defining GGML_BACKEND_RS_PROTOTYPES_ONLY hides macros, constants, enums and structs, leaving the
 // typedefs and prototypes (used to check them against upstream's in one C++ TU).
 
 #pragma once
@@ -13,6 +13,10 @@
 #include "ggml.h"
 #include "ggml-alloc.h"
 
+struct ggml_backend_dev_caps;
+struct ggml_backend_dev_props;
+struct ggml_backend_graph_copy;
+struct ggml_backend_feature;
 typedef struct ggml_backend_buffer *ggml_backend_buffer_t;
 
 typedef void *ggml_backend_graph_plan_t;
@@ -33,6 +37,7 @@ typedef bool (*ggml_backend_eval_callback)(int node_index, struct ggml_tensor *t
 
 typedef bool (*ggml_backend_sched_eval_callback)(struct ggml_tensor *t, bool ask, void *user_data);
 
+// A backend's own AllReduce, offered by its registry as `ggml_backend_allreduce_tensor`.
 typedef bool (*ggml_backend_allreduce_tensor_t)(ggml_backend_t *backends, struct ggml_tensor **tensors, size_t n_backends);
 
 typedef ggml_backend_buffer_type_t (*ggml_backend_split_buffer_type_t)(int main_device, const float *tensor_split);

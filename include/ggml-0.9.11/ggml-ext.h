@@ -1,8 +1,8 @@
-// ggml-ext.h: generated from the ggml-backend-rs sources by tools/gen-headers (cbindgen).
-// Do not edit; regenerate with
+// ggml-ext.h: ggml 0.9.11; generated from the ggml-backend-rs sources by
+// tools/gen-headers (cbindgen). Do not edit; regenerate with
 //     cargo run --manifest-path tools/gen-headers/Cargo.toml
-// Declaration-compatible with upstream ggml's header of the same name. Defining
-// GGML_BACKEND_RS_PROTOTYPES_ONLY hides macros, constants, enums and structs, leaving the
+// Declaration-compatible with upstream ggml's header of the same name.
+// Defining GGML_BACKEND_RS_PROTOTYPES_ONLY hides macros, constants, enums and structs, leaving the
 // typedefs and prototypes (used to check them against upstream's in one C++ TU).
 
 #pragma once
@@ -13,6 +13,7 @@
 #include "ggml.h"
 #include "ggml-backend.h"
 
+struct ggml_backend_meta_split_state;
 // Assigns the split state of a statically allocated tensor.
 typedef struct ggml_backend_meta_split_state (*ggml_backend_meta_get_split_state_t)(const struct ggml_tensor *tensor, void *userdata);
 
