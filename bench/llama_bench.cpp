@@ -243,13 +243,13 @@ int main(int argc, char ** argv) {
     mp.split_mode   = split_mode;
     mp.main_gpu     = o.main_gpu;
     mp.tensor_split = tsplit.empty() ? nullptr : tsplit.data();
-    mp.use_mmap     = !o.no_mmap;
+    llama_cli::set_mmap(mp, !o.no_mmap);
 
     printf("params: split=%s devices=%s tensor_split=%s n_gpu_layers=%d n_prompt=%d n_gen=%d n_batch=%d "
            "n_ubatch=%d flash_attn=%s threads=%d warmup=%d reps=%d seed=%u mmap=%d\n",
            o.split_mode.c_str(), devices_label.c_str(), o.tensor_split.empty() ? "default" : o.tensor_split.c_str(),
            o.n_gpu_layers, o.n_prompt, o.n_gen, o.n_batch, o.n_ubatch, o.flash_attn.c_str(), o.threads, o.warmup,
-           o.reps, o.seed, (int) mp.use_mmap);
+           o.reps, o.seed, (int) llama_cli::uses_mmap(mp));
     fflush(stdout);
 
     const double t_load0 = now_s();

@@ -79,6 +79,16 @@ Bytes float_bytes(size_t n_floats, float base) {
     return b;
 }
 
+// The meta API's own allocation of a context's tensors: an export of ggml 0.9.11; from 0.26 on
+// ggml-alloc hands the tensor list to the meta buffer type's alloc_buffer_n.
+ggml_backend_buffer_t alloc_meta(ggml_context * ctx, ggml_backend_buffer_type_t buft) {
+#if GGML_BACKEND_API_VERSION >= 3
+    return ggml_backend_alloc_ctx_tensors_from_buft(ctx, buft);
+#else
+    return ggml_backend_meta_alloc_ctx_tensors_from_buft(ctx, buft);
+#endif
+}
+
 // --- splits -----------------------------------------------------------------------------------
 
 using State = ggml_backend_meta_split_state;
@@ -89,6 +99,9 @@ State make_state(ggml_backend_meta_split_axis axis) {
     memset(&s, 0, sizeof(s));
     s.axis = axis;
     s.n_segments = 1;
+#if GGML_BACKEND_API_VERSION >= 3
+    for (uint32_t & r : s.nr) r = 1; // ggml 0.26: segment repeats
+#endif
     return s;
 }
 State mirrored() { return make_state(GGML_BACKEND_SPLIT_AXIS_MIRRORED); }
@@ -106,11 +119,30 @@ State dim(int axis, const Extents & e) { return dim(axis, std::vector<Extents>{ 
 
 bool is_dim(const State & s) { return (int) s.axis >= 0 && (int) s.axis <= 3; }
 
+// The segments of a dimension split, each repetition spelled out (ggml 0.26 writes a segment
+// once with its repeat count nr; 0.9.11 has no repeats): segments(s, n)[k][j] is device j's extent.
+std::vector<Extents> segments(const State & s, size_t n) {
+    std::vector<Extents> out;
+    for (uint32_t seg = 0; seg < s.n_segments; seg++) {
+#if GGML_BACKEND_API_VERSION >= 3
+        const uint32_t repeats = s.nr[seg];
+#else
+        const uint32_t repeats = 1;
+#endif
+        for (uint32_t r = 0; r < repeats; r++) out.emplace_back(s.ne + seg * n, s.ne + (seg + 1) * n);
+    }
+    return out;
+}
+
+// Two states that place values alike describe alike, however their segments are written.
 std::string describe(const State & s, size_t n) {
     std::string r = ggml_backend_meta_split_axis_name(s.axis);
     if (!is_dim(s)) return r;
-    for (size_t k = 0; k < s.n_segments * n; k++) r += (k ? "," : "{") + std::to_string(s.ne[k]);
-    return r + "}/" + std::to_string(s.n_segments);
+    const std::vector<Extents> segs = segments(s, n);
+    size_t k = 0;
+    for (const Extents & seg : segs)
+        for (int64_t e : seg) r += (k++ ? "," : "{") + std::to_string(e);
+    return r + "}/" + std::to_string(segs.size());
 }
 
 using SplitTable = std::map<std::string, State>;
@@ -134,9 +166,9 @@ Bytes device_part(const ggml_tensor * t, const State & s, size_t n, size_t j, co
     // host indices along the split axis that device j holds, in device order
     std::vector<int64_t> idx;
     int64_t host_start = 0;
-    for (uint32_t seg = 0; seg < s.n_segments; seg++) {
+    for (const Extents & seg : segments(s, n)) {
         for (size_t d = 0; d < n; d++) {
-            int64_t len = s.ne[seg * n + d] / scale;
+            int64_t len = seg[d] / scale;
             if (d == j)
                 for (int64_t k = 0; k < len; k++) idx.push_back(host_start + k);
             host_start += len;
@@ -205,10 +237,10 @@ struct Weights {
         ggml_set_name(t, name);
         return t;
     }
-    // `generic`: through ggml-alloc's ggml_backend_alloc_ctx_tensors_from_buft.
+    // `generic`: through ggml-alloc's ggml_backend_alloc_ctx_tensors_from_buft (which, from
+    // ggml 0.26 on, is the only way: the meta buffer type's alloc_buffer_n).
     ggml_backend_buffer_t alloc(bool generic = false) {
-        buf = generic ? ggml_backend_alloc_ctx_tensors_from_buft(ctx, m.buft)
-                      : ggml_backend_meta_alloc_ctx_tensors_from_buft(ctx, m.buft);
+        buf = generic ? ggml_backend_alloc_ctx_tensors_from_buft(ctx, m.buft) : alloc_meta(ctx, m.buft);
         CHECK(buf && ggml_backend_buffer_is_meta(buf) && ggml_backend_buffer_get_type(buf) == m.buft &&
                   ggml_backend_meta_buffer_n_bufs(buf) == m.n, "allocation: not a meta buffer of %zu devices", m.n);
         return buf;
@@ -714,7 +746,7 @@ int null_callback() {
     ggml_context * ctx = ggml_init({ 8 * ggml_tensor_overhead(), nullptr, true });
     ggml_tensor * w = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 4);
     ggml_set_name(w, "blk.0.attn_q.weight");
-    ggml_backend_buffer_t buf = ggml_backend_meta_alloc_ctx_tensors_from_buft(ctx, ggml_backend_dev_buffer_type(dev));
+    ggml_backend_buffer_t buf = alloc_meta(ctx, ggml_backend_dev_buffer_type(dev));
     CHECK(buf != nullptr, "allocation");
     CHECK(ggml_backend_meta_get_split_state(w, false).axis == GGML_BACKEND_SPLIT_AXIS_MIRRORED, "not mirrored");
     for (size_t j = 0; j < 2; j++) {

@@ -23,13 +23,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-// The meta API's split state, as ggml-ext.h declares it (not a public header upstream).
-struct split_state {
+// The meta API's split state: public in ggml-backend.h from ggml 0.26 on (which defines
+// GGML_BACKEND_META_MAX_DEVICES with it); in 0.9.11 only ggml-ext.h declared it, not a public
+// header upstream, so its layout is repeated here.
+#ifdef GGML_BACKEND_META_MAX_DEVICES
+typedef struct ggml_backend_meta_split_state split_state_t;
+#else
+typedef struct {
     int axis;
     int64_t ne[16 * 16];
     uint32_t n_segments;
-};
-typedef struct split_state (*get_split_state_t)(const struct ggml_tensor *, bool);
+} split_state_t;
+#endif
+typedef split_state_t (*get_split_state_t)(const struct ggml_tensor *, bool);
 typedef size_t (*n_bufs_t)(ggml_backend_buffer_t);
 typedef ggml_backend_buffer_t (*simple_buffer_t)(ggml_backend_buffer_t, size_t);
 typedef void (*set_n_threads_t)(ggml_backend_t, int);
@@ -100,7 +106,7 @@ static void run(ggml_backend_t backend, ggml_backend_buffer_type_t buft, struct 
     CHECK(ggml_backend_graph_compute(backend, gf) == GGML_STATUS_SUCCESS, "compute failed");
     ggml_backend_tensor_get(y, y_out, 0, ggml_nbytes(y));
     if (split_of) {
-        struct split_state s = split_of(h, true);
+        split_state_t s = split_of(h, true);
         CHECK(s.axis == 0 && s.ne[0] == N_FF / 2 && s.ne[1] == N_FF / 2,
               "the up projection's result is split as axis %d {%lld,%lld}", s.axis,
               (long long) s.ne[0], (long long) s.ne[1]);
@@ -150,7 +156,7 @@ int main(int argc, char ** argv) {
     fill(tp, up, down, norm);
 
     // the name policy: FFN rows and columns halved, the norm on both devices
-    struct split_state s = split_of(tp.up, false);
+    split_state_t s = split_of(tp.up, false);
     CHECK(s.axis == 1 && s.n_segments == 1 && s.ne[0] == N_FF / 2 && s.ne[1] == N_FF / 2,
           "ffn_up split as axis %d {%lld,%lld}", s.axis, (long long) s.ne[0], (long long) s.ne[1]);
     s = split_of(tp.down, false);

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Once};
 
 use crate::abi::*;
 use crate::log::log_debug;
+use crate::version;
 
 /// `ggml_backend_rs_builtin_regs`, provided by the build (target `ggml`): writes up to
 /// `capacity` registries of the compiled-in backends to `regs` and returns how many there are.
@@ -62,6 +63,8 @@ const REG_FUNCTIONS: &[&[u8]] = &[
     b"ggml_backend_blas_reg\0",
     b"ggml_backend_rpc_reg\0",
     b"ggml_backend_openvino_reg\0",
+    // ggml 0.26 on; absent from older processes
+    b"ggml_backend_et_reg\0",
     b"ggml_backend_cpu_reg\0",
 ];
 
@@ -151,6 +154,9 @@ pub fn register(reg: Reg, library: Option<libloading::Library>) {
 }
 
 fn add(reg: Reg, library: Option<libloading::Library>) {
+    if version::REGISTRATION_IS_IDEMPOTENT && lock_only().backends.iter().any(|e| e.reg == reg) {
+        return;
+    }
     let devices = reg.devices();
     log_debug!(
         "ggml_backend_register: registered backend {} ({} devices)",
@@ -165,12 +171,19 @@ fn add(reg: Reg, library: Option<libloading::Library>) {
     }
     let mut r = lock_only();
     r.backends.push(Entry { reg, library });
-    r.devices.extend(devices);
+    for dev in devices {
+        if !(version::REGISTRATION_IS_IDEMPOTENT && r.devices.contains(&dev)) {
+            r.devices.push(dev);
+        }
+    }
     r.device_snapshot = None;
 }
 
 /// Adds a single device (e.g. a meta device) to the device list.
 pub fn register_device(device: Device) {
+    if version::REGISTRATION_IS_IDEMPOTENT && registry().devices.contains(&device) {
+        return;
+    }
     log_debug!(
         "ggml_backend_device_register: registered device {}",
         device.name_string()

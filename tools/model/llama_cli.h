@@ -16,6 +16,20 @@
 
 namespace llama_cli {
 
+// --- what differs in libllama's API between the llama.cpp versions the programs build for ---
+// llama.cpp of ggml 0.26 (llama-cpp-sys-2 0.1.161) replaced use_mmap with a load mode; its
+// llama.h is told apart by the state format it raised to 4 in the same release.
+#if LLAMA_STATE_SEQ_VERSION >= 4
+// mmap: libllama's default (map the file when every device supports it); no mmap: read it.
+inline void set_mmap(llama_model_params & mp, bool mmap) {
+    if (!mmap) mp.load_mode = LLAMA_LOAD_MODE_NONE;
+}
+inline bool uses_mmap(const llama_model_params & mp) { return mp.load_mode != LLAMA_LOAD_MODE_NONE; }
+#else
+inline void set_mmap(llama_model_params & mp, bool mmap) { mp.use_mmap = mmap; }
+inline bool uses_mmap(const llama_model_params & mp) { return mp.use_mmap; }
+#endif
+
 // libllama's and ggml's log: everything when verbose, otherwise warnings and errors only
 // (a continuation line follows the level of the line it continues).
 inline bool verbose = false;

@@ -274,11 +274,11 @@ int main(int argc, char ** argv) {
     if (o.split_mode_given) mp.split_mode = split_mode;
     mp.main_gpu     = o.main_gpu;
     mp.tensor_split = tsplit.empty() ? nullptr : tsplit.data();
-    mp.use_mmap     = !o.no_mmap;
+    llama_cli::set_mmap(mp, !o.no_mmap);
 
     printf("params: split_mode=%s n_gpu_layers=%d main_gpu=%d n_ctx=%d n_batch=%d n_ubatch=%d threads=%d flash_attn=%s mmap=%d all_logits=%d\n",
            o.split_mode_given ? o.split_mode.c_str() : "default", o.n_gpu_layers, o.main_gpu, o.n_ctx, o.n_batch,
-           o.n_ubatch, o.threads, o.flash_attn.c_str(), (int) mp.use_mmap, (int) o.all_logits);
+           o.n_ubatch, o.threads, o.flash_attn.c_str(), (int) llama_cli::uses_mmap(mp), (int) o.all_logits);
     fflush(stdout);
 
     const double t_load0 = now_ms();

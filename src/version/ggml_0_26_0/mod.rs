@@ -226,6 +226,9 @@ pub fn next_graph_uid() -> u64 {
 // behaviour
 // ---------------------------------------------------------------------------------------
 
+/// Registering a backend or device that is already registered does nothing.
+pub const REGISTRATION_IS_IDEMPOTENT: bool = true;
+
 impl Backend {
     /// Lets the backend reorder `graph` (fusion, concurrent streams) and returns the
     /// allocation dependencies it asks for.

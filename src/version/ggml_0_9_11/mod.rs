@@ -183,6 +183,9 @@ pub fn next_graph_uid() -> u64 {
 // behaviour
 // ---------------------------------------------------------------------------------------
 
+/// Registering a backend or device again adds it again.
+pub const REGISTRATION_IS_IDEMPOTENT: bool = false;
+
 impl Backend {
     /// Lets the backend reorder `graph` (fusion, concurrency); this version's backends add no
     /// allocation dependencies.
