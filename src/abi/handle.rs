@@ -567,6 +567,11 @@ impl Tensor {
         // SAFETY: ggml_op_desc returns a static string for any live tensor.
         c_str_lossy(unsafe { ggml_op_desc(self.as_ptr()) })
     }
+    /// The name of the op's `enum ggml_op` value (UNARY for every unary op).
+    pub fn op_name(&self) -> String {
+        // SAFETY: ggml_op_name returns a static string for an op value of a live tensor.
+        c_str_lossy(unsafe { ggml_op_name(self.op()) })
+    }
     pub fn flags(&self) -> i32 {
         self.raw().flags
     }
@@ -659,6 +664,12 @@ impl Graph {
     }
     pub fn size(&self) -> usize {
         self.raw().size.max(0) as usize
+    }
+    /// Gives the graph a fresh identity, so that no backend replays what it prepared for
+    /// another graph; nothing where the version's graphs carry no identity.
+    pub fn renew_uid(&self) {
+        // SAFETY: a live graph; its uid is the runner's to set, as ggml's scheduler does.
+        unsafe { (*self.as_ptr()).set_uid(crate::version::next_graph_uid()) }
     }
     pub fn n_leafs(&self) -> usize {
         self.raw().n_leafs.max(0) as usize

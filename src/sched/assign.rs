@@ -10,7 +10,7 @@ use ggml_backend_rs_core::assign::{self, AssignError};
 use ggml_backend_rs_core::partition;
 use ggml_backend_rs_core::Op;
 
-use super::Sched;
+use super::{Sched, POLICY};
 use crate::abi::*;
 use crate::log::{abort, log_debug};
 
@@ -55,8 +55,8 @@ impl assign::Tensors for GraphView {
     fn is_input(&self, t: Tensor) -> bool {
         t.flags() & GGML_TENSOR_FLAG_INPUT != 0
     }
-    fn is_rope(&self, t: Tensor) -> bool {
-        t.op_kind() == Some(Op::Rope)
+    fn op(&self, t: Tensor) -> Option<Op> {
+        t.op_kind()
     }
     fn data_buft(&self, t: Tensor) -> Option<ggml_backend_buffer_type_t> {
         t.data_buffer().map(|b| b.buft())
@@ -127,7 +127,7 @@ impl Sched {
             bufts: &self.bufts,
             op_offload: self.op_offload,
         };
-        match assign::assign(&g, &backends, &mut self.backend_of) {
+        match assign::assign(&g, &backends, POLICY.assign, &mut self.backend_of) {
             Ok(()) => {}
             Err(AssignError::Preallocated { tensor }) => abort(
                 file!(),

@@ -3,11 +3,13 @@
 //! Guarantees: before a split runs, each of its inputs has been copied to the split's
 //! backend, after the producer finished and after the split's previous use of that copy
 //! finished (by an event where the backend has them, else by synchronizing); user inputs are
-//! copied at once so the user may overwrite them when the call returns.
+//! copied at once so the user may overwrite them when the call returns. Where the version's
+//! [`Policy`](super::Policy) says so, a split without inputs also waits for the previous
+//! split on another backend, whose memory the allocator may have handed on to it.
 
 use std::ffi::{c_int, c_void};
 
-use super::Sched;
+use super::{Sched, POLICY};
 use crate::abi::*;
 use crate::log::{abort, log_debug, log_error};
 
@@ -55,17 +57,22 @@ impl Sched {
             b.synchronize();
         }
         // SAFETY: as above, one backend id per node and leaf.
-        unsafe {
+        let reserved = unsafe {
             ggml_gallocr_reserve_n(
                 self.galloc,
                 &mut g,
                 self.node_backend_ids.as_ptr(),
                 self.leaf_backend_ids.as_ptr(),
-            );
-            if !ggml_gallocr_alloc_graph(self.galloc, &mut g) {
-                log_error!("ggml_backend_sched_alloc_splits: failed to allocate graph");
-                return false;
-            }
+            )
+        };
+        if !reserved && POLICY.failed_reserve_fails {
+            log_error!("ggml_backend_sched_alloc_splits: failed to reserve graph buffers");
+            return false;
+        }
+        // SAFETY: as above.
+        if !unsafe { ggml_gallocr_alloc_graph(self.galloc, &mut g) } {
+            log_error!("ggml_backend_sched_alloc_splits: failed to allocate graph");
+            return false;
         }
         true
     }
@@ -75,7 +82,8 @@ impl Sched {
         unsafe { Event::from_ptr(self.events[backend][self.cur_copy]) }
     }
 
-    /// Waits on the host until `backend` no longer uses the current copy of its inputs.
+    /// Waits on the host until `backend` has done what its event of the current copy records
+    /// (its last split, or the last one with inputs), or all its work where it has no events.
     fn wait_host(&self, backend: usize) {
         match self.event(backend) {
             Some(e) => e.device().map_or_else(
@@ -88,9 +96,16 @@ impl Sched {
 
     pub(super) fn compute_splits(&mut self) -> ggml_status {
         let mut expert_cache = ExpertCache::default();
+        let mut prev_backend: Option<usize> = None;
         for s in 0..self.splits.len() {
             let backend_id = self.splits[s].backend;
             let split_backend = self.backends[backend_id];
+
+            if POLICY.wait_before_split_without_inputs && self.splits[s].inputs.is_empty() {
+                if let Some(prev) = prev_backend.filter(|&p| p != backend_id) {
+                    self.wait_host(prev);
+                }
+            }
 
             for k in 0..self.splits[s].inputs.len() {
                 let input = self.splits[s].inputs[k];
@@ -140,11 +155,12 @@ impl Sched {
                 return status;
             }
 
-            if !self.splits[s].inputs.is_empty() {
+            if POLICY.event_after_every_split || !self.splits[s].inputs.is_empty() {
                 if let Some(e) = self.event(backend_id) {
                     split_backend.event_record(e);
                 }
             }
+            prev_backend = Some(backend_id);
         }
         GGML_STATUS_SUCCESS
     }
@@ -227,10 +243,14 @@ impl Sched {
             b.synchronize();
         }
 
-        // The ids may themselves be a later input of this split, not yet copied: read the original.
         let Some(mut ids_tensor) = node.src(2) else {
             return false;
         };
+        // No ids select no expert: nothing to copy.
+        if ids_tensor.nelements() == 0 {
+            return true;
+        }
+        // The ids may themselves be a later input of this split, not yet copied: read the original.
         let mut ids_backend = split_backend;
         for &later in &split.inputs[k + 1..] {
             if self.copy_of(later, split.backend, self.cur_copy) == Some(ids_tensor) {

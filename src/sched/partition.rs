@@ -11,7 +11,7 @@ use std::ffi::c_int;
 use ggml_backend_rs_core::partition::{self, PartitionError};
 
 use super::assign::GraphView;
-use super::{Copies, GraphSplit, Sched, MAX_COPIES, MAX_SPLIT_INPUTS};
+use super::{AllocGraphSize, Copies, GraphSplit, Sched, MAX_COPIES, MAX_SPLIT_INPUTS, POLICY};
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log};
 
@@ -33,12 +33,17 @@ impl Sched {
         // The split holds assignments: the next `reset` must clear them.
         self.is_reset = false;
         self.new_context();
+        // The caller's graph is placed anew: backends must not take it for the last one.
+        graph.renew_uid();
         self.assign_backends(graph);
         self.cut_splits(graph);
         if self.debug > 0 {
             self.print_assignments(graph);
         }
         self.build_alloc_graph(graph);
+        for split in &mut self.splits {
+            split.graph.set_uid(crate::version::next_graph_uid());
+        }
     }
 
     fn new_context(&mut self) {
@@ -83,7 +88,15 @@ impl Sched {
             n_copies: self.n_copies,
             cur_copy: self.cur_copy,
         };
-        match partition::partition(&g, &backends, &self.backend_of, &mut maker, pipeline) {
+        let policy = super::POLICY.partition;
+        match partition::partition(
+            &g,
+            &backends,
+            &self.backend_of,
+            &mut maker,
+            pipeline,
+            policy,
+        ) {
             Ok(p) => {
                 self.splits = p
                     .splits
@@ -108,6 +121,10 @@ impl Sched {
                         "ggml_backend_sched: source '{}' has no backend",
                         src.name_string()
                     ),
+                    PartitionError::LeafWithoutBackend(leaf) => format!(
+                        "ggml_backend_sched: input leaf '{}' has no backend",
+                        leaf.name_string()
+                    ),
                     PartitionError::TooManyGraphInputs => {
                         "ggml_backend_sched: too many graph inputs".to_string()
                     }
@@ -125,15 +142,13 @@ impl Sched {
         std::mem::swap(&mut self.node_backend_ids, &mut self.prev_node_backend_ids);
         std::mem::swap(&mut self.leaf_backend_ids, &mut self.prev_leaf_backend_ids);
 
-        let graph_size = graph.n_nodes().max(graph.n_leafs())
-            + self.splits.len() * MAX_SPLIT_INPUTS * 2 * self.n_copies;
-        self.debug_prev_graph_size = self.debug_graph_size;
-        self.debug_graph_size = graph_size;
-
+        let n_inputs: usize =
+            self.graph_inputs.len() + self.splits.iter().map(|s| s.inputs.len()).sum::<usize>();
         self.nodes.clear();
         self.leafs.clear();
-        let mut node_ids: Vec<c_int> = Vec::with_capacity(graph_size);
+        let mut node_ids: Vec<c_int> = Vec::with_capacity(graph.n_nodes() + 2 * n_inputs);
         let mut leaf_ids: Vec<c_int> = Vec::new();
+        let mut n_dep_nodes = 0;
 
         for s in 0..self.splits.len() {
             let (start, end, backend) = (
@@ -166,6 +181,7 @@ impl Sched {
                 node_ids.push(backend as c_int);
                 self.nodes.push(input_cpy.as_ptr());
             }
+            let n_split_deps = n_dep_nodes;
             for j in start..end {
                 let node = graph.node(j);
                 node_ids.push(self.backend_id(node).map_or(-1, |b| b as c_int));
@@ -174,6 +190,7 @@ impl Sched {
                 // nodes that use them, right after it.
                 let keep = kept_until(&deps, node);
                 for group in keep.chunks(GGML_MAX_SRC) {
+                    n_dep_nodes += 1;
                     // SAFETY: our context has room (sized for a graph's worth of tensors, as
                     // the input dependencies above); the view only carries the dependencies.
                     let dep = unsafe { ggml_view_tensor(self.ctx, group[0].as_ptr()) };
@@ -186,6 +203,11 @@ impl Sched {
                     self.nodes.push(dep);
                 }
             }
+            ggml_assert!(
+                n_dep_nodes - n_split_deps == dep_nodes(&deps),
+                "ggml_backend_sched: {} asked to keep a tensor until a node not in its split",
+                self.backends[backend].name_string()
+            );
         }
 
         if self.n_copies > 1 {
@@ -215,9 +237,22 @@ impl Sched {
 
         store_ids(&mut self.node_backend_ids, &node_ids);
         store_ids(&mut self.leaf_backend_ids, &leaf_ids);
+
+        let room = match POLICY.alloc_graph_size {
+            AllocGraphSize::PerSplit => self.splits.len() * MAX_SPLIT_INPUTS * 2 * self.n_copies,
+            AllocGraphSize::Counted => n_inputs * 2 * self.n_copies + n_dep_nodes,
+        };
+        self.debug_prev_graph_size = self.debug_graph_size;
+        self.debug_graph_size = graph.n_nodes().max(graph.n_leafs()) + room;
     }
 
+    /// `GGML_SCHED_DEBUG`: each split with its inputs, and at level 2 each node with its
+    /// backend, use count, compute flag and sources, in upstream's format.
     fn print_assignments(&self, graph: Graph) {
+        let backend_name = |t: Tensor| {
+            self.backend_id(t)
+                .map_or(String::from("NULL"), |b| self.backends[b].name_string())
+        };
         let mut text = String::new();
         for (i, split) in self.splits.iter().enumerate() {
             text += &format!(
@@ -225,29 +260,78 @@ impl Sched {
                 self.backends[split.backend].name_string(),
                 split.inputs.len()
             );
+            if !split.inputs.is_empty() {
+                text += ": ";
+            }
             for input in &split.inputs {
-                text += &format!(" [{} ({}K)]", input.name_string(), input.nbytes() / 1024);
+                text += &format!(
+                    "[{} ({:>5.5})] ",
+                    input.name_string(),
+                    fmt_size(input.nbytes())
+                );
             }
             text.push('\n');
-            if self.debug > 1 {
-                for j in split.start..split.end {
-                    let node = graph.node(j);
-                    if node.is_view_op() {
-                        continue;
-                    }
-                    let backend = self
-                        .backend_id(node)
-                        .map_or(String::from("NULL"), |b| self.backends[b].name_string());
+            if self.debug < 2 {
+                continue;
+            }
+            for j in split.start..split.end {
+                let node = graph.node(j);
+                if node.is_view_op() {
+                    continue;
+                }
+                let op = if POLICY.debug_op_desc {
+                    node.op_desc()
+                } else {
+                    node.op_name()
+                };
+                // (upstream's cause column is empty unless built for debugging it)
+                text += &format!(
+                    "node #{j:3} ({op:>10.10}): {:>20.20} ({:>5.5}) [{:>5.5} {:>8.8}] use={},c={}:",
+                    node.name_string(),
+                    fmt_size(node.nbytes()),
+                    backend_name(node),
+                    "",
+                    graph.recorded_use_count(node).unwrap_or(0),
+                    i32::from(node.flags() & GGML_TENSOR_FLAG_COMPUTE != 0),
+                );
+                for (_, src) in node.srcs_by_slot() {
                     text += &format!(
-                        "node #{j:3} ({}): {} [{backend}]\n",
-                        node.op_desc(),
-                        node.name_string()
+                        " {:>20.20} ({:>5.5}) [{:>5.5} {:>8.8}]",
+                        src.name_string(),
+                        fmt_size(src.nbytes()),
+                        backend_name(src),
+                        ""
                     );
                 }
+                text.push('\n');
             }
         }
         log(GGML_LOG_LEVEL_DEBUG, &text);
     }
+}
+
+/// A size as the scheduler's debug output writes it: whole MiB from 1 MiB up, else whole KiB.
+fn fmt_size(size: usize) -> String {
+    if size >= 1024 * 1024 {
+        format!("{}M", size / 1024 / 1024)
+    } else {
+        format!("{}K", size / 1024)
+    }
+}
+
+/// How many dependency nodes `deps` needs: one per `GGML_MAX_SRC` tensors kept until the
+/// same node.
+fn dep_nodes(deps: &[AllocDep]) -> usize {
+    let mut untils: Vec<Tensor> = Vec::new();
+    for d in deps {
+        if !untils.contains(&d.until) {
+            untils.push(d.until);
+        }
+    }
+    untils
+        .iter()
+        .map(|&u| kept_until(deps, u).len().div_ceil(GGML_MAX_SRC))
+        .sum()
 }
 
 /// The tensors a backend asked to keep allocated until `node`, each once, in the order asked.

@@ -13,7 +13,8 @@
 //!   `set_mmap_support`), `ggml_backend_graph_optimize_t`, `ggml_backend_meta_split_state` (with
 //!   `split_from_c` / `split_to_c`), `ggml_cgraph` (with `over_lists`);
 //! * behaviour: `Backend::graph_optimize_with_deps`, `backend_allreduce` (the AllReduce a
-//!   simple backend's registry offers);
+//!   simple backend's registry offers), `SCHED_POLICY` (what its `ggml_backend_sched` does
+//!   differently, as data: `crate::sched::Policy`);
 //! * the functions only this version exports.
 //!
 //! Supporting another ggml release is one more module here, checked by the ABI tests of that

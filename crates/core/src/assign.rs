@@ -12,6 +12,16 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
 
+use crate::Op;
+
+/// What the ggml versions' passes 1–4 do differently.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// Pass 1 runs a FLASH_ATTN_EXT next to a weight it reads (its attention sinks). When
+    /// false it is treated like ROPE: a tensor that small does not decide the backend.
+    pub flash_attn_follows_weights: bool,
+}
+
 /// Tensors: their sources, and where their data already is.
 pub trait Tensors {
     /// A tensor's identity.
@@ -26,8 +36,8 @@ pub trait Tensors {
     fn is_view_op(&self, t: Self::Tensor) -> bool;
     /// `t` is a graph input (`GGML_TENSOR_FLAG_INPUT`).
     fn is_input(&self, t: Self::Tensor) -> bool;
-    /// `t` is a ROPE node (whose frequency table does not decide its backend).
-    fn is_rope(&self, t: Self::Tensor) -> bool;
+    /// `t`'s op (`None` for an op the core does not name).
+    fn op(&self, t: Self::Tensor) -> Option<Op>;
     /// The type of the buffer that holds `t`'s data (its own or its view source's), if any.
     fn data_buft(&self, t: Self::Tensor) -> Option<Self::Buft>;
     /// Whether `t` has a buffer of its own (not through a view), and that buffer holds weights
@@ -73,6 +83,7 @@ pub enum AssignError<T> {
 pub fn assign<G, B, S>(
     g: &G,
     b: &B,
+    policy: Policy,
     backend_of: &mut HashMap<G::Tensor, usize, S>,
 ) -> Result<(), AssignError<G::Tensor>>
 where
@@ -80,7 +91,12 @@ where
     B: Backends<G>,
     S: BuildHasher,
 {
-    let mut p = Passes { g, b, backend_of };
+    let mut p = Passes {
+        g,
+        b,
+        policy,
+        backend_of,
+    };
     p.place_decided()?;
     p.expand();
     p.upgrade_and_fill();
@@ -116,6 +132,7 @@ where
 struct Passes<'a, G: Graph, B, S> {
     g: &'a G,
     b: &'a B,
+    policy: Policy,
     backend_of: &'a mut HashMap<G::Tensor, usize, S>,
 }
 
@@ -165,10 +182,12 @@ where
         if self.g.is_input(t) {
             return Ok(Some(self.cpu()));
         }
-        // Ops that read weights run next to the weights (ROPE's frequency table is too small
-        // to decide anything).
+        // Ops that read weights run next to the weights.
+        if !self.follows_weights(t) {
+            return Ok(None);
+        }
         for src in self.g.srcs(t) {
-            if self.g.is_rope(t) || !self.g.in_weight_buffer(src) {
+            if !self.g.in_weight_buffer(src) {
                 continue;
             }
             let src_backend = self.backend_by_buffer(src, t);
@@ -185,6 +204,16 @@ where
             return Ok(src_backend);
         }
         Ok(None)
+    }
+
+    /// Whether pass 1 places `t` by the weights it reads: not ROPE, whose frequency table is
+    /// too small to decide anything, nor (by the version's policy) FLASH_ATTN_EXT's sinks.
+    fn follows_weights(&self, t: G::Tensor) -> bool {
+        match self.g.op(t) {
+            Some(Op::Rope) => false,
+            Some(Op::FlashAttnExt) => self.policy.flash_attn_follows_weights,
+            _ => true,
+        }
     }
 
     /// Pass 1: tensors whose placement is already decided by their buffers or inputs.
@@ -327,6 +356,7 @@ mod tests {
         view_src: Option<usize>,
         input: bool,
         buft: Option<u8>,
+        op: Option<Op>,
     }
 
     struct Mock {
@@ -350,8 +380,8 @@ mod tests {
         fn is_input(&self, t: usize) -> bool {
             self.tensors[t].input
         }
-        fn is_rope(&self, _t: usize) -> bool {
-            false
+        fn op(&self, t: usize) -> Option<Op> {
+            self.tensors[t].op
         }
         fn data_buft(&self, t: usize) -> Option<u8> {
             self.tensors[t].buft
@@ -435,9 +465,65 @@ mod tests {
         }
     }
 
+    const POLICY: Policy = Policy {
+        flash_attn_follows_weights: true,
+    };
+
     fn run(g: &Mock, b: &Two) -> Result<HashMap<usize, usize>, AssignError<usize>> {
+        run_with(g, b, POLICY)
+    }
+
+    fn run_with(
+        g: &Mock,
+        b: &Two,
+        policy: Policy,
+    ) -> Result<HashMap<usize, usize>, AssignError<usize>> {
         let mut map = HashMap::new();
-        assign(g, b, &mut map).map(|()| map)
+        assign(g, b, policy, &mut map).map(|()| map)
+    }
+
+    /// q, k, v (inputs, on the CPU) and a sinks weight on the GPU, read by node 4 with `op`.
+    fn attention(op: Op) -> Mock {
+        let input = T {
+            input: true,
+            ..T::default()
+        };
+        Mock {
+            tensors: vec![
+                input.clone(),
+                input.clone(),
+                input,
+                T {
+                    buft: Some(0),
+                    ..T::default()
+                },
+                T {
+                    srcs: vec![0, 1, 2, 3],
+                    op: Some(op),
+                    ..T::default()
+                },
+            ],
+            leafs: vec![0, 1, 2, 3],
+            nodes: vec![4],
+        }
+    }
+
+    #[test]
+    fn flash_attention_follows_its_sinks_only_by_policy() {
+        let b = Two {
+            gpu_refuses: vec![],
+            offload: false,
+        };
+        let follows = run_with(&attention(Op::FlashAttnExt), &b, POLICY).unwrap();
+        assert_eq!(follows[&4], 0, "placed next to its sinks");
+        let ignores = Policy {
+            flash_attn_follows_weights: false,
+        };
+        let m = run_with(&attention(Op::FlashAttnExt), &b, ignores).unwrap();
+        assert_eq!(m[&4], 1, "placed where most of its sources are");
+        // ROPE never follows its frequency table; other ops always follow their weights
+        assert_eq!(run(&attention(Op::Rope), &b).unwrap()[&4], 1);
+        assert_eq!(run_with(&attention(Op::Mul), &b, ignores).unwrap()[&4], 0);
     }
 
     #[test]
@@ -516,6 +602,7 @@ mod tests {
                 gpu_refuses: vec![],
                 offload: false,
             },
+            POLICY,
             &mut map,
         )
         .unwrap();

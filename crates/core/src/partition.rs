@@ -1,21 +1,44 @@
 //! The scheduler's pass 5: cut an assigned graph into splits — runs of nodes on one backend —
-//! and decide which sources each split needs copied onto its backend.
+//! and decide which sources each split needs copied onto its backend; and the pipeline copies
+//! of the graph's inputs (in pass 5 or in a pass 6 of their own, by the version's [`Policy`]).
 //!
 //! Guarantees of [`partition`]: every node of a split runs on the split's backend and reads
 //! only tensors that backend can use; a source from elsewhere is copied (once per pipeline
 //! copy, through [`Copies`]), listed among the split's inputs the first time, and the node is
-//! pointed at the current copy. Graph inputs get their pipeline copies on their own backend.
-//! A split starts where the backend changes, and also where a node on the same backend reads
-//! a weight that must be copied (so the memory of the previous split's copied weights can be
-//! reused) or the split's inputs are full.
+//! pointed at the current copy. With more than one pipeline copy, graph inputs get their
+//! copies on their own backend. A split starts where the backend changes, and also where a
+//! node on the same backend reads a weight that must be copied (so the memory of the previous
+//! split's copied weights can be reused) or, with an input limit, the split's inputs are full.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 
-use crate::assign::{self, Backends, Tensors};
+use crate::assign::{self, Backends, Graph, Tensors};
 
-/// Most inputs one split may copy (`GGML_SCHED_MAX_SPLIT_INPUTS`).
+/// Most inputs one split may copy (`GGML_SCHED_MAX_SPLIT_INPUTS`) in versions that limit them.
 pub const MAX_SPLIT_INPUTS: usize = 30;
+
+/// What the ggml versions' pass 5 does differently.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// Most inputs of one split, and most graph inputs with pipeline copies: a node that would
+    /// need one more input copy than that starts a new split, and a graph or a single node
+    /// that still needs more is an error. `None`: no limit.
+    pub max_inputs: Option<usize>,
+    /// Which graph inputs get pipeline copies.
+    pub graph_inputs: GraphInputs,
+}
+
+/// The graph inputs (`GGML_TENSOR_FLAG_INPUT`) that get pipeline copies when there is more
+/// than one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphInputs {
+    /// Sources of non-view nodes, in the order pass 5 meets them.
+    Consumed,
+    /// Every input leaf, in leaf order, also those no node reads (so that a graph's
+    /// allocation does not depend on which inputs a batch uses).
+    AllLeafs,
+}
 
 /// A run of nodes `start..end` (graph indices, views included) computed on `backend`, with the
 /// tensors from other backends it reads (each copied onto `backend`).
@@ -55,9 +78,11 @@ pub enum PartitionError<T> {
     NodeWithoutBackend(T),
     /// A source has no backend.
     SourceWithoutBackend(T),
-    /// More graph inputs than [`MAX_SPLIT_INPUTS`] need pipeline copies.
+    /// An input leaf has no backend.
+    LeafWithoutBackend(T),
+    /// More graph inputs than [`Policy::max_inputs`] need pipeline copies.
     TooManyGraphInputs,
-    /// A split needs more than [`MAX_SPLIT_INPUTS`] inputs.
+    /// A split needs more than [`Policy::max_inputs`] inputs.
     TooManySplitInputs,
 }
 
@@ -75,16 +100,18 @@ pub struct Partitioned<T> {
     pub graph_inputs: Vec<T>,
 }
 
-/// Runs pass 5 over `g`, whose nodes and sources all have a backend in `backend_of`.
+/// Runs pass 5 (and the graph inputs' pass) over `g`, whose nodes, sources and input leafs
+/// all have a backend in `backend_of`.
 pub fn partition<G, B, C, S>(
     g: &G,
     b: &B,
     backend_of: &HashMap<G::Tensor, usize, S>,
     copies: &mut C,
     pipeline: Pipeline,
+    policy: Policy,
 ) -> Result<Partitioned<G::Tensor>, PartitionError<G::Tensor>>
 where
-    G: Nodes,
+    G: Nodes + Graph,
     B: Backends<G>,
     C: Copies<G::Tensor>,
     S: BuildHasher,
@@ -102,6 +129,7 @@ where
             end: n,
             inputs: Vec::new(),
         });
+        copy_input_leafs(g, backend_of, copies, pipeline, policy, &mut out)?;
         return Ok(out);
     };
     let id = |t: G::Tensor| backend_of.get(&t).copied();
@@ -128,7 +156,7 @@ where
                     need_new_split = true;
                     break;
                 }
-                if split.inputs.len() == MAX_SPLIT_INPUTS
+                if policy.max_inputs == Some(split.inputs.len())
                     && id(src) != Some(cur)
                     && copies.copy_of(src, cur, 0).is_none()
                     && !supported(src, cur)
@@ -152,12 +180,13 @@ where
         // (`set_src` below rewires only the slot just visited; each slot is read once)
         for (slot, src) in g.srcs_indexed(node) {
             let src_backend = id(src).ok_or(PartitionError::SourceWithoutBackend(src))?;
-            if g.is_input(src)
+            if policy.graph_inputs == GraphInputs::Consumed
+                && g.is_input(src)
                 && pipeline.n_copies > 1
                 && copies.copy_of(src, src_backend, 0).is_none()
             {
                 copies.copy_graph_input(src, src_backend);
-                if out.graph_inputs.len() >= MAX_SPLIT_INPUTS {
+                if full(policy, &out.graph_inputs) {
                     return Err(PartitionError::TooManyGraphInputs);
                 }
                 out.graph_inputs.push(src);
@@ -165,7 +194,7 @@ where
             if src_backend != cur && !supported(src, cur) {
                 if copies.copy_of(src, cur, 0).is_none() {
                     copies.copy_split_input(src, cur);
-                    if split.inputs.len() >= MAX_SPLIT_INPUTS {
+                    if full(policy, &split.inputs) {
                         return Err(PartitionError::TooManySplitInputs);
                     }
                     split.inputs.push(src);
@@ -179,13 +208,62 @@ where
     }
     split.end = n;
     out.splits.push(split);
+    copy_input_leafs(g, backend_of, copies, pipeline, policy, &mut out)?;
     Ok(out)
+}
+
+/// Whether `inputs` already holds as many tensors as the policy allows.
+fn full<T>(policy: Policy, inputs: &[T]) -> bool {
+    policy.max_inputs.is_some_and(|max| inputs.len() >= max)
+}
+
+/// The pass after pass 5 under [`GraphInputs::AllLeafs`]: every input leaf gets its pipeline
+/// copies on its own backend (made once per graph) and is listed among the graph inputs.
+fn copy_input_leafs<G, C, S>(
+    g: &G,
+    backend_of: &HashMap<G::Tensor, usize, S>,
+    copies: &mut C,
+    pipeline: Pipeline,
+    policy: Policy,
+    out: &mut Partitioned<G::Tensor>,
+) -> Result<(), PartitionError<G::Tensor>>
+where
+    G: Graph,
+    C: Copies<G::Tensor>,
+    S: BuildHasher,
+{
+    if policy.graph_inputs != GraphInputs::AllLeafs || pipeline.n_copies <= 1 {
+        return Ok(());
+    }
+    for leaf in g.leafs().filter(|&t| g.is_input(t)) {
+        let backend = *backend_of
+            .get(&leaf)
+            .ok_or(PartitionError::LeafWithoutBackend(leaf))?;
+        if copies.copy_of(leaf, backend, 0).is_none() {
+            copies.copy_graph_input(leaf, backend);
+        }
+        if full(policy, &out.graph_inputs) {
+            return Err(PartitionError::TooManyGraphInputs);
+        }
+        out.graph_inputs.push(leaf);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::assign::Graph;
+
+    /// 0.9.11's pass 5: at most 30 inputs, graph inputs copied where consumed.
+    const LIMITED: Policy = Policy {
+        max_inputs: Some(MAX_SPLIT_INPUTS),
+        graph_inputs: GraphInputs::Consumed,
+    };
+    /// 0.26's: no limit, every input leaf copied.
+    const UNLIMITED: Policy = Policy {
+        max_inputs: None,
+        graph_inputs: GraphInputs::AllLeafs,
+    };
 
     /// Tensors 0..n: sources per tensor, an input flag; all in no buffer. Backend 0 (GPU) and
     /// 1 (CPU) each read only what runs on them.
@@ -210,8 +288,8 @@ mod tests {
         fn is_input(&self, t: usize) -> bool {
             self.input[t]
         }
-        fn is_rope(&self, _t: usize) -> bool {
-            false
+        fn op(&self, _t: usize) -> Option<crate::Op> {
+            None
         }
         fn data_buft(&self, _t: usize) -> Option<u8> {
             None
@@ -314,7 +392,7 @@ mod tests {
             n_copies: 1,
             cur_copy: 0,
         };
-        let p = partition(&g, &Two, &backend_of, &mut rec, one).unwrap();
+        let p = partition(&g, &Two, &backend_of, &mut rec, one, LIMITED).unwrap();
         assert_eq!(
             p.splits,
             vec![
@@ -348,7 +426,7 @@ mod tests {
             n_copies: 2,
             cur_copy: 1,
         };
-        let p = partition(&g, &Two, &backend_of, &mut rec, two).unwrap();
+        let p = partition(&g, &Two, &backend_of, &mut rec, two, LIMITED).unwrap();
         assert_eq!(p.graph_inputs, vec![0]);
         // the current copy (1) of each split input is wired in
         assert_eq!(rec.rewired, vec![(1, 0, 200), (3, 0, 221)]);
@@ -363,8 +441,132 @@ mod tests {
             cur_copy: 0,
         };
         assert_eq!(
-            partition(&g, &Two, &backend_of, &mut Recorder::default(), one),
+            partition(
+                &g,
+                &Two,
+                &backend_of,
+                &mut Recorder::default(),
+                one,
+                LIMITED
+            ),
             Err(PartitionError::NodeWithoutBackend(2))
         );
+    }
+
+    #[test]
+    fn every_input_leaf_gets_pipeline_copies_by_policy() {
+        let (mut g, mut backend_of) = graph();
+        // input 4 on the CPU, read by no node
+        g.srcs.push(vec![]);
+        g.input.push(true);
+        backend_of.insert(4, 1);
+        let two = Pipeline {
+            n_copies: 2,
+            cur_copy: 0,
+        };
+        let mut rec = Recorder::default();
+        let p = partition(&g, &Two, &backend_of, &mut rec, two, LIMITED).unwrap();
+        assert_eq!(p.graph_inputs, vec![0], "only consumed inputs");
+        assert!(!rec.made.contains_key(&(4, 1)));
+        let mut rec = Recorder::default();
+        let p = partition(&g, &Two, &backend_of, &mut rec, two, UNLIMITED).unwrap();
+        assert_eq!(
+            p.graph_inputs,
+            vec![0, 4],
+            "every input leaf, in leaf order"
+        );
+        assert_eq!(rec.made[&(4, 1)], vec![4, 1004]);
+        // the splits do not change
+        assert_eq!(p.splits.len(), 2);
+        // one pipeline copy: none
+        let one = Pipeline {
+            n_copies: 1,
+            cur_copy: 0,
+        };
+        let p = partition(
+            &g,
+            &Two,
+            &backend_of,
+            &mut Recorder::default(),
+            one,
+            UNLIMITED,
+        );
+        assert!(p.unwrap().graph_inputs.is_empty());
+    }
+
+    /// Leafs 0..=5 on the CPU; GPU nodes 6 (reads 0, 1), 7 (reads 6, 2) and 8 (reads 7, 3,
+    /// 4, 5).
+    fn many_inputs() -> (G, HashMap<usize, usize>) {
+        let g = G {
+            srcs: vec![
+                vec![],
+                vec![],
+                vec![],
+                vec![],
+                vec![],
+                vec![],
+                vec![0, 1],
+                vec![6, 2],
+                vec![7, 3, 4, 5],
+            ],
+            input: vec![false; 9],
+            nodes: vec![6, 7, 8],
+        };
+        let mut backend_of: HashMap<usize, usize> = (0..6).map(|t| (t, 1)).collect();
+        backend_of.extend([(6, 0), (7, 0), (8, 0)]);
+        (g, backend_of)
+    }
+
+    #[test]
+    fn a_full_split_is_cut_only_with_an_input_limit() {
+        let (g, backend_of) = many_inputs();
+        let one = Pipeline {
+            n_copies: 1,
+            cur_copy: 0,
+        };
+        let two_inputs = Policy {
+            max_inputs: Some(2),
+            ..LIMITED
+        };
+        // node 7 needs a third input: a new split; node 8 then needs four in one split
+        let p = partition(
+            &g,
+            &Two,
+            &backend_of,
+            &mut Recorder::default(),
+            one,
+            two_inputs,
+        );
+        assert_eq!(p, Err(PartitionError::TooManySplitInputs));
+        let three_inputs = Policy {
+            max_inputs: Some(3),
+            ..LIMITED
+        };
+        let p = partition(
+            &g,
+            &Two,
+            &backend_of,
+            &mut Recorder::default(),
+            one,
+            three_inputs,
+        )
+        .unwrap();
+        let cuts: Vec<(usize, usize, Vec<usize>)> = p
+            .splits
+            .iter()
+            .map(|s| (s.start, s.end, s.inputs.clone()))
+            .collect();
+        assert_eq!(cuts, vec![(0, 2, vec![0, 1, 2]), (2, 3, vec![3, 4, 5])]);
+        let p = partition(
+            &g,
+            &Two,
+            &backend_of,
+            &mut Recorder::default(),
+            one,
+            UNLIMITED,
+        )
+        .unwrap();
+        assert_eq!(p.splits.len(), 1);
+        assert_eq!(p.splits[0].inputs, vec![0, 1, 2, 3, 4, 5]);
     }
 }

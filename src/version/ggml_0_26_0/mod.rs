@@ -467,3 +467,25 @@ unsafe fn tensor_list(tensors: *mut *mut ggml_tensor, n: c_int, func: &str) -> V
         })
         .collect()
 }
+
+// ---------------------------------------------------------------------------------------
+// scheduler
+// ---------------------------------------------------------------------------------------
+
+/// `ggml_backend_sched` of this version: flash attention is not placed by its sinks, splits
+/// take any number of inputs, every input leaf gets pipeline copies, a failed re-plan fails,
+/// and splits are ordered by events after each of them.
+pub const SCHED_POLICY: crate::sched::Policy = crate::sched::Policy {
+    assign: ggml_backend_rs_core::assign::Policy {
+        flash_attn_follows_weights: false,
+    },
+    partition: ggml_backend_rs_core::partition::Policy {
+        max_inputs: None,
+        graph_inputs: ggml_backend_rs_core::partition::GraphInputs::AllLeafs,
+    },
+    alloc_graph_size: crate::sched::AllocGraphSize::Counted,
+    failed_reserve_fails: true,
+    wait_before_split_without_inputs: true,
+    event_after_every_split: true,
+    debug_op_desc: true,
+};

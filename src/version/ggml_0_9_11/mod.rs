@@ -274,3 +274,25 @@ unsafe fn context_tensors(ctx: *mut ggml_context) -> Vec<Tensor> {
     }
     tensors
 }
+
+// ---------------------------------------------------------------------------------------
+// scheduler
+// ---------------------------------------------------------------------------------------
+
+/// `ggml_backend_sched` of this version: flash attention runs next to its sinks like any op
+/// reading weights, a split takes at most 30 inputs, graph inputs get pipeline copies where a
+/// node reads them, a failed re-plan is not checked, and only splits with inputs record events.
+pub const SCHED_POLICY: crate::sched::Policy = crate::sched::Policy {
+    assign: ggml_backend_rs_core::assign::Policy {
+        flash_attn_follows_weights: true,
+    },
+    partition: ggml_backend_rs_core::partition::Policy {
+        max_inputs: Some(ggml_backend_rs_core::partition::MAX_SPLIT_INPUTS),
+        graph_inputs: ggml_backend_rs_core::partition::GraphInputs::Consumed,
+    },
+    alloc_graph_size: crate::sched::AllocGraphSize::PerSplit,
+    failed_reserve_fails: false,
+    wait_before_split_without_inputs: false,
+    event_after_every_split: false,
+    debug_op_desc: false,
+};
