@@ -7,20 +7,26 @@
 #     (or ggml) checkout: it is included right after project(ggml) and defers the splice to the
 #     end of the top-level directory, when ggml-base, ggml, the backends and llama all exist.
 #
+# Supported trees: ggml 0.9.11 and 0.26.0 (cmake/ggml-version.cmake). The tree's version picks
+# the crate's cargo feature and our generated headers (include/ggml-<version>/); any other version
+# stops the configure.
+#
 # What the splice does (upstream files are never edited; only target properties change):
-#   * cargo builds libggml_backend_rs.a (target ggml_backend_rs_cargo, imported target
-#     ggml_backend_rs::static);
+#   * cargo builds libggml_backend_rs.a with the version's feature (target ggml_backend_rs_cargo,
+#     imported target ggml_backend_rs::static);
 #   * ggml-base loses ggml-backend.cpp and links the Rust archive whole, so ggml core and the
 #     Rust backend layer resolve each other inside one library (ggml-backend-meta.cpp goes too);
 #   * ggml loses ggml-backend-reg.cpp and ggml-backend-dl.cpp; its one source is
 #     ggml-backend-rs-builtins.c (ggml_backend_rs_builtin_regs, looked up by the Rust registry);
 #   * ggml-base links ggml as INTERFACE (the reverse edge of the ggml -> ggml-base cycle), and
 #     consumers of a shared ggml-base link with --no-as-needed so libggml is not dropped;
-#   * when the crate's generated headers exist in <repo>/include, ggml-base, ggml, the backends
-#     and llama compile against them (through a header overlay, see below).
+#   * when the crate's generated headers exist in <repo>/include/ggml-<version>, ggml-base, ggml,
+#     the backends and llama compile against them (through a header overlay, see below).
 #
 # Cache variables:
-#   GGML_BACKEND_RS_CARGO_TARGET_DIR  cargo --target-dir (default <build>/cargo)
+#   GGML_BACKEND_RS_CARGO_TARGET_DIR  where cargo builds (default <build>/cargo); the crate of
+#                                     ggml <version> is built in its subdirectory ggml-<version>
+#                                     (cargo --target-dir), so trees of both versions can share it
 #   GGML_BACKEND_RS_STATICLIB         use this prebuilt archive instead of running cargo
 #                                     (debugging the splice without the crate)
 
@@ -33,6 +39,7 @@ cmake_path(NORMAL_PATH root)
 string(REGEX REPLACE "/$" "" root "${root}")
 set(GGML_BACKEND_RS_ROOT "${root}" CACHE INTERNAL "ggml-backend-rs repository")
 unset(root)
+include("${CMAKE_CURRENT_LIST_DIR}/ggml-version.cmake")
 
 # A static program holds the builtin list (libggml.a's ggml_backend_rs_builtin_regs), which the
 # Rust registry looks up at run time: keep it (nothing else refers to it) and export it.
@@ -59,9 +66,11 @@ function(ggml_backend_rs_add_crate)
         find_program(GGML_BACKEND_RS_CARGO cargo
             HINTS "$ENV{CARGO_HOME}/bin" "$ENV{HOME}/.cargo/bin" REQUIRED)
         set(GGML_BACKEND_RS_CARGO_TARGET_DIR "${CMAKE_BINARY_DIR}/cargo" CACHE PATH
-            "cargo --target-dir for the ggml-backend-rs crate")
+            "where cargo builds the ggml-backend-rs crate (in a subdirectory per ggml version)")
         set(root "${GGML_BACKEND_RS_ROOT}")
-        set(tdir "${GGML_BACKEND_RS_CARGO_TARGET_DIR}")
+        set(tdir "${GGML_BACKEND_RS_CARGO_TARGET_DIR}/ggml-${GGML_BACKEND_RS_GGML_VERSION}")
+        set(GGML_BACKEND_RS_CARGO_BUILD_DIR "${tdir}" CACHE INTERNAL
+            "cargo --target-dir of this tree's ggml version")
         set(archive "${tdir}/release/libggml_backend_rs.a")
 
         # cargo tracks its own inputs; the glob (re-checked at every build) decides when to ask it.
@@ -77,7 +86,7 @@ function(ggml_backend_rs_add_crate)
         add_custom_command(
             OUTPUT "${archive}" "${tdir}/release/libggml_backend_rs.so"
             COMMAND "${CMAKE_COMMAND}" -E env "LLAMA_CPP_DIR=${GGML_BACKEND_RS_LLAMA_CPP_DIR}"
-                    "${GGML_BACKEND_RS_CARGO}" build --release --lib
+                    "${GGML_BACKEND_RS_CARGO}" build --release --lib ${GGML_BACKEND_RS_CARGO_FEATURE_ARGS}
                     --manifest-path "${root}/Cargo.toml" --target-dir "${tdir}"
             # cargo leaves an up-to-date archive untouched; the outputs must still be newer than
             # the inputs, or ninja would ask again at every build.
@@ -85,7 +94,7 @@ function(ggml_backend_rs_add_crate)
                     "${tdir}/release/libggml_backend_rs.so"
             DEPENDS ${deps}
             WORKING_DIRECTORY "${root}"
-            COMMENT "cargo build --release (ggml-backend-rs)"
+            COMMENT "cargo build --release (ggml-backend-rs, ggml ${GGML_BACKEND_RS_GGML_VERSION})"
             USES_TERMINAL
             VERBATIM)
     endif()
@@ -112,18 +121,19 @@ function(ggml_backend_rs_add_plugin)
     endif()
     ggml_backend_rs_add_crate()
     set(root "${GGML_BACKEND_RS_ROOT}")
-    set(tdir "${GGML_BACKEND_RS_CARGO_TARGET_DIR}")
+    set(tdir "${GGML_BACKEND_RS_CARGO_BUILD_DIR}")
     set(archive "${tdir}/release/libggml_backend_rs_plugin.a")
     file(GLOB_RECURSE rs_sources CONFIGURE_DEPENDS "${root}/src/*.rs" "${root}/crates/*.rs"
         "${root}/crates/*/Cargo.toml")
     add_custom_command(
         OUTPUT "${archive}"
         COMMAND "${GGML_BACKEND_RS_CARGO}" build --release -p ggml-backend-rs-plugin
+                ${GGML_BACKEND_RS_CARGO_FEATURE_ARGS}
                 --manifest-path "${root}/Cargo.toml" --target-dir "${tdir}"
         COMMAND "${CMAKE_COMMAND}" -E touch_nocreate "${archive}"
         DEPENDS ${rs_sources} "${root}/Cargo.toml" "${root}/Cargo.lock"
         WORKING_DIRECTORY "${root}"
-        COMMENT "cargo build --release -p ggml-backend-rs-plugin"
+        COMMENT "cargo build --release -p ggml-backend-rs-plugin (ggml ${GGML_BACKEND_RS_GGML_VERSION})"
         USES_TERMINAL
         VERBATIM)
     add_custom_target(ggml_backend_rs_plugin_cargo DEPENDS "${archive}")
@@ -161,7 +171,7 @@ function(_ggml_backend_rs_drop_sources target)
     foreach(name IN LISTS ARGN)
         if(NOT name IN_LIST dropped)
             message(FATAL_ERROR "ggml-backend-rs: ${target} has no source ${name}; "
-                                "is this the pinned llama.cpp (ggml 0.9.11)?")
+                                "is this a supported llama.cpp (ggml ${GGML_BACKEND_RS_GGML_VERSION})?")
         endif()
     endforeach()
     set_property(TARGET ${target} PROPERTY SOURCES "${kept}")
@@ -176,9 +186,13 @@ endfunction()
 # and, for the headers the crate generates, a symlink to ours; it comes first for those targets.
 # Symlinks (not copies) keep #pragma once working and follow header regeneration.
 #   * upstream's files in ggml/src still see the ggml-backend-impl.h / ggml-ext.h next to them;
-#   * llama's #include "../src/ggml-ext.h" finds <overlay>/src/ggml-ext.h (ours).
+#   * ggml 0.9.11: llama's #include "../src/ggml-ext.h" finds <overlay>/src/ggml-ext.h (ours).
+#     Only where upstream has a ggml/src/ggml-ext.h: from 0.26 on its meta API is in
+#     ggml-backend.h, libllama does not include ggml-ext.h, and ours holds only our extensions.
+# A header of ours that upstream does not have (0.26's ggml-ext.h) is on the path too, unused by
+# upstream's sources.
 function(_ggml_backend_rs_headers_first)
-    set(ours_dir "${GGML_BACKEND_RS_ROOT}/include")
+    set(ours_dir "${GGML_BACKEND_RS_OUR_INCLUDE_DIR}")
     # Globbed with CONFIGURE_DEPENDS even when empty: generating the headers re-runs CMake.
     file(GLOB our_headers RELATIVE "${ours_dir}" CONFIGURE_DEPENDS "${ours_dir}/*.h")
     if(NOT "ggml-backend.h" IN_LIST our_headers)
@@ -203,7 +217,7 @@ function(_ggml_backend_rs_headers_first)
     foreach(h IN LISTS our_headers)
         file(CREATE_LINK "${ours_dir}/${h}" "${overlay}/include/${h}" SYMBOLIC)
     endforeach()
-    if("ggml-ext.h" IN_LIST our_headers)
+    if("ggml-ext.h" IN_LIST our_headers AND EXISTS "${base_src}/ggml-ext.h")
         file(CREATE_LINK "${ours_dir}/ggml-ext.h" "${overlay}/src/ggml-ext.h" SYMBOLIC)
     endif()
 
@@ -231,6 +245,10 @@ function(ggml_backend_rs_splice)
             message(FATAL_ERROR "ggml-backend-rs: target ${t} does not exist; add llama.cpp/ggml first")
         endif()
     endforeach()
+    # The version of the ggml these targets are built from (read here too, for projects that
+    # include this file and add llama.cpp themselves).
+    get_target_property(base_src ggml-base SOURCE_DIR)
+    ggml_backend_rs_detect_ggml_version("${base_src}/..")
 
     ggml_backend_rs_add_crate()
 
@@ -282,7 +300,7 @@ endfunction()
 function(_ggml_backend_rs_install)
     include(GNUInstallDirs)
     include(CMakePackageConfigHelpers)
-    set(ours "${GGML_BACKEND_RS_ROOT}/include")
+    set(ours "${GGML_BACKEND_RS_OUR_INCLUDE_DIR}")
     if(EXISTS "${ours}/ggml-backend.h")
         # Runs after ggml's own rule for its public headers (install rules run in the order they
         # are declared, subdirectories included: policy CMP0082), so ours replaces upstream's.
@@ -315,7 +333,6 @@ function(_ggml_backend_rs_install)
 
     file(STRINGS "${GGML_BACKEND_RS_ROOT}/Cargo.toml" version_line REGEX "^version = ")
     string(REGEX REPLACE "^version = \"([^\"]+)\".*" "\\1" GGML_BACKEND_RS_VERSION "${version_line}")
-    get_target_property(GGML_BACKEND_RS_GGML_VERSION ggml-base VERSION)
     list(JOIN GGML_BACKEND_RS_NATIVE_LIBS " " GGML_BACKEND_RS_NATIVE_LIBS_LIST)
     set(GGML_BACKEND_RS_INCLUDE_DIR "${CMAKE_INSTALL_INCLUDEDIR}")
     set(GGML_BACKEND_RS_LIB_DIR "${CMAKE_INSTALL_LIBDIR}")
@@ -348,7 +365,9 @@ Libs.private: @pc_libs_private@
 endfunction()
 
 # Included through CMAKE_PROJECT_ggml_INCLUDE: splice at the end of the top-level directory.
+# The version is read at once, so an unsupported tree stops before anything else is configured.
 if(PROJECT_NAME STREQUAL "ggml")
+    ggml_backend_rs_detect_ggml_version("${CMAKE_CURRENT_SOURCE_DIR}")
     if(NOT DEFINED GGML_BACKEND_RS_LLAMA_CPP_DIR)
         cmake_path(GET CMAKE_CURRENT_SOURCE_DIR PARENT_PATH dir)
         set(GGML_BACKEND_RS_LLAMA_CPP_DIR "${dir}" CACHE INTERNAL "")

@@ -109,13 +109,6 @@ function(ggml_backend_rs_detect_ggml_version ggml_dir)
     endif()
     set(GGML_BACKEND_RS_GGML_VERSION "${version}" CACHE INTERNAL "ggml version of the llama.cpp tree")
     set(GGML_BACKEND_RS_CARGO_FEATURE_ARGS "${cargo_args}" CACHE INTERNAL "")
-    set(include_dir "${GGML_BACKEND_RS_ROOT}/include/ggml-${version}")
-    if(NOT IS_DIRECTORY "${include_dir}" AND version STREQUAL "0.9.11"
-            AND EXISTS "${GGML_BACKEND_RS_ROOT}/include/ggml-backend.h")
-        # TEMPORARY, until the generated headers move into include/ggml-<version>/: the flat
-        # include/ still holds 0.9.11's.
-        set(include_dir "${GGML_BACKEND_RS_ROOT}/include")
-    endif()
-    set(GGML_BACKEND_RS_OUR_INCLUDE_DIR "${include_dir}" CACHE INTERNAL "")
+    set(GGML_BACKEND_RS_OUR_INCLUDE_DIR "${GGML_BACKEND_RS_ROOT}/include/ggml-${version}" CACHE INTERNAL "")
     message(STATUS "ggml-backend-rs: ggml ${version} (cargo feature ${feature})")
 endfunction()

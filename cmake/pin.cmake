@@ -1,12 +1,22 @@
-# Locates the pinned llama.cpp source (crates.io package llama-cpp-sys-2 =0.1.146, ggml 0.9.11).
+# Locates a pinned llama.cpp source: the tree inside the crates.io package llama-cpp-sys-2 =<pin>
+# (cmake/ggml-version.cmake lists the pins: 0.1.146 ships ggml 0.9.11, 0.1.161 ggml 0.26.0).
 #
-# ggml_backend_rs_locate_pin(<out-var>) fetches the package with cargo through the manifest in
-# tools/pin (so only the crates.io registry is needed) and sets <out-var> to the llama.cpp
-# directory inside the unpacked package.
+# ggml_backend_rs_locate_pin(<pin> <out-var>) fetches the package with cargo through the manifest
+# in tools/pin/<pin> (one manifest per pin; only the crates.io registry is needed) and sets
+# <out-var> to the llama.cpp directory inside the unpacked package.
 
-function(ggml_backend_rs_locate_pin out_var)
-    set(manifest "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/../tools/pin/Cargo.toml")
-    cmake_path(NORMAL_PATH manifest)
+include_guard(GLOBAL)
+
+function(ggml_backend_rs_locate_pin pin out_var)
+    set(pins_dir "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/../tools/pin")
+    cmake_path(NORMAL_PATH pins_dir)
+    set(manifest "${pins_dir}/${pin}/Cargo.toml")
+    if(NOT EXISTS "${manifest}")
+        file(GLOB pins RELATIVE "${pins_dir}" "${pins_dir}/*/Cargo.toml")
+        list(TRANSFORM pins REPLACE "/Cargo.toml$" "")
+        list(JOIN pins ", " pins)
+        message(FATAL_ERROR "ggml-backend-rs: no pin ${pin} (${manifest}); pins: ${pins}")
+    endif()
     find_program(GGML_BACKEND_RS_CARGO cargo HINTS "$ENV{CARGO_HOME}/bin" "$ENV{HOME}/.cargo/bin" REQUIRED)
 
     execute_process(
@@ -28,13 +38,14 @@ function(ggml_backend_rs_locate_pin out_var)
     set(pkg_manifest "")
     foreach(i RANGE ${last})
         string(JSON name GET "${json}" packages ${i} name)
-        if(name STREQUAL "llama-cpp-sys-2")
+        string(JSON version GET "${json}" packages ${i} version)
+        if(name STREQUAL "llama-cpp-sys-2" AND version STREQUAL pin)
             string(JSON pkg_manifest GET "${json}" packages ${i} manifest_path)
             break()
         endif()
     endforeach()
     if(pkg_manifest STREQUAL "")
-        message(FATAL_ERROR "cargo metadata does not list llama-cpp-sys-2 (${manifest})")
+        message(FATAL_ERROR "cargo metadata does not list llama-cpp-sys-2 ${pin} (${manifest})")
     endif()
 
     cmake_path(GET pkg_manifest PARENT_PATH pkg_dir)

@@ -14,8 +14,10 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build/shared"
+pin=0.1.146   # build/shared's pin, as scripts/test.sh configures it (ggml 0.9.11)
 if [[ ! -f "$build/build.ninja" ]]; then
-    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+        -DGGML_BACKEND_RS_PIN=$pin
 fi
 cmake --build "$build" --target write_model llama_driver llama_driver_ref compare_logits
 bin="$build/ctests"

@@ -1,6 +1,6 @@
 # Export-list checks.
 #
-# MODE=ours (ctest abi_exports): every symbol of EXPECTED (upstream-exports.txt) must be defined
+# MODE=ours (ctest abi_exports): every symbol of EXPECTED (upstream-exports-<version>.txt) must be defined
 # by LIBS (our ggml-base; in a static build also the Rust archive, which libggml-base.a does not
 # contain), the meta functions included: upstream's ggml-backend-meta.cpp is not compiled, so
 # the Rust crate must provide them (a second definition would fail to link anyway).
@@ -12,7 +12,12 @@
 #
 #   cmake -D MODE=ours -D NM=<nm> -D EXPECTED=<file> -D "LIBS=<lib>;..." -P exports.cmake
 #   cmake -D MODE=upstream -D NM=<nm> -D EXPECTED=<file> -D REFERENCE_DIR=<dir> -P exports.cmake
-#   (MODE=upstream -D WRITE=ON rewrites EXPECTED from the reference objects.)
+#   (MODE=upstream -D WRITE=ON rewrites EXPECTED from the reference objects; its header names
+#   the version: -D "SOURCE=llama-cpp-sys-2 =0.1.161, ggml 0.26.0".)
+#
+# The reference objects need not come from a whole build: upstream's four files compiled alone
+# (g++ -std=c++17 -fPIC -c -I<ggml>/include -I<ggml>/src, into <dir>/ggml/src/CMakeFiles/
+# ggml-base.dir/<file>.o and ggml.dir/<file>.o as below) define the same global symbols.
 
 cmake_minimum_required(VERSION 3.20)
 
@@ -129,13 +134,17 @@ elseif(MODE STREQUAL "upstream")
     list(LENGTH upstream n_upstream)
 
     if(WRITE)
+        if(NOT SOURCE)
+            message(FATAL_ERROR "WRITE=ON needs -D \"SOURCE=llama-cpp-sys-2 =<pin>, ggml <version>\"")
+        endif()
         list(JOIN upstream "\n" text)
         file(WRITE "${EXPECTED}"
 "# Global symbols defined by upstream's ggml-backend.cpp, ggml-backend-meta.cpp,
-# ggml-backend-reg.cpp and ggml-backend-dl.cpp (llama-cpp-sys-2 =0.1.146, ggml 0.9.11):
-# C-linkage ggml_* names and the two C++ meta functions of ggml-ext.h. Checked against a
-# pristine build by ctest abi_exports_upstream_list; regenerate with
-#   cmake -D MODE=upstream -D WRITE=ON -D REFERENCE_DIR=<build> -D EXPECTED=<this file> -P ctests/abi/exports.cmake
+# ggml-backend-reg.cpp and ggml-backend-dl.cpp (${SOURCE}):
+# C-linkage ggml_* names and C++ free functions (_Z<n>ggml_*: 0.9.11's two meta functions of
+# ggml-ext.h). Checked against a pristine build by ctest abi_exports_upstream_list; regenerate with
+#   cmake -D MODE=upstream -D WRITE=ON -D \"SOURCE=${SOURCE}\" -D REFERENCE_DIR=<build>
+#         -D EXPECTED=<this file> -P ctests/abi/exports.cmake
 ${text}
 ")
         message(STATUS "wrote ${n_upstream} symbols to ${EXPECTED}")
