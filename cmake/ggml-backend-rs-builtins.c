@@ -4,6 +4,8 @@
 // build marks each statically linked backend with a GGML_USE_<NAME> definition on `ggml`;
 // the list below turns those definitions into reg handles, in the order upstream registers
 // them. With GGML_BACKEND_DL no definition is set and backends are found by loading instead.
+// One list for every supported ggml version: a backend a version does not have is never defined
+// there (GGML_USE_ET exists from ggml 0.26 on, which registers ET right before the CPU).
 
 #include "ggml-backend.h"
 
@@ -51,6 +53,9 @@
 #endif
 #ifdef GGML_USE_OPENVINO
 #include "ggml-openvino.h"
+#endif
+#ifdef GGML_USE_ET
+#include "ggml-et.h"
 #endif
 #ifdef GGML_USE_CPU
 #include "ggml-cpu.h"
@@ -119,6 +124,9 @@ size_t ggml_backend_rs_builtin_regs(ggml_backend_reg_t * regs, size_t capacity) 
 #endif
 #ifdef GGML_USE_OPENVINO
     push(ggml_backend_openvino_reg(), regs, capacity, &n);
+#endif
+#ifdef GGML_USE_ET
+    push(ggml_backend_et_reg(), regs, capacity, &n);
 #endif
 #ifdef GGML_USE_CPU
     push(ggml_backend_cpu_reg(), regs, capacity, &n);

@@ -1,5 +1,5 @@
-# The reference for differential tests: the pin's pristine ggml (ggml-base, ggml, ggml-cpu, shared)
-# and libllama on top of it,
+# The reference for differential tests: the same llama.cpp tree's pristine ggml (ggml-base, ggml,
+# ggml-cpu, shared) and libllama on top of it (any supported version: 0.9.11, 0.26.0),
 # with the same options as the spliced build, built as an ExternalProject. Defines the imported
 # targets ggml_ref::ggml-base, ggml_ref::ggml, ggml_ref::ggml-cpu, ggml_ref::llama and sets
 # GGML_REFERENCE_BUILD_DIR.
@@ -8,7 +8,8 @@
 # four targets are built.
 #
 # GGML_BACKEND_RS_REFERENCE_LIBDIR: a directory that already holds the three reference libraries
-# (e.g. <shared-build>/ggml-reference/build/bin); then nothing is built here.
+# (e.g. <shared-build>/ggml-reference/build/bin); then nothing is built here. When it is another
+# tree's reference build, that build must come from the same llama.cpp source (checked).
 
 include_guard(GLOBAL)
 include(ExternalProject)
@@ -39,6 +40,17 @@ function(ggml_backend_rs_add_reference llama_cpp_dir)
         cmake_path(GET libdir PARENT_PATH build_dir)
         if(NOT EXISTS "${build_dir}/ggml/src/CMakeFiles")
             set(build_dir "")
+        elseif(EXISTS "${build_dir}/CMakeCache.txt")
+            file(STRINGS "${build_dir}/CMakeCache.txt" home REGEX "^CMAKE_HOME_DIRECTORY:INTERNAL=")
+            string(REGEX REPLACE "^[^=]*=" "" home "${home}")
+            file(REAL_PATH "${llama_cpp_dir}" want)
+            if(EXISTS "${home}")
+                file(REAL_PATH "${home}" home)
+            endif()
+            if(NOT home STREQUAL want)
+                message(FATAL_ERROR "GGML_BACKEND_RS_REFERENCE_LIBDIR: ${libdir} was built from "
+                                    "${home}, this tree builds ${llama_cpp_dir}")
+            endif()
         endif()
     else()
         set(prefix "${CMAKE_BINARY_DIR}/ggml-reference")
@@ -80,6 +92,7 @@ function(ggml_backend_rs_add_reference llama_cpp_dir)
                 -DLLAMA_BUILD_TOOLS=OFF
                 -DLLAMA_BUILD_EXAMPLES=OFF
                 -DLLAMA_BUILD_SERVER=OFF
+                -DLLAMA_BUILD_APP=OFF # ggml 0.26 (its default, ON, needs app/, which the crate lacks)
                 ${backend_args}
                 ${dl_args}
             BUILD_COMMAND "${CMAKE_COMMAND}" --build <BINARY_DIR> --target ${names}

@@ -1,6 +1,6 @@
 // abi_prototypes: upstream's headers and ours in one C++ translation unit.
 //
-// Upstream's ggml-backend.h, ggml-backend-impl.h and ggml-ext.h come first and define every
+// Upstream's ggml-backend.h, ggml-backend-impl.h and (ggml 0.9.11) ggml-ext.h come first and define every
 // type. Ours follow with GGML_BACKEND_RS_PROTOTYPES_ONLY, which hides their macros, constants,
 // enums and structs (C++ forbids defining a struct twice) but keeps their typedefs and
 // function prototypes. C++ accepts a repeated typedef only if it names the same type, and a
@@ -13,7 +13,9 @@
 
 #include "ggml-backend.h"
 #include "ggml-backend-impl.h"
-#include "ggml-ext.h"
+#if __has_include("ggml-ext.h") // 0.9.11; from 0.26 on the meta API is in ggml-backend.h
+#    include "ggml-ext.h"
+#endif
 
 #ifdef GGML_BACKEND_RS_HEADERS
 #    error "upstream's headers must come first: check the include paths"
@@ -28,9 +30,10 @@
 #    error "our headers were not read"
 #endif
 
-// The two meta functions of ggml-ext.h have C++ linkage: a different parameter list would
-// declare an overload instead of clashing. Taking their address is ambiguous, an error,
-// if there are two; the types must also be upstream's.
+// The two meta functions (ggml 0.9.11: ggml-ext.h, C++ linkage; from 0.26 on: ggml-backend.h,
+// C linkage). With C++ linkage a different parameter list would declare an overload instead of
+// clashing. Taking their address is ambiguous, an error, if there are two; the types must also
+// be upstream's.
 #include <type_traits>
 static_assert(std::is_same<decltype(&ggml_backend_meta_device),
                            ggml_backend_dev_t (*)(ggml_backend_dev_t *, size_t,
