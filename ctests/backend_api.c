@@ -371,12 +371,18 @@ static void test_registry(void) {
     ggml_backend_free(by_name);
     ggml_backend_free(best);
 
-    // a device registered on its own joins the device list
+    // a device registered on its own joins the device list, again if it is there already
+    // (ggml 0.9.11); from ggml 0.26 on registering a device or backend twice does nothing
+#if GGML_BACKEND_API_VERSION >= 3
+    const size_t again = 0;
+#else
+    const size_t again = 1;
+#endif
     size_t n = ggml_backend_dev_count();
     ggml_backend_device_register(ggml_backend_reg_dev_get(cpu, 0));
-    CHECK(ggml_backend_dev_count() == n + 1);
+    CHECK(ggml_backend_dev_count() == n + again);
     ggml_backend_register(NULL); // ignored
-    CHECK(ggml_backend_dev_count() == n + 1);
+    CHECK(ggml_backend_dev_count() == n + again);
 }
 
 // dynamic loading: argv[2] = a plugin library, argv[3] = a directory with scored variants

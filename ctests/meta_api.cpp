@@ -451,6 +451,13 @@ int case_set_get() {
         w.add("gate_up", GGML_TYPE_F32, { 12, 3, 1, 1 }, dim(0, { { 2, 2, 2 }, { 4, 0, 2 } })),
         w.add("q8", GGML_TYPE_Q8_0, { 128, 3, 1, 1 }, dim(0, { 32, 0, 96 })),
     };
+#if GGML_BACKEND_API_VERSION >= 3
+    // ggml 0.26's repeated segments: the same QKV layout written as {Q, 1}, {K/V, 2}
+    State qkv_nr = dim(1, { { 1, 0, 2 }, { 1, 1, 1 } });
+    qkv_nr.nr[1] = 2;
+    ggml_tensor * qkv_rep = w.add("qkv_nr", GGML_TYPE_F32, { 8, 9, 1, 1 }, qkv_nr);
+    ts.push_back(qkv_rep);
+#endif
     ggml_backend_buffer_t buf = w.alloc();
     if (!buf) return g_failures;
     ggml_tensor * qkv = ts[6];
@@ -462,6 +469,20 @@ int case_set_get() {
         CHECK(st && ggml_backend_buffer_get_type(st->buffer) == ggml_backend_dev_buffer_type(cpu_dev()), "qkv device %zu buffer", j);
     }
     for (size_t i = 0; i < ts.size(); i++) round_trip(w, ts[i], (uint32_t) i + 1);
+#if GGML_BACKEND_API_VERSION >= 3
+    {
+        // read back as written: the repeat kept, not spelled out
+        const State got = ggml_backend_meta_get_split_state(qkv_rep, true);
+        CHECK(got.n_segments == 2 && got.nr[0] == 1 && got.nr[1] == 2 && got.ne[3] == 1 && got.ne[5] == 1,
+              "qkv_nr reads back as %u segments, repeats {%u,%u}", got.n_segments, got.nr[0], got.nr[1]);
+        const int64_t rows[3] = { 3, 2, 4 };
+        for (size_t j = 0; j < 3; j++) {
+            const ggml_tensor * st = ggml_backend_meta_buffer_simple_tensor(qkv_rep, j);
+            CHECK(st && st->ne[1] == rows[j], "qkv_nr device %zu holds %lld rows, expected %lld", j,
+                  st ? (long long) st->ne[1] : -1LL, (long long) rows[j]);
+        }
+    }
+#endif
 
     // Explicit QKV layout: row r of the host tensor holds value r in every column.
     {

@@ -159,11 +159,16 @@ static size_t tbuft_align(ggml_backend_buffer_type_t buft) { (void) buft; return
 
 static struct ggml_backend_device testgpu_devices[TESTGPU_COUNT];
 
+// Designated initializers: the entries of ggml_backend_buffer_type_i differ between ggml
+// versions (0.26 inserted alloc_buffer_n and get_alloc_size_n, left NULL: the defaults).
+#define TESTGPU_BUFT(i)                                                                         \
+    {                                                                                           \
+        .iface = { .get_name = tbuft_name, .alloc_buffer = tbuft_alloc, .get_alignment = tbuft_align }, \
+        .device = &testgpu_devices[i], .context = (void *) (i),                                 \
+    }
+
 static struct ggml_backend_buffer_type testgpu_bufts[TESTGPU_COUNT] = {
-    { { tbuft_name, tbuft_alloc, tbuft_align, NULL, NULL, NULL }, &testgpu_devices[0], (void *) 0 },
-    { { tbuft_name, tbuft_alloc, tbuft_align, NULL, NULL, NULL }, &testgpu_devices[1], (void *) 1 },
-    { { tbuft_name, tbuft_alloc, tbuft_align, NULL, NULL, NULL }, &testgpu_devices[2], (void *) 2 },
-    { { tbuft_name, tbuft_alloc, tbuft_align, NULL, NULL, NULL }, &testgpu_devices[3], (void *) 3 },
+    TESTGPU_BUFT(0), TESTGPU_BUFT(1), TESTGPU_BUFT(2), TESTGPU_BUFT(3),
 };
 
 static bool is_testgpu_buft(ggml_backend_buffer_type_t buft) {
@@ -263,6 +268,9 @@ static void td_props(ggml_backend_dev_t d, struct ggml_backend_dev_props * p) {
     p->caps.host_buffer = false;
     p->caps.buffer_from_host_ptr = false;
     p->caps.events = true;
+#if GGML_BACKEND_API_VERSION >= 3
+    p->caps.mmap_support = true; // weights reach it through set_tensor, from wherever they are
+#endif
 }
 static int testgpu_threads = 2;
 static ggml_backend_t td_init(ggml_backend_dev_t d, const char * params) {

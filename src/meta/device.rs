@@ -492,7 +492,28 @@ impl MetaDevice {
 
 /// The layer of a graph node: libllama names a layer's nodes "<name>-<layer>" ("Kcur-3").
 fn node_layer(t: Tensor) -> Option<u32> {
-    t.name_string().rsplit('-').next()?.parse().ok()
+    layer_of_name(&t.name_string()).or_else(|| {
+        // Unnamed nodes (libllama of ggml 0.26 names fewer of them, e.g. `node_24`): the layer
+        // of what they read, a named node (`conv_input-0`) or a cache (`cache_r_l0`), two
+        // steps up at most.
+        let mut near: Vec<Tensor> = t.view_src().into_iter().collect();
+        for s in t.srcs() {
+            near.push(s);
+            near.extend(s.srcs());
+            near.extend(s.view_src());
+        }
+        near.iter().find_map(|s| layer_of_name(&s.name_string()))
+    })
+}
+
+/// The layer a tensor name carries: libllama's `<name>-<layer>` of graph nodes, or the
+/// `<cache>_l<layer>` of its caches.
+fn layer_of_name(name: &str) -> Option<u32> {
+    let node = name.rsplit_once('-').and_then(|(_, l)| l.parse().ok());
+    node.or_else(|| {
+        let (_, l) = name.rsplit_once("_l")?;
+        l.parse().ok()
+    })
 }
 
 unsafe extern "C" fn dev_supports_buft(
