@@ -328,7 +328,7 @@ add_test(NAME meta/e2e/tiny-gqa-f32/tgpu2_no_fa_runs_attention_on_cpu COMMAND ll
     --split-mode tensor --test-device --devices TESTGPU0,TESTGPU1 --verbose)
 set_tests_properties(meta/e2e/tiny-gqa-f32/tgpu2_no_fa_runs_attention_on_cpu PROPERTIES
     ENVIRONMENT "${meta_testgpu_get_rows};GGML_BACKEND_RS_TESTGPU_NO_FLASH_ATTN=1;GGML_SCHED_DEBUG=2"
-    PASS_REGULAR_EXPRESSION "FLASH_ATTN[_A-Z]*\\): +__fattn__-1 (\\([ 0-9]+K\\) )?\\[ *CPU *\\].*tokens: "
+    PASS_REGULAR_EXPRESSION "FLASH_ATTN[_A-Z]*\\): +[^ ]+ (\\([ 0-9]+K\\) )?\\[ *CPU *\\].*tokens: "
     FIXTURES_REQUIRED model_tiny-gqa-f32)
 
 # A combination the meta backend cannot split fails when the context is created (the scheduler's
@@ -337,10 +337,16 @@ set_tests_properties(meta/e2e/tiny-gqa-f32/tgpu2_no_fa_runs_attention_on_cpu PRO
 # GET_ROWS on the CPU, so the conv state comes back whole (mirrored) and its CONCAT with the
 # projection split by heads has no per-device rule. (Upstream's meta backend aborts in the first
 # decode.)
+# The first node refused depends on libllama's graph: 0.26 reads the recurrent state first.
+if(GGML_BACKEND_RS_GGML_VERSION VERSION_LESS 0.26)
+    set(q35_refused "'conv_input-0' .CONCAT. across devices: no rule computes this op device by device for sources .src0 MIRRORED, src1 AXIS_1.64,64. in 4 segments")
+else()
+    set(q35_refused "'node_[0-9]+' .GATED_DELTA_NET. across devices: gated_delta_net's state must be split by v's heads .AXIS_1.0,4.., not MIRRORED")
+endif()
 add_test(NAME meta/e2e/qwen35-f32/tgpu2_cpu_ops_fails_at_context COMMAND "${CMAKE_COMMAND}"
     -D "EXES=$<TARGET_FILE:llama_driver>"
     -D "ARGS=--model;${model_dir}/qwen35-f32.gguf;--split-mode;tensor;--test-device;--devices;TESTGPU0,TESTGPU1;--flash-attn;on;--n-predict;2"
-    -D "EXPECT=ggml_backend_sched_reserve: meta backend: cannot split tensor 'conv_input-0' .CONCAT. across devices: no rule computes this op device by device for sources .src0 MIRRORED, src1 AXIS_1.64,64. in 4 segments.*llama_driver: failed to create context"
+    -D "EXPECT=ggml_backend_sched_reserve: meta backend: cannot split tensor ${q35_refused}.*llama_driver: failed to create context"
     -P "${CMAKE_CURRENT_LIST_FILE}")
 set_tests_properties(meta/e2e/qwen35-f32/tgpu2_cpu_ops_fails_at_context PROPERTIES
     FIXTURES_REQUIRED model_qwen35-f32)
