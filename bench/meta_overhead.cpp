@@ -25,14 +25,14 @@
 // Usage: meta_overhead <config> <rebuild|reuse> [iterations (200)]
 // Prints: "meta_overhead config=C mode=M nodes=N splits=S median_us=X min_us=Y max_us=Z".
 // Built against upstream's ggml-backend and against ours; bench/run.sh runs both.
-// (C++ because the meta API in ggml-ext.h is declared without extern "C".)
+// (C++ because ggml 0.9.11's meta API in ggml-ext.h is declared without extern "C".)
 
 #include "ggml.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-backend-impl.h"
 #include "ggml-cpu.h"
-#include "ggml-ext.h"
+#include "meta_split_state.h" // ctests/
 #include "test_device.h"
 
 #include <algorithm>
@@ -94,10 +94,7 @@ bool ends_with(const std::string & s, const char * suffix) {
 ggml_backend_meta_split_state weight_split_state(const ggml_tensor * t, void * ud) {
     const int n_dev = *static_cast<const int *>(ud);
     const std::string name = t->name;
-    ggml_backend_meta_split_state st;
-    memset(&st, 0, sizeof(st));
-    st.n_segments = 1;
-    st.axis = GGML_BACKEND_SPLIT_AXIS_MIRRORED;
+    ggml_backend_meta_split_state st = meta_split_state_mirrored();
     int axis = -1;
     int64_t gran = 1;
     if (name == "output.weight") {

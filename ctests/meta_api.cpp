@@ -18,7 +18,7 @@
 #include "ggml-backend-impl.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
-#include "ggml-ext.h"
+#include "meta_split_state.h"
 #include "ggml.h"
 #include "test_device.h"
 
@@ -95,13 +95,8 @@ using State = ggml_backend_meta_split_state;
 using Extents = std::vector<int64_t>;
 
 State make_state(ggml_backend_meta_split_axis axis) {
-    State s;
-    memset(&s, 0, sizeof(s));
+    State s = meta_split_state_mirrored();
     s.axis = axis;
-    s.n_segments = 1;
-#if GGML_BACKEND_API_VERSION >= 3
-    for (uint32_t & r : s.nr) r = 1; // ggml 0.26: segment repeats
-#endif
     return s;
 }
 State mirrored() { return make_state(GGML_BACKEND_SPLIT_AXIS_MIRRORED); }

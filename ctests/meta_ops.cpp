@@ -22,7 +22,7 @@
 #include "ggml-backend-impl.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
-#include "ggml-ext.h"
+#include "meta_split_state.h"
 #include "ggml.h"
 #include "test_device.h"
 
@@ -94,13 +94,7 @@ Extents scaled(Extents e, int64_t k) {
 
 using SplitTable = std::map<std::string, ggml_backend_meta_split_state>;
 
-ggml_backend_meta_split_state mirrored() {
-    ggml_backend_meta_split_state s;
-    memset(&s, 0, sizeof(s));
-    s.axis = GGML_BACKEND_SPLIT_AXIS_MIRRORED;
-    s.n_segments = 1;
-    return s;
-}
+ggml_backend_meta_split_state mirrored() { return meta_split_state_mirrored(); }
 
 // The split-state callback of the meta device: the weight's name looked up in the case's table.
 ggml_backend_meta_split_state table_split(const ggml_tensor * t, void * ud) {
@@ -190,8 +184,7 @@ struct Env {
     }
     // The split of a weight/cache along `axis`, one extent list per segment.
     void split(const char * name, int axis, const std::vector<Extents> & segments) {
-        ggml_backend_meta_split_state s;
-        memset(&s, 0, sizeof(s));
+        ggml_backend_meta_split_state s = mirrored();
         s.axis = (ggml_backend_meta_split_axis) axis;
         s.n_segments = (uint32_t) segments.size();
         for (size_t k = 0; k < segments.size(); k++)

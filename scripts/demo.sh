@@ -14,7 +14,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build/shared"
-pin=0.1.146   # build/shared's pin, as scripts/test.sh configures it (ggml 0.9.11)
+pin=0.1.161   # build/shared's pin, as scripts/test.sh configures it (ggml 0.26.0)
 if [[ ! -f "$build/build.ninja" ]]; then
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
         -DGGML_BACKEND_RS_PIN=$pin

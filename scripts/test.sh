@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# The project's test command: builds llama.cpp's ggml + llama with the Rust backend layer spliced
-# in, shared, static, and shared with the backends as run-time modules (GGML_BACKEND_DL), runs
-# the ctests of each, then the crate's own tests.
+# The project's test command. For both supported llama.cpp versions it builds ggml + llama with the
+# Rust backend layer spliced in and runs the ctests, then the crate's own tests:
 #
-#   ./scripts/test.sh              build dirs: build/shared, build/static, build/dl (kept between
-#                                  runs)
-#   ./scripts/test.sh --quick [RE] one tree (build/shared) and its ctests matching the regular
-#                                  expression RE (all when omitted); no static tree, no cargo
-#                                  test: for iterating on a change, not a substitute for the
-#                                  full run
+#   llama.cpp of ggml 0.26.0 (pin llama-cpp-sys-2 0.1.161, the default): every tree — shared
+#     (with the valgrind tests), static, and shared with the backends as run-time modules
+#     (GGML_BACKEND_DL); cargo test links the static tree's libraries.
+#   llama.cpp of ggml 0.9.11 (pin 0.1.146): the shared tree, with its differential, meta and
+#     plugin tests (the static and DL trees exercise no code of ours that differs per version).
 #
-# Each tree names its pin (GGML_BACKEND_RS_PIN, the llama-cpp-sys-2 version whose llama.cpp it
-# builds: 0.1.146 = ggml 0.9.11, 0.1.161 = ggml 0.26.0); for now every tree builds 0.1.146.
-# Environment: LLAMA_CPP_DIR (optional) a llama.cpp tree instead of the pins, for every tree;
-# JOBS (default: nproc).
+# Before the builds: cargo fmt --check and clippy for both versions.
+#
+#   ./scripts/test.sh              build dirs: build/shared, build/static, build/dl (0.26) and
+#                                  build/shared-0.9.11 (kept between runs)
+#   ./scripts/test.sh --quick [RE] one tree (build/shared, or build/shared-0.9.11 with
+#                                  PIN=0.1.146) and its ctests matching the regular expression
+#                                  RE (all when omitted): for iterating on a change, not a
+#                                  substitute for the full run
+#
+# Environment: JOBS (default: nproc); PIN (--quick only); LLAMA_CPP_DIR (optional) a llama.cpp
+# tree of a supported version instead of the pin, for the 0.26 trees (or the quick tree).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,68 +28,71 @@ jobs="${JOBS:-$(nproc)}"
 # subdirectory, ggml-<version>).
 cargo_dir="$root/build/cargo"
 
-# The pins of the trees. build/static reuses build/shared's reference libraries and build/dl
-# compares with build/shared's driver: each must have build/shared's pin.
-pin_shared=0.1.146
-pin_static=$pin_shared
-pin_dl=$pin_shared
+pin_main=0.1.161   # ggml 0.26.0: build/shared, build/static, build/dl
+pin_old=0.1.146    # ggml 0.9.11: build/shared-0.9.11
 
 # LLAMA_CPP_DIR is always passed, empty for "the pin", so a tree configured with a tree before
 # goes back to its pin.
-common=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DGGML_BACKEND_RS_CARGO_TARGET_DIR=$cargo_dir"
-        "-DLLAMA_CPP_DIR=${LLAMA_CPP_DIR:-}")
+common=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DGGML_BACKEND_RS_CARGO_TARGET_DIR=$cargo_dir")
 
-step() { printf '\n==> %s\n' "$*"; }
+step() { printf '\n==> %s (%ds)\n' "$*" "$SECONDS"; }
 SECONDS=0
 
+# tree <dir> <pin> <llama.cpp dir or empty> [cmake args...]: configure, build, ctest.
+tree() {
+    local dir=$1 pin=$2 src=$3; shift 3
+    step "configure + build: $dir (pin $pin${src:+, $src})"
+    cmake -S . -B "$dir" "${common[@]}" "-DGGML_BACKEND_RS_PIN=$pin" "-DLLAMA_CPP_DIR=$src" "$@"
+    cmake --build "$dir" -j "$jobs"
+    step "ctest: $dir${filter[*]:+ (${filter[*]})}"
+    ctest --test-dir "$dir" --output-on-failure -j "$jobs" "${filter[@]}"
+}
+filter=()
+
 if [[ "${1:-}" == "--quick" ]]; then
-    filter=(); [[ -n "${2:-}" ]] && filter=(-R "$2")
-    step "configure + build: shared (quick)"
-    cmake -S . -B build/shared "${common[@]}" -DGGML_BACKEND_RS_PIN=$pin_shared -DBUILD_SHARED_LIBS=ON
-    cmake --build build/shared -j "$jobs"
-    step "ctest: shared ${2:+(matching $2)}"
-    ctest --test-dir build/shared --output-on-failure -j "$jobs" "${filter[@]}"
-    step "quick tests passed (${SECONDS}s)"
+    [[ -n "${2:-}" ]] && filter=(-R "$2")
+    pin="${PIN:-$pin_main}"
+    dir=build/shared
+    [[ "$pin" == "$pin_old" && -z "${LLAMA_CPP_DIR:-}" ]] && dir=build/shared-0.9.11
+    tree "$dir" "$pin" "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=ON
+    step "quick tests passed"
     exit 0
 elif [[ $# -gt 0 ]]; then
     echo "usage: $0 [--quick [REGEX]]" >&2
     exit 2
 fi
 
-# Shared: also builds the pristine reference ggml for the differential tests.
-step "configure + build: shared"
-cmake -S . -B build/shared "${common[@]}" -DGGML_BACKEND_RS_PIN=$pin_shared -DBUILD_SHARED_LIBS=ON \
-    -DGGML_BACKEND_RS_VALGRIND=ON
-cmake --build build/shared -j "$jobs"
-step "ctest: shared"
-ctest --test-dir build/shared --output-on-failure -j "$jobs"
+# Formatting and lints of every crate, for each ggml version's feature.
+step "cargo fmt --check, clippy (both ggml versions)"
+cargo fmt --check
+cargo clippy --all-targets --target-dir build/cargo-clippy -- -D warnings
+cargo clippy --all-targets --target-dir build/cargo-clippy --no-default-features \
+    --features ggml-0-9-11 -- -D warnings
 
-# Static: reuses the shared build's reference libraries instead of building them again.
-step "configure + build: static"
-cmake -S . -B build/static "${common[@]}" -DGGML_BACKEND_RS_PIN=$pin_static -DBUILD_SHARED_LIBS=OFF \
+# 0.26, shared: also builds the pristine reference ggml for the differential tests.
+tree build/shared $pin_main "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_RS_VALGRIND=ON
+
+# 0.26, static: reuses the shared tree's reference libraries instead of building them again.
+tree build/static $pin_main "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=OFF \
     "-DGGML_BACKEND_RS_REFERENCE_LIBDIR=$root/build/shared/ggml-reference/build/bin"
-cmake --build build/static -j "$jobs"
-step "ctest: static"
-ctest --test-dir build/static --output-on-failure -j "$jobs"
 
-# DL: the backends as modules loaded at run time (GGML_BACKEND_DL, every CPU variant), as
+# 0.26, DL: the backends as modules loaded at run time (GGML_BACKEND_DL, every CPU variant), as
 # llama.cpp's release builds ship; compared with upstream's own loader and with the shared
-# (linked) build above. Its reference builds only upstream's libggml-base, libggml and libllama.
-step "configure + build: dl"
+# (linked) tree above. Its reference builds only upstream's libggml-base, libggml and libllama.
 # LLAMA_ALL_WARNINGS=OFF (llama.cpp hands it on as GGML_ALL_WARNINGS): with upstream's -Wall,
 # GCC 12's own AVX-512 headers give some 7 500 "may be used uninitialized" warnings (140 000 log
-# lines) in the AVX-512 variants. It changes warnings only, of upstream's sources (the other
-# trees keep them).
-cmake -S . -B build/dl "${common[@]}" -DGGML_BACKEND_RS_PIN=$pin_dl -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_DL=ON \
+# lines) in the AVX-512 variants. It changes warnings only, of upstream's sources.
+tree build/dl $pin_main "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_DL=ON \
     -DGGML_CPU_ALL_VARIANTS=ON -DLLAMA_ALL_WARNINGS=OFF \
     "-DGGML_BACKEND_RS_LINKED_DRIVER=$root/build/shared/ctests/llama_driver"
-cmake --build build/dl -j "$jobs"
-step "ctest: dl"
-ctest --test-dir build/dl --output-on-failure -j "$jobs"
+
+# 0.9.11, shared: the older ABI's exports, layouts and headers, the scheduler and meta device
+# against its pristine build, its libllama end to end. Valgrind runs on the 0.26 tree only.
+tree build/shared-0.9.11 $pin_old "" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_RS_VALGRIND=OFF
 
 # ---------------------------------------------------------------------------------------------
 # cargo test — the Rust tests link the crate with ggml core and the CPU backend from the static
-# build above. GGML_BACKEND_RS_TEST_LIBS is a ';'-separated list of absolute paths:
+# tree. GGML_BACKEND_RS_TEST_LIBS is a ';'-separated list of absolute paths:
 #   libggml-base.a (ggml core C/C++ only: ggml.c, ggml-alloc.c, gguf.cpp, ...; the backend layer is ours),
 #   libggml.a (ggml_backend_rs_builtin_regs), libggml-cpu.a, then libgomp.so (OpenMP, when the
 #   CPU backend uses it) and libstdc++.so.
@@ -100,8 +108,8 @@ read -ra cargo_features < build/static/cargo-feature-args.txt
 GGML_BACKEND_RS_TEST_LIBS="$(cat build/static/rust-test-libs.txt)" \
     cargo test --release "${cargo_features[@]}" --target-dir "$root/build/cargo-test"
 
-# The committed headers in include/ must be what cbindgen generates from the crate now.
+# The committed headers in include/ggml-<version>/ must be what cbindgen generates now.
 step "generated headers up to date"
 cargo test --release --manifest-path tools/gen-headers/Cargo.toml --target-dir "$root/build/cargo-gen-headers"
 
-step "all tests passed (${SECONDS}s)"
+step "all tests passed"

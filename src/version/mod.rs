@@ -7,13 +7,17 @@
 //! Every version module provides the same names, so the crate compiles against whichever is
 //! selected:
 //!
-//! * identity: `GGML_VERSION`, `GGML_BACKEND_API_VERSION`, `OPS` (the `enum ggml_op` values);
-//! * layouts: `ggml_backend_buffer_type_i` (with `EMPTY` and `META_BUFT_ENTRIES`, the entries
+//! * identity: `GGML_VERSION`, `GGML_BACKEND_API_VERSION`, `OPS` (the `enum ggml_op` values as
+//!   an `OpTable` of the core's ops);
+//! * layouts: `ggml_backend_buffer_type_i` (with `EMPTY`, and `META_BUFT_ENTRIES`, the entries
 //!   only this version's meta buffer type fills), `ggml_backend_dev_caps` (with
-//!   `set_mmap_support`), `ggml_backend_graph_optimize_t`, `ggml_backend_meta_split_state` (with
-//!   `split_from_c` / `split_to_c`), `ggml_cgraph` (with `over_lists`);
-//! * behaviour: `Backend::graph_optimize_with_deps`, `backend_allreduce` (the AllReduce a
-//!   simple backend's registry offers), `SCHED_POLICY` (what its `ggml_backend_sched` does
+//!   `mmap_support` / `set_mmap_support`), `ggml_backend_graph_optimize_t`,
+//!   `ggml_backend_meta_split_state` (with `split_from_c` / `split_to_c`), `ggml_cgraph` (with
+//!   `uid` / `set_uid`, and `next_graph_uid`), and `layout_check`, the compile-time proof of them
+//!   against the C compiler's view of upstream's headers;
+//! * behaviour: `Backend::graph_optimize` (with the allocation dependencies the backend asks
+//!   for), `backend_allreduce` (the AllReduce a simple backend's registry offers),
+//!   `REGISTRATION_IS_IDEMPOTENT`, `SCHED_POLICY` (what its `ggml_backend_sched` does
 //!   differently, as data: `crate::sched::Policy`);
 //! * the functions only this version exports.
 //!
