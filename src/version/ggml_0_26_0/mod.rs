@@ -227,6 +227,7 @@ pub fn next_graph_uid() -> u64 {
 // ---------------------------------------------------------------------------------------
 
 /// Registering a backend or device that is already registered does nothing.
+/// cbindgen:ignore
 pub const REGISTRATION_IS_IDEMPOTENT: bool = true;
 
 impl Backend {

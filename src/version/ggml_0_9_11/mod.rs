@@ -184,6 +184,7 @@ pub fn next_graph_uid() -> u64 {
 // ---------------------------------------------------------------------------------------
 
 /// Registering a backend or device again adds it again.
+/// cbindgen:ignore
 pub const REGISTRATION_IS_IDEMPOTENT: bool = false;
 
 impl Backend {
