@@ -123,4 +123,15 @@ inline llama_context_params context_params(int n_ctx, int n_batch, int n_ubatch,
     return cp;
 }
 
+// The ggml type named `name` (ggml_type_name: f16, q8_0, ...) for --cache-type-k/-v; exits
+// with a message for an unknown name.
+inline ggml_type parse_type(const char * prog, const char * name, const char * flag) {
+    for (int t = 0; t < GGML_TYPE_COUNT; t++) {
+        const char * n = ggml_type_name((ggml_type) t);
+        if (n && strcmp(n, name) == 0 && ggml_type_size((ggml_type) t) > 0) return (ggml_type) t;
+    }
+    fprintf(stderr, "%s: %s: unknown ggml type '%s'\n", prog, flag, name);
+    exit(1);
+}
+
 } // namespace llama_cli

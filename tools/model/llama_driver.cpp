@@ -83,6 +83,8 @@ struct Opts {
     int threads = 2;
     std::string flash_attn = "auto";
     bool no_mmap = false;
+    ggml_type cache_type_k = GGML_TYPE_F16;  // libllama's defaults
+    ggml_type cache_type_v = GGML_TYPE_F16;
     bool all_logits = false;
     std::string logits_out;
     bool stop_eog = false;
@@ -98,7 +100,8 @@ void usage() {
         "usage: llama_driver --model PATH [--split-mode none|layer|row|tensor] [--devices LIST]\n"
         "                    [--main-gpu I] [--tensor-split F,F,..] [--n-gpu-layers N] [--prompt TEXT]\n"
         "                    [--n-predict N] [--n-ctx N] [--n-batch N] [--n-ubatch N] [--threads N]\n"
-        "                    [--flash-attn on|off|auto] [--no-mmap] [--all-logits] [--logits-out FILE]\n"
+        "                    [--flash-attn on|off|auto] [--no-mmap] [--cache-type-k T] [--cache-type-v T]\n"
+        "                    [--all-logits] [--logits-out FILE]\n"
         "                    [--stop-eog] [--load-all-backends] [--verbose] [--seed N]\n");
 }
 
@@ -199,6 +202,8 @@ int main(int argc, char ** argv) {
         else if (a == "--threads" || a == "-t") o.threads = parse_int(need(), "--threads");
         else if (a == "--flash-attn")           o.flash_attn = need();
         else if (a == "--no-mmap")              o.no_mmap = true;
+        else if (a == "--cache-type-k")         o.cache_type_k = llama_cli::parse_type("llama_driver", need(), "--cache-type-k");
+        else if (a == "--cache-type-v")         o.cache_type_v = llama_cli::parse_type("llama_driver", need(), "--cache-type-v");
         else if (a == "--all-logits")           o.all_logits = true;
         else if (a == "--logits-out")           o.logits_out = need();
         else if (a == "--stop-eog")             o.stop_eog = true;
@@ -286,7 +291,9 @@ int main(int argc, char ** argv) {
     const double t_load1 = now_ms();
     if (!model) { fprintf(stderr, "llama_driver: failed to load model %s\n", o.model.c_str()); return 1; }
 
-    const llama_context_params cp = llama_cli::context_params(o.n_ctx, o.n_batch, o.n_ubatch, o.threads, fa);
+    llama_context_params cp = llama_cli::context_params(o.n_ctx, o.n_batch, o.n_ubatch, o.threads, fa);
+    cp.type_k = o.cache_type_k;
+    cp.type_v = o.cache_type_v;
     llama_context * ctx = llama_init_from_model(model, cp);
     const double t_ctx1 = now_ms();
     if (!ctx) { fprintf(stderr, "llama_driver: failed to create context\n"); llama_model_free(model); return 1; }

@@ -387,10 +387,33 @@ pub fn map_view(
     if !base.is_contiguous() {
         return Err(RuleError::ViewSourceNotContiguous);
     }
-    let chunk = base.bytes(d.axis, base.ne[d.axis])?;
+    let whole = map_view_in_periods(base, d, v, offs, n);
+    // A split whose segments repeat (a reshape that merged the split dimension with the
+    // ones above it: every token's heads) is also read one period at a time, as if the
+    // repeats were a dimension of their own, so that a view can take that dimension apart
+    // again. Tried second: it places values alike, but may pick another walking dimension.
+    let period = d.period();
+    if whole.is_err() && period < d.n_segments() {
+        if let Ok(mapped) = map_view_in_periods(base, &d.first_segments(period), v, offs, n) {
+            return Ok(mapped);
+        }
+    }
+    whole
+}
+
+/// [`map_view`] over a source whose split dimension is read in chunks that `d` splits: the
+/// whole dimension, or one period of a repeating split (the repeats are further chunks).
+fn map_view_in_periods(
+    base: &Layout,
+    d: &DimSplit,
+    v: &Layout,
+    offs: usize,
+    n: usize,
+) -> Result<(Split, Vec<DeviceLayout>), RuleError> {
+    let chunk = base.bytes(d.axis, d.total())?.max(1);
     let chunk_of = |j: usize| base.bytes(d.axis, d.extent(j));
-    let c0 = offs / chunk.max(1);
-    let w = offs % chunk.max(1);
+    let c0 = offs / chunk;
+    let w = offs % chunk;
 
     // The view's dimension with the largest stride below one chunk walks the split dimension.
     let e = (0..4)
@@ -439,48 +462,58 @@ pub fn map_view(
     // the view reaches. A device may hold several pieces (a view over all the segments of a
     // fused projection); they must follow each other in the device's slice, so that the
     // device's part of the view is one strided run there.
+    // A walking dimension may run on past the chunk it starts in (a reshape that merges the
+    // split dimension with the one above it): chunk `k` from there holds the rows whose first
+    // byte falls in it, placed as in the first, `k` device chunks further.
     let mut pieces: Vec<Piece> = Vec::new();
     let mut end_of = vec![None::<usize>; n]; // byte after the last row placed on device j
-    for iv in d.intervals() {
-        let hb = base.bytes(d.axis, iv.host_start)?;
-        let he = base.bytes(d.axis, iv.host_start + iv.len)?;
-        let db = base.bytes(d.axis, iv.dev_start)?;
-        // rows i (0..rows) whose first byte w + i*step falls in [hb, he)
-        let row_of = |b: usize| -> i64 {
-            if b <= w {
-                0
-            } else if step == usize::MAX {
-                1
-            } else {
-                (b - w).div_ceil(step) as i64
-            }
-        };
-        let lo = row_of(hb).min(rows);
-        let hi = row_of(he).min(rows);
-        // a slice boundary must not cut a row: it lies at a row's start or between rows
-        for b in [hb, he] {
-            if b > w && step != usize::MAX {
-                let (row, into) = ((b - w) / step, (b - w) % step);
-                if (row as i64) < rows && into != 0 && into < span {
-                    return Err(RuleError::BoundaryInsideRow { byte: b });
+    let last_byte = match step {
+        usize::MAX => w,
+        _ => w + (rows.max(1) as usize - 1) * step,
+    };
+    let intervals = d.intervals();
+    for k in 0..=last_byte / chunk {
+        for iv in &intervals {
+            let hb = k * chunk + base.bytes(d.axis, iv.host_start)?;
+            let he = k * chunk + base.bytes(d.axis, iv.host_start + iv.len)?;
+            let db = base.bytes(d.axis, iv.dev_start)?;
+            // rows i (0..rows) whose first byte w + i*step falls in [hb, he)
+            let row_of = |b: usize| -> i64 {
+                if b <= w {
+                    0
+                } else if step == usize::MAX {
+                    1
+                } else {
+                    (b - w).div_ceil(step) as i64
+                }
+            };
+            let lo = row_of(hb).min(rows);
+            let hi = row_of(he).min(rows);
+            // a slice boundary must not cut a row: it lies at a row's start or between rows
+            for b in [hb, he] {
+                if b > w && step != usize::MAX {
+                    let (row, into) = ((b - w) / step, (b - w) % step);
+                    if (row as i64) < rows && into != 0 && into < span {
+                        return Err(RuleError::BoundaryInsideRow { byte: b });
+                    }
                 }
             }
+            if lo >= hi {
+                continue;
+            }
+            let j = iv.device;
+            let row_step = if step == usize::MAX { 0 } else { step };
+            let dev_byte = k * chunk_of(j)? + db + (w + lo as usize * row_step - hb);
+            if end_of[j].is_some_and(|end| end != dev_byte) {
+                return Err(RuleError::ViewTwoPieces);
+            }
+            end_of[j] = Some(dev_byte + (hi - lo) as usize * row_step);
+            pieces.push(Piece {
+                device: j,
+                rows: hi - lo,
+                dev_byte,
+            });
         }
-        if lo >= hi {
-            continue;
-        }
-        let j = iv.device;
-        let row_step = if step == usize::MAX { 0 } else { step };
-        let dev_byte = db + (w + lo as usize * row_step - hb);
-        if end_of[j].is_some_and(|end| end != dev_byte) {
-            return Err(RuleError::ViewTwoPieces);
-        }
-        end_of[j] = Some(dev_byte + (hi - lo) as usize * row_step);
-        pieces.push(Piece {
-            device: j,
-            rows: hi - lo,
-            dev_byte,
-        });
     }
     let mut extents = vec![0i64; n];
     let mut first_byte = vec![None::<usize>; n];
@@ -1378,18 +1411,52 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn two_pieces_apart_on_one_device_are_refused() {
-        // q and v0 without k: device 0's pieces have its k piece between them
+    fn pieces_apart_on_one_device_are_read_one_period_at_a_time() {
+        // q and v0 without k: device 0's pieces have its k piece between them, so they are
+        // not one run of its slice; but the segments repeat, and per period (4 channels,
+        // 2 per device) the view takes device 0's part of periods 0 and 2: a strided view
         let base = f32_layout([16, 1, 1, 1]);
         let gap = Layout {
             ne: [2, 2, 1, 1],
             nb: [4, 32, 64, 64],
             blck: 1,
         };
+        let (s, l) = map_view(&base, &fused(), &gap, 0, 2).unwrap();
+        assert_eq!(s, Split::dim(0, vec![2, 0]));
         assert_eq!(
-            map_view(&base, &fused(), &gap, 0, 2),
+            (l[0].ne, l[0].nb, l[0].offs),
+            ([2, 2, 1, 1], [4, 16, 32, 32], 0)
+        );
+        // without repeats there is no period to read by: refused
+        let uneven = Split::Dim(DimSplit {
+            axis: 0,
+            n: 2,
+            ne: vec![2, 2, 2, 2, 2, 2, 3, 1],
+        });
+        assert_eq!(
+            map_view(&base, &uneven, &gap, 0, 2),
             Err(RuleError::ViewTwoPieces)
         );
+    }
+
+    #[test]
+    fn heads_merged_with_tokens_and_taken_apart_again() {
+        // q [16 per head, 4 heads, 3 tokens] split by heads {2, 2}, reshaped to [16, 12] (a
+        // rotation of every head's row, libllama 0.26 with a quantized KV cache): each token's
+        // heads are a segment, every device holds its heads of every token in order
+        let q = [16, 4, 3, 1];
+        let heads = Split::dim(1, vec![2, 2]);
+        let merged = map_reshape(q, &heads, [16, 12, 1, 1], 2).unwrap();
+        let d = merged.as_dim().unwrap();
+        assert_eq!((d.axis, d.n_segments(), d.extents()), (1, 3, vec![6, 6]));
+        assert_eq!(d.period(), 1);
+        let (_, l) = map_view(&f32_layout(q), &heads, &f32_layout([16, 12, 1, 1]), 0, 2).unwrap();
+        assert_eq!((l[1].ne, l[1].nb), ([16, 6, 1, 1], [4, 64, 384, 384]));
+        // and back to [16, 4, 3]: split by heads again, each device's rows per token
+        let back = map_reshape([16, 12, 1, 1], &merged, q, 2).unwrap();
+        assert!(back.same_as(&heads));
+        let (_, l) = map_view(&f32_layout([16, 12, 1, 1]), &merged, &f32_layout(q), 0, 2).unwrap();
+        assert_eq!((l[0].ne, l[0].nb), ([16, 2, 3, 1], [4, 64, 128, 384]));
     }
 
     #[test]

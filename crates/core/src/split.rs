@@ -64,6 +64,26 @@ impl DimSplit {
         self.ne.len() / self.n.max(1)
     }
 
+    /// The fewest leading segments that the split repeats to the end (all of them when it
+    /// does not repeat): `ne` is those segments' extents, `n_segments / period` times.
+    pub fn period(&self) -> usize {
+        let segs = self.n_segments();
+        let n = self.n.max(1);
+        (1..=segs)
+            .filter(|p| segs % p == 0)
+            .find(|&p| self.ne.chunks(p * n).all(|c| c == &self.ne[..p * n]))
+            .unwrap_or(segs)
+    }
+
+    /// The first `segments` segments, on their own.
+    pub fn first_segments(&self, segments: usize) -> DimSplit {
+        DimSplit {
+            axis: self.axis,
+            n: self.n,
+            ne: self.ne[..segments * self.n.max(1)].to_vec(),
+        }
+    }
+
     /// Indices of the split dimension that device `j` holds, over all segments.
     pub fn extent(&self, j: usize) -> i64 {
         (0..self.n_segments())

@@ -330,8 +330,31 @@ fn check_accepted_view(
 /// elements, 1 to 8 apart) and offset, inside the tensor: rows that start inside a step, steps
 /// wider than rows, dimensions that walk the split dimension at other strides than the base's.
 fn strided_view() -> impl Strategy<Value = (Layout, DimSplit, Layout, usize)> {
+    strided_view_of(dim_split_any)
+}
+
+/// Like [`strided_view`], over splits whose segments repeat 2 or 3 times (a split dimension
+/// merged with the one above it): views that are read one period at a time.
+fn strided_view_of_repeats() -> impl Strategy<Value = (Layout, DimSplit, Layout, usize)> {
+    strided_view_of(|axis| {
+        (dim_split(axis, 1), 2usize..=3)
+            .prop_map(|(d, r)| DimSplit {
+                ne: d.ne.repeat(r),
+                ..d
+            })
+            .boxed()
+    })
+}
+
+fn dim_split_any(axis: usize) -> BoxedStrategy<DimSplit> {
+    dim_split(axis, 1).boxed()
+}
+
+fn strided_view_of(
+    split: fn(usize) -> BoxedStrategy<DimSplit>,
+) -> impl Strategy<Value = (Layout, DimSplit, Layout, usize)> {
     (0usize..4, proptest::array::uniform4(1i64..=4))
-        .prop_flat_map(|(axis, dims)| dim_split(axis, 1).prop_map(move |d| (axis, dims, d)))
+        .prop_flat_map(move |(axis, dims)| split(axis).prop_map(move |d| (axis, dims, d)))
         .prop_filter("a non-empty base", |(_, _, d)| d.total() > 0)
         .prop_flat_map(|(axis, dims, d)| {
             let mut ne = dims;
@@ -377,6 +400,13 @@ proptest! {
 
     #[test]
     fn accepted_strided_views_address_every_element((base, d, v, offs) in strided_view()) {
+        check_accepted_view(&base, &d, &v, offs)?;
+    }
+
+    #[test]
+    fn accepted_views_of_repeating_splits_address_every_element(
+        (base, d, v, offs) in strided_view_of_repeats()
+    ) {
         check_accepted_view(&base, &d, &v, offs)?;
     }
 }
