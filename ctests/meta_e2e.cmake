@@ -378,7 +378,8 @@ endif()
 # mirrored matrix) before they are cached. Heads of 64 (quantized blocks of 32 need whole ones).
 # Over CPU×2 and two test devices against one CPU with the same cache types: the same tokens,
 # and the logits within TOL 1e-4 as for the other f32 models (partial sums added in another
-# order; measured rel L2 1.4e-7 for q8_0 and q4_0 over CPU×2).
+# order; measured rel L2 1.4e-7 for q8_0 and q4_0 over CPU×2), and bit-identical to upstream
+# 0.26's meta backend over the test devices.
 if(NOT GGML_BACKEND_RS_GGML_VERSION VERSION_LESS 0.26)
     set(kvq_gguf "${model_dir}/kvq-f32.gguf")
     add_test(NAME model/kvq-f32 COMMAND write_model --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2
@@ -405,6 +406,17 @@ if(NOT GGML_BACKEND_RS_GGML_VERSION VERSION_LESS 0.26)
             set_tests_properties(${test} PROPERTIES FIXTURES_REQUIRED model_kvq-f32
                 ENVIRONMENT "${meta_testgpu_get_rows}")
         endforeach()
+        # against upstream 0.26's meta backend over the test devices: bit-identical
+        if(TARGET llama_driver_ref)
+            set(test differential/meta/kvq-f32/k_${type_k}_v_${type_v}/tgpu2)
+            add_test(NAME ${test} COMMAND "${CMAKE_COMMAND}"
+                -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "DRIVER_B=$<TARGET_FILE:llama_driver_ref>"
+                -D "ARGS_A=${common};--split-mode;tensor;--test-device;--devices;TESTGPU0,TESTGPU1"
+                -D "COMPARE=$<TARGET_FILE:compare_logits>" -D TOL=0
+                -D "WORK_DIR=${model_dir}/meta-kvq-${type_k}-${type_v}-diff" -P "${run}")
+            set_tests_properties(${test} PROPERTIES FIXTURES_REQUIRED model_kvq-f32
+                ENVIRONMENT "${meta_testgpu_get_rows}")
+        endif()
     endforeach()
 endif()
 
