@@ -181,14 +181,17 @@ impl Sched {
                 node_ids.push(backend as c_int);
                 self.nodes.push(input_cpy.as_ptr());
             }
-            let n_split_deps = n_dep_nodes;
+            let mut kept = kept_until(&deps);
             for j in start..end {
                 let node = graph.node(j);
                 node_ids.push(self.backend_id(node).map_or(-1, |b| b as c_int));
                 self.nodes.push(node.as_ptr());
                 // Tensors the backend reads out of order stay allocated until `node` has run:
                 // nodes that use them, right after it.
-                let keep = kept_until(&deps, node);
+                let Some(at) = kept.iter().position(|(until, _)| *until == node) else {
+                    continue;
+                };
+                let (_, keep) = kept.swap_remove(at);
                 for group in keep.chunks(GGML_MAX_SRC) {
                     n_dep_nodes += 1;
                     // SAFETY: our context has room (sized for a graph's worth of tensors, as
@@ -204,7 +207,7 @@ impl Sched {
                 }
             }
             ggml_assert!(
-                n_dep_nodes - n_split_deps == dep_nodes(&deps),
+                kept.is_empty(),
                 "ggml_backend_sched: {} asked to keep a tensor until a node not in its split",
                 self.backends[backend].name_string()
             );
@@ -319,30 +322,24 @@ fn fmt_size(size: usize) -> String {
     }
 }
 
-/// How many dependency nodes `deps` needs: one per `GGML_MAX_SRC` tensors kept until the
-/// same node.
-fn dep_nodes(deps: &[AllocDep]) -> usize {
-    let mut untils: Vec<Tensor> = Vec::new();
+/// The tensors a backend asked to keep allocated, by the node they must outlive: each node
+/// once, each tensor once for it, in the order asked.
+fn kept_until(deps: &[AllocDep]) -> Vec<(Tensor, Vec<Tensor>)> {
+    let mut kept: Vec<(Tensor, Vec<Tensor>)> = Vec::new();
     for d in deps {
-        if !untils.contains(&d.until) {
-            untils.push(d.until);
-        }
-    }
-    untils
-        .iter()
-        .map(|&u| kept_until(deps, u).len().div_ceil(GGML_MAX_SRC))
-        .sum()
-}
-
-/// The tensors a backend asked to keep allocated until `node`, each once, in the order asked.
-fn kept_until(deps: &[AllocDep], node: Tensor) -> Vec<Tensor> {
-    let mut keep: Vec<Tensor> = Vec::new();
-    for d in deps.iter().filter(|d| d.until == node) {
+        let at = match kept.iter().position(|(until, _)| *until == d.until) {
+            Some(at) => at,
+            None => {
+                kept.push((d.until, Vec::new()));
+                kept.len() - 1
+            }
+        };
+        let keep = &mut kept[at].1;
         if !keep.contains(&d.tensor) {
             keep.push(d.tensor);
         }
     }
-    keep
+    kept
 }
 
 /// Writes `ids` at the start of `dst`, growing it (zero-filled) but never shrinking it: the
