@@ -45,6 +45,11 @@
 #                                         libllama's callback, is refused when the context is made
 #   meta/e2e/qwen35-f32/tgpu2_cpu_ops_fails_at_context  a split the meta backend cannot do is
 #                                         reported when the context is created: exit 1, no signal
+#   meta/allreduce/<model>/<cfg>_vs_cpu   the simple backends' own AllReduce (0.26: the comm API;
+#                                         0.9.11: ggml_backend_allreduce_tensor), offered by the
+#                                         test devices' registry, reduces every cut, or declines
+#                                         every one and the meta backend reduces them itself
+#   differential/meta/allreduce/<model>/<cfg>  the same, this library vs upstream's meta backend
 #   meta/e2e/fa_off_fails                 tensor mode with --flash-attn off: libllama refuses the
 #                                         context; both builds exit 1 with its message, no signal
 #
@@ -380,11 +385,13 @@ endif()
 # and the logits within TOL 1e-4 as for the other f32 models (partial sums added in another
 # order; measured rel L2 1.4e-7 for q8_0 and q4_0 over CPU×2), and bit-identical to upstream
 # 0.26's meta backend over the test devices.
+# (The model, heads of 64 and an FFN that every device gets rows of, serves the backend AllReduce
+# tests below too, on both versions.)
+set(kvq_gguf "${model_dir}/kvq-f32.gguf")
+add_test(NAME model/kvq-f32 COMMAND write_model --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2
+    --n-ff 256 --n-vocab 300 --type f32 --seed 3 --out "${kvq_gguf}")
+set_tests_properties(model/kvq-f32 PROPERTIES FIXTURES_SETUP model_kvq-f32)
 if(NOT GGML_BACKEND_RS_GGML_VERSION VERSION_LESS 0.26)
-    set(kvq_gguf "${model_dir}/kvq-f32.gguf")
-    add_test(NAME model/kvq-f32 COMMAND write_model --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2
-        --n-ff 256 --n-vocab 300 --type f32 --seed 3 --out "${kvq_gguf}")
-    set_tests_properties(model/kvq-f32 PROPERTIES FIXTURES_SETUP model_kvq-f32)
     foreach(kv "q8_0|q8_0" "q4_0|q4_0" "q8_0|f16" "f16|q4_0")
         string(REPLACE "|" ";" kv_parts "${kv}")
         list(GET kv_parts 0 type_k)
@@ -480,3 +487,60 @@ if(TARGET ggml_ref::llama)
     list(APPEND threads_tests meta/long/none_upstream)
 endif()
 set_tests_properties(${threads_tests} PROPERTIES FIXTURES_REQUIRED model_tiny-gqa-f32)
+
+# The simple backends' own AllReduce: GGML_BACKEND_RS_TESTGPU_ALLREDUCE=1 makes the test devices'
+# registry offer it as the version defines it (0.26: ggml_backend_comm_init / _free /
+# _allreduce_tensor; 0.9.11: ggml_backend_allreduce_tensor), summing f32 partials in device order
+# on the host; =decline declines every call, so the meta backend must reduce each cut another way
+# (the copies path). The driver's exit line ("TESTGPU AllReduce: <n> reduced, <m> declined") shows
+# which path ran. The same tokens as one CPU (TOL as for the model above); GGML_META_ALLREDUCE=comm
+# (tgpu3) forces the path by its 0.26 name.
+# Against upstream's meta backend (differential, bit-identical: both hand the same partials to the
+# same entry point) only where no device holds an empty slice: upstream zeroes the partial of a
+# device whose slice is empty only on its own fallback path, so a backend AllReduce adds that
+# device's stale memory (tiny-gqa-f32: libllama gives TESTGPU0 no FFN rows at n_ff 128; kvq-f32
+# over three devices: two KV heads) and upstream decodes other tokens than one CPU there.
+set(allreduce_used "TESTGPU AllReduce: [1-9][0-9]* reduced, 0 declined")
+set(allreduce_declined "TESTGPU AllReduce: 0 reduced, [1-9][0-9]* declined")
+# model|configuration|devices|GGML_BACKEND_RS_TESTGPU_ALLREDUCE|TOL|differential against upstream
+foreach(entry
+        "tiny-gqa-f32|tgpu2|TESTGPU0,TESTGPU1|1|1e-4|"
+        "tiny-moe-f32|tgpu2|TESTGPU0,TESTGPU1|1|1e-4|"
+        "kvq-f32|tgpu2|TESTGPU0,TESTGPU1|1|1e-4|diff"
+        "kvq-f32|tgpu3|TESTGPU0,TESTGPU1,TESTGPU2|1|1e-4|"
+        "tiny-gqa-f32|tgpu2_declined|TESTGPU0,TESTGPU1|decline|1e-4|diff")
+    string(REPLACE "|" ";" parts "${entry} ")
+    list(GET parts 0 model)
+    list(GET parts 1 cfg)
+    list(GET parts 2 devices)
+    list(GET parts 3 mode)
+    list(GET parts 4 tol)
+    list(GET parts 5 diff)
+    string(STRIP "${diff}" diff)
+    set(expect "${allreduce_used}")
+    if(mode STREQUAL "decline")
+        set(expect "${allreduce_declined}")
+    endif()
+    set(env "${meta_testgpu4};GGML_BACKEND_RS_TESTGPU_ALLREDUCE=${mode}")
+    if(cfg STREQUAL "tgpu3")
+        list(APPEND env "GGML_META_ALLREDUCE=comm")
+    endif()
+    set(common --model "${model_dir}/${model}.gguf" --flash-attn on --threads 2 --n-predict 12)
+    set(tp_args ${common} --split-mode tensor --test-device --devices ${devices})
+    set(test meta/allreduce/${model}/${cfg}_vs_cpu)
+    add_test(NAME ${test} COMMAND "${CMAKE_COMMAND}"
+        -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "ARGS_A=${common};--split-mode;none;--devices;CPU"
+        -D "ARGS_B=${tp_args}" -D "EXPECT_B=${expect}"
+        -D "COMPARE=$<TARGET_FILE:compare_logits>" -D "TOL=${tol}"
+        -D "WORK_DIR=${model_dir}/meta-allreduce-${model}-${cfg}" -P "${run}")
+    set_tests_properties(${test} PROPERTIES FIXTURES_REQUIRED model_${model} ENVIRONMENT "${env}")
+    if(TARGET llama_driver_ref AND diff STREQUAL "diff")
+        set(test differential/meta/allreduce/${model}/${cfg})
+        add_test(NAME ${test} COMMAND "${CMAKE_COMMAND}"
+            -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "DRIVER_B=$<TARGET_FILE:llama_driver_ref>"
+            -D "ARGS_A=${tp_args}" -D "EXPECT_A=${expect}" -D "EXPECT_B=${expect}"
+            -D "COMPARE=$<TARGET_FILE:compare_logits>" -D TOL=0
+            -D "WORK_DIR=${model_dir}/meta-allreduce-${model}-${cfg}-diff" -P "${run}")
+        set_tests_properties(${test} PROPERTIES FIXTURES_REQUIRED model_${model} ENVIRONMENT "${env}")
+    endif()
+endforeach()

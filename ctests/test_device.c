@@ -14,7 +14,9 @@
 // GGML_BACKEND_RS_TESTGPU_GET_ROWS=1, both with GGML_BACKEND_RS_TESTGPU_ALL_OPS=1), so graphs
 // that use them are split between a TESTGPU and the CPU.
 // GGML_BACKEND_RS_TESTGPU_NO_FLASH_ATTN=1 refuses GGML_OP_FLASH_ATTN_EXT as well (as CUDA
-// does for head sizes it has no kernel for). Two devices with async + events make libllama enable pipeline
+// does for head sizes it has no kernel for). GGML_BACKEND_RS_TESTGPU_ALLREDUCE=1 (or =decline)
+// makes the registry offer the backend AllReduce of the ggml version (see "the backend's own
+// AllReduce" below). Two devices with async + events make libllama enable pipeline
 // parallelism (scheduler n_copies > 1) for a layer split over both.
 
 #include "test_device.h"
@@ -22,6 +24,7 @@
 #include "ggml-backend-impl.h"
 #include "ggml-cpu.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -353,10 +356,91 @@ static bool tr_dev_reads_peer(ggml_backend_dev_t dev, ggml_backend_dev_t peer) {
     (void) dev; (void) peer;
     return true;
 }
+// --- the backend's own AllReduce -----------------------------------------------------------
+//
+// GGML_BACKEND_RS_TESTGPU_ALLREDUCE=1 makes the registry offer an AllReduce as ggml's version
+// defines it (0.9.11: ggml_backend_allreduce_tensor; 0.26: the communicator,
+// ggml_backend_comm_init / _free / _allreduce_tensor): contiguous f32 tensors of the test
+// devices are summed in device order into every device's tensor, anything else is declined (as
+// CUDA's declines what it does not reduce). =decline declines every call. The process prints
+// "TESTGPU AllReduce: <n> reduced, <m> declined" when it exits, so tests see which path ran.
+
+static size_t allreduce_done, allreduce_declined;
+
+static void allreduce_report(void) {
+    fprintf(stderr, "TESTGPU AllReduce: %zu reduced, %zu declined\n",
+            __atomic_load_n(&allreduce_done, __ATOMIC_RELAXED),
+            __atomic_load_n(&allreduce_declined, __ATOMIC_RELAXED));
+}
+
+static const char * allreduce_mode(void) {
+    static int reported = 0;
+    const char * e = getenv("GGML_BACKEND_RS_TESTGPU_ALLREDUCE");
+    if (e && !__atomic_exchange_n(&reported, 1, __ATOMIC_RELAXED)) {
+        atexit(allreduce_report);
+    }
+    return e;
+}
+
+static bool testgpu_allreduce(ggml_backend_t * backends, struct ggml_tensor ** tensors, size_t n) {
+    const char * mode = allreduce_mode();
+    bool ok = mode && strcmp(mode, "1") == 0 && n > 0;
+    for (size_t j = 0; ok && j < n; j++) {
+        ok = backends[j]->iface.get_name == tb_name && tensors[j]->type == GGML_TYPE_F32 &&
+             ggml_is_contiguous(tensors[j]) && ggml_nelements(tensors[j]) == ggml_nelements(tensors[0]);
+    }
+    if (!ok) {
+        __atomic_fetch_add(&allreduce_declined, 1, __ATOMIC_RELAXED);
+        return false;
+    }
+    const int64_t ne = ggml_nelements(tensors[0]);
+    for (int64_t i = 0; i < ne; i++) {
+        float sum = ((const float *) tensors[0]->data)[i];
+        for (size_t j = 1; j < n; j++) {
+            sum += ((const float *) tensors[j]->data)[i];
+        }
+        for (size_t j = 0; j < n; j++) {
+            ((float *) tensors[j]->data)[i] = sum;
+        }
+    }
+    __atomic_fetch_add(&allreduce_done, 1, __ATOMIC_RELAXED);
+    return true;
+}
+
+#if GGML_BACKEND_API_VERSION >= 3
+struct testgpu_comm {
+    size_t n;
+    ggml_backend_t backends[TESTGPU_COUNT];
+};
+static void * testgpu_comm_init(ggml_backend_t * backends, size_t n) {
+    if (!allreduce_mode() || n > TESTGPU_COUNT) {
+        return NULL;
+    }
+    struct testgpu_comm * c = (struct testgpu_comm *) calloc(1, sizeof(*c));
+    c->n = n;
+    memcpy(c->backends, backends, n * sizeof(*backends));
+    return c;
+}
+static void testgpu_comm_free(void * ctx) { free(ctx); }
+static bool testgpu_comm_allreduce(void * ctx, struct ggml_tensor ** tensors) {
+    struct testgpu_comm * c = (struct testgpu_comm *) ctx;
+    return testgpu_allreduce(c->backends, tensors, c->n);
+}
+#endif
+
 static void * tr_proc(ggml_backend_reg_t r, const char * name) {
     (void) r;
     if (strcmp(name, "ggml_backend_rs_dev_reads_peer") == 0) {
         return (void *) tr_dev_reads_peer;
+    }
+    if (getenv("GGML_BACKEND_RS_TESTGPU_ALLREDUCE")) {
+#if GGML_BACKEND_API_VERSION >= 3
+        if (strcmp(name, "ggml_backend_comm_init") == 0) return (void *) testgpu_comm_init;
+        if (strcmp(name, "ggml_backend_comm_free") == 0) return (void *) testgpu_comm_free;
+        if (strcmp(name, "ggml_backend_comm_allreduce_tensor") == 0) return (void *) testgpu_comm_allreduce;
+#else
+        if (strcmp(name, "ggml_backend_allreduce_tensor") == 0) return (void *) testgpu_allreduce;
+#endif
     }
     return NULL;
 }

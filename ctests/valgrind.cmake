@@ -60,11 +60,17 @@ ggml_backend_rs_valgrind(llama/tgpu2_no_fa "$<TARGET_FILE:llama_driver>" ${vg_de
     --devices TESTGPU0,TESTGPU1)
 set_tests_properties(valgrind/llama/tgpu2_no_fa PROPERTIES ENVIRONMENT
     "GGML_BACKEND_RS_TESTGPU_GET_ROWS=1;GGML_BACKEND_RS_TESTGPU_NO_FLASH_ATTN=1")
+# the test devices' own AllReduce (0.26: a communicator, freed with the meta backend)
+ggml_backend_rs_valgrind(llama/tgpu2_allreduce "$<TARGET_FILE:llama_driver>" ${vg_decode} --test-device
+    --devices TESTGPU0,TESTGPU1)
+set_tests_properties(valgrind/llama/tgpu2_allreduce PROPERTIES ENVIRONMENT
+    "GGML_BACKEND_RS_TESTGPU_GET_ROWS=1;GGML_BACKEND_RS_TESTGPU_ALLREDUCE=1")
 ggml_backend_rs_valgrind(llama/qwen35_cpu2 "$<TARGET_FILE:llama_driver>" --model
     "${model_dir}/qwen35-f32.gguf" --flash-attn on --threads 2 --n-predict 4 --split-mode tensor
     --devices CPU,CPU)
 set_tests_properties(valgrind/llama/qwen35_cpu2 PROPERTIES FIXTURES_REQUIRED model_qwen35-f32)
-set(vg_tests valgrind/llama/cpu2 valgrind/llama/tgpu2 valgrind/llama/tgpu2_no_fa)
+set(vg_tests valgrind/llama/cpu2 valgrind/llama/tgpu2 valgrind/llama/tgpu2_no_fa
+    valgrind/llama/tgpu2_allreduce)
 if(TARGET ggml-backend-rs-tp AND TARGET llama_driver_ref)
     ggml_backend_rs_valgrind(plugin/cpu2 "$<TARGET_FILE:llama_driver_ref>" --model "${vg_model}"
         --threads 2 --n-predict 4 --load-all-backends --devices TP0)

@@ -2,10 +2,11 @@
 //! tensor; afterwards every device holds the total, with the same bits everywhere.
 //!
 //! Four paths, chosen per cut when a graph plan is built ([`Reducer::choose`]):
-//! * **backend**: the simple backend's own `ggml_backend_allreduce_tensor` (CUDA with NCCL);
-//!   if it declines at run time (the pinned CUDA backend offers the entry point without NCCL
-//!   too), later plans do not choose it, and the cut runs our CUDA kernel where it can, else
-//!   the copies path;
+//! * **backend**: the simple backends' own AllReduce, as the ggml version offers it
+//!   ([`BackendAllReduce`]: 0.9.11's `ggml_backend_allreduce_tensor`, 0.26's communicator,
+//!   `ggml_backend_comm_*`; CUDA's use NCCL or, on 0.26, its internal kernel); where it declines
+//!   a cut (a CUDA build without NCCL, a type it does not reduce), that cut runs our CUDA kernel
+//!   where it can, else the copies path, and the plan does not ask again for it;
 //! * **own**: our CUDA kernels ([`super::cuda`]), for contiguous f32 tensors on CUDA devices;
 //!   preferred at decode sizes, where NCCL's latency dominates;
 //! * **copies**: any backend — asynchronous copies between devices and in-place adds, staged as
@@ -14,9 +15,9 @@
 //!   plan-owned slots and every device adds all of them, read in place, into its own target
 //!   ([`DirectPlan`]); for devices that compute on each other's memory.
 //!
-//! `GGML_META_ALLREDUCE=backend|own|copies|direct` forces a path (for measurement; an unavailable
-//! path falls back to copies). `GGML_META_NO_BACKEND_ALLREDUCE=1` (older switch) means: not
-//! the backend's.
+//! `GGML_META_ALLREDUCE=backend|comm|own|copies|direct` forces a path (for measurement; `comm`
+//! is another name for `backend`; an unavailable path falls back to copies).
+//! `GGML_META_NO_BACKEND_ALLREDUCE=1` (older switch) means: not the backend's.
 //!
 //! Nothing is allocated per AllReduce: the copies path's scratch memory, tensor headers and
 //! one-node add graphs belong to the graph plan and are reused by every run of it (stable
@@ -34,18 +35,15 @@
 
 use std::ffi::c_void;
 use std::ptr;
+use std::sync::Mutex;
 
 use super::backend::GraphArena;
 use super::cuda::CudaAllReduce;
 use super::exchange::{self, Loc};
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log_info};
+use crate::version::BackendAllReduce;
 use ggml_backend_rs_core::Op;
-
-/// `bool (*)(ggml_backend_t * backends, struct ggml_tensor ** tensors, size_t n)`: a backend's
-/// own AllReduce (CUDA with NCCL), found through its registry.
-pub type AllReduceFn =
-    unsafe extern "C" fn(*mut ggml_backend_t, *mut *mut ggml_tensor, usize) -> bool;
 
 /// With a backend AllReduce available, tensors up to this size use our CUDA kernels instead:
 /// at decode sizes (8–32 KiB per token) a collective library's latency dominates.
@@ -62,7 +60,7 @@ pub enum Path {
 impl Path {
     fn parse(s: &str) -> Option<Path> {
         match s {
-            "backend" => Some(Path::Backend),
+            "backend" | "comm" => Some(Path::Backend),
             "own" => Some(Path::Own),
             "copies" => Some(Path::Copies),
             "direct" => Some(Path::Direct),
@@ -73,10 +71,10 @@ impl Path {
 
 /// What a meta backend can reduce with, decided when it starts.
 pub struct Reducer {
-    backend_fn: Option<AllReduceFn>,
-    /// The backend's AllReduce declined once (the pinned CUDA backend offers the entry point
-    /// and declines without NCCL): later plans do not choose it.
-    backend_declined: std::sync::atomic::AtomicBool,
+    /// The simple backends' own AllReduce; taken by [`release`](Self::release) before the
+    /// backends are freed.
+    backend: Mutex<Option<BackendAllReduce>>,
+    has_backend: bool,
     cuda: Option<CudaAllReduce>,
     forced: Option<Path>,
     /// One event per simple device ("received"), when every device has events.
@@ -84,14 +82,15 @@ pub struct Reducer {
     devices: Vec<Device>,
 }
 
-// SAFETY: function pointers and handles of objects shared with C; used under the meta
-// backend's state lock.
+// SAFETY: function pointers and handles of objects shared with C; plans use them under the
+// meta backend's state lock, the backend AllReduce under its own.
 unsafe impl Send for Reducer {}
 // SAFETY: as for `Send` above: shared access goes through the same synchronisation.
 unsafe impl Sync for Reducer {}
 
 impl Reducer {
-    pub fn new(devices: &[Device]) -> Reducer {
+    /// The reducer of a meta backend over `backends`, the simple backends of `devices`.
+    pub fn new(devices: &[Device], backends: &[Backend]) -> Reducer {
         let n = devices.len();
         let env = std::env::var("GGML_META_ALLREDUCE").ok();
         let mut forced = env.as_deref().and_then(Path::parse);
@@ -101,7 +100,9 @@ impl Reducer {
             );
         }
         let no_backend = std::env::var("GGML_META_NO_BACKEND_ALLREDUCE").is_ok_and(|v| v != "0");
-        // One collective over the same GPU twice (`CUDA0,CUDA0`) is not valid NCCL use.
+        // One collective over the same GPU twice (`CUDA0,CUDA0`) is not valid NCCL use: the
+        // backend's AllReduce runs there only when forced (0.26's CUDA communicator then falls
+        // back to its internal kernel).
         let repeats_gpu = devices.iter().enumerate().any(|(i, &d)| {
             super::cuda::cuda_ordinal(d).is_some_and(|o| {
                 devices[..i]
@@ -109,13 +110,15 @@ impl Reducer {
                     .any(|&e| super::cuda::cuda_ordinal(e) == Some(o))
             })
         });
-        let backend_fn = if no_backend
-            || repeats_gpu
-            || matches!(forced, Some(Path::Own | Path::Copies | Path::Direct))
-        {
-            None
+        let wanted = match forced {
+            Some(Path::Backend) => true,
+            Some(_) => false,
+            None => !no_backend && !repeats_gpu,
+        };
+        let backend = if n > 1 && wanted {
+            BackendAllReduce::new(backends)
         } else {
-            crate::version::backend_allreduce(devices[0])
+            None
         };
         let cuda = if n > 1 && matches!(forced, None | Some(Path::Own | Path::Direct)) {
             let any_cuda = devices
@@ -133,7 +136,7 @@ impl Reducer {
         } else {
             None
         };
-        if forced == Some(Path::Backend) && backend_fn.is_none() {
+        if forced == Some(Path::Backend) && backend.is_none() {
             log_info!(
                 "meta backend: GGML_META_ALLREDUCE=backend, but the backend has none: copies"
             );
@@ -166,8 +169,8 @@ impl Reducer {
             None
         };
         Reducer {
-            backend_fn,
-            backend_declined: std::sync::atomic::AtomicBool::new(false),
+            has_backend: backend.is_some(),
+            backend: Mutex::new(backend),
             cuda,
             forced,
             events,
@@ -191,10 +194,7 @@ impl Reducer {
     /// The path for a cut like `t` when the direct path is not an option.
     pub fn choose_besides_direct(&self, t: Tensor) -> Path {
         let own_ok = self.cuda.is_some() && CudaAllReduce::supports(t);
-        let backend_ok = self.backend_fn.is_some()
-            && !self
-                .backend_declined
-                .load(std::sync::atomic::Ordering::Relaxed);
+        let backend_ok = self.has_backend;
         match self.forced {
             Some(Path::Own | Path::Direct) if own_ok => Path::Own,
             Some(Path::Backend) => Path::Backend,
@@ -205,6 +205,18 @@ impl Reducer {
             None if backend_ok => Path::Backend,
             None => Path::Copies,
         }
+    }
+}
+
+impl Reducer {
+    /// Frees the backend AllReduce, which may refer to the simple backends: called before they
+    /// are freed, after they were synchronized.
+    pub fn release(&self) {
+        *self.lock_backend() = None;
+    }
+
+    fn lock_backend(&self) -> std::sync::MutexGuard<'_, Option<BackendAllReduce>> {
+        self.backend.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -248,6 +260,8 @@ fn direct_reads_ok(devices: &[Device], cuda_peer_access: bool) -> bool {
 pub struct Reduction {
     pub targets: Vec<Tensor>,
     pub path: Path,
+    /// The backend AllReduce declined this cut once: the plan does not ask again.
+    declined: bool,
     /// Index into [`CopyPlan::cuts`] (for the copies path, and as the backend's fallback).
     copies: Option<usize>,
     /// Index into [`DirectPlan::cuts`].
@@ -306,6 +320,7 @@ pub fn plan(r: &Reducer, backends: &[Backend], cuts: Vec<Vec<Tensor>>) -> Planne
             );
             Reduction {
                 path: r.choose(&targets),
+                declined: false,
                 targets,
                 copies: None,
                 direct: None,
@@ -763,7 +778,7 @@ impl Planned {
         runner: &mut dyn RunAll,
         warned: &mut bool,
     ) -> ggml_status {
-        let red = &self.reductions[cut];
+        let red = &mut self.reductions[cut];
         // (a direct cut is never empty here: `fits` rebuilds the plan first)
         if red.targets[0].nbytes() == 0 || backends.len() < 2 {
             return GGML_STATUS_SUCCESS;
@@ -791,25 +806,24 @@ impl Planned {
                 return runner.run_all(&dp.cuts[d].graphs);
             }
             Path::Backend => {
-                let f = r.backend_fn.expect("chosen only with a backend AllReduce");
-                let mut bs = [ptr::null_mut(); GGML_BACKEND_META_MAX_DEVICES];
-                let mut ts = [ptr::null_mut(); GGML_BACKEND_META_MAX_DEVICES];
-                for (j, (b, t)) in backends.iter().zip(&red.targets).enumerate() {
-                    bs[j] = b.as_ptr();
-                    ts[j] = t.as_ptr();
-                }
-                // SAFETY: n live backends and their n live tensors of equal layout.
-                if unsafe { f(bs.as_mut_ptr(), ts.as_mut_ptr(), backends.len()) } {
-                    return GGML_STATUS_SUCCESS;
-                }
-                r.backend_declined
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
-                if !*warned {
-                    *warned = true;
-                    log_info!(
-                        "meta backend: the backend's AllReduce declined (a CUDA build without \
-                         NCCL?); not asked again"
-                    );
+                if !red.declined {
+                    let done = r
+                        .lock_backend()
+                        .as_ref()
+                        .is_some_and(|b| b.all_reduce(backends, &red.targets));
+                    if done {
+                        return GGML_STATUS_SUCCESS;
+                    }
+                    red.declined = true;
+                    if !*warned {
+                        *warned = true;
+                        log_info!(
+                            "meta backend: the backend's AllReduce declined '{}' (a CUDA build \
+                             without NCCL, or a type it does not reduce?); this cut is reduced \
+                             another way from now on",
+                            red.targets[0].name_string()
+                        );
+                    }
                 }
                 if let Some(cuda) = r
                     .cuda

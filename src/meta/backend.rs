@@ -128,7 +128,7 @@ pub unsafe fn init(dev: &'static MetaDevice, params: *const c_char) -> ggml_back
         }
     }
     let names: Vec<String> = dev.simple.iter().map(|d| d.name_string()).collect();
-    let reducer = Reducer::new(&dev.simple);
+    let reducer = Reducer::new(&dev.simple, &simple);
     let threaded = dev.n() > 1 && dev.simple.iter().all(|d| d.dev_type() == DEVICE_CPU);
     let mb = Arc::new(MetaBackend {
         dev,
@@ -211,6 +211,7 @@ unsafe extern "C" fn free(backend: ggml_backend_t) {
     st.plans.clear();
     st.workers = None;
     drop(st);
+    mb.reducer.release();
     for b in &mb.simple {
         b.free();
     }

@@ -16,7 +16,7 @@
 //!   `uid` / `set_uid`, and `next_graph_uid`), and `layout_check`, the compile-time proof of them
 //!   against the C compiler's view of upstream's headers;
 //! * behaviour: `Backend::graph_optimize` (with the allocation dependencies the backend asks
-//!   for), `backend_allreduce` (the AllReduce a simple backend's registry offers),
+//!   for), `BackendAllReduce` (the AllReduce the simple backends offer),
 //!   `REGISTRATION_IS_IDEMPOTENT`, `SCHED_POLICY` (what its `ggml_backend_sched` does
 //!   differently, as data: `crate::sched::Policy`);
 //! * the functions only this version exports.

@@ -10,6 +10,7 @@
 mod layout_check;
 
 use std::ffi::{c_char, c_int, c_void};
+use std::ptr;
 
 use ggml_backend_rs_core::chunk;
 use ggml_backend_rs_core::op::{Op, OpTable};
@@ -19,11 +20,11 @@ use crate::abi::{
     ggml_backend_buffer_t, ggml_backend_buffer_type_t, ggml_backend_buffer_usage_raw,
     ggml_backend_dev_t, ggml_backend_meta_get_split_state_t, ggml_backend_meta_split_axis_raw,
     ggml_backend_t, ggml_hash_set, ggml_op, ggml_tallocr_alloc, ggml_tallocr_new, ggml_tensor,
-    AllocDep, Backend, Buffer, Buft, Device, Graph, Tensor, GGML_STATUS_SUCCESS,
+    AllocDep, Backend, Buffer, Buft, Graph, Tensor, GGML_BACKEND_META_MAX_DEVICES,
+    GGML_STATUS_SUCCESS,
 };
 use crate::ffi::{handle_arg, null_argument};
-use crate::log::{abort, log_error};
-use crate::meta::allreduce::AllReduceFn;
+use crate::log::{abort, ggml_assert, log_error};
 
 /// The ggml release whose ABI this build implements.
 pub const GGML_VERSION: &str = "0.26.0";
@@ -263,10 +264,83 @@ impl Backend {
     }
 }
 
-/// The AllReduce of a simple device's backend: this version offers communicators instead
-/// (`ggml_backend_comm_*`), which the meta device does not use yet; our own paths run.
-pub fn backend_allreduce(_dev: Device) -> Option<AllReduceFn> {
-    None
+/// The communicator a simple backend's registry offers (`ggml_backend_comm_init`, `_free`,
+/// `_allreduce_tensor`: CUDA, with NCCL or its internal kernel as `GGML_CUDA_ALLREDUCE`
+/// says), made for one meta backend's simple backends and freed before them.
+/// cbindgen:ignore
+pub struct BackendAllReduce {
+    ctx: ptr::NonNull<c_void>,
+    all_reduce: unsafe extern "C" fn(*mut c_void, *mut *mut ggml_tensor) -> bool,
+    free: unsafe extern "C" fn(*mut c_void),
+}
+
+impl BackendAllReduce {
+    /// None when the first backend's registry offers no communicator, or makes none for these
+    /// backends (CUDA makes none when one of them is not a CUDA backend).
+    pub fn new(backends: &[Backend]) -> Option<BackendAllReduce> {
+        let dev = backends.first()?.device_handle("meta AllReduce");
+        let init = dev.reg_proc(c"ggml_backend_comm_init")?;
+        let (Some(all_reduce), Some(free)) = (
+            dev.reg_proc(c"ggml_backend_comm_allreduce_tensor"),
+            dev.reg_proc(c"ggml_backend_comm_free"),
+        ) else {
+            log_error!(
+                "meta backend: {}'s registry offers ggml_backend_comm_init without \
+                 ggml_backend_comm_allreduce_tensor and ggml_backend_comm_free; not used",
+                dev.name_string()
+            );
+            return None;
+        };
+        // SAFETY: ggml-backend.h documents the three entries with these signatures
+        // (ggml_backend_comm_init_t, ggml_backend_comm_allreduce_tensor_t,
+        // ggml_backend_comm_free_t).
+        let (init, all_reduce, free) = unsafe {
+            (
+                std::mem::transmute::<
+                    *mut c_void,
+                    unsafe extern "C" fn(*mut ggml_backend_t, usize) -> *mut c_void,
+                >(init),
+                std::mem::transmute::<
+                    *mut c_void,
+                    unsafe extern "C" fn(*mut c_void, *mut *mut ggml_tensor) -> bool,
+                >(all_reduce),
+                std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void)>(free),
+            )
+        };
+        let mut bs: Vec<ggml_backend_t> = backends.iter().map(|b| b.as_ptr()).collect();
+        // SAFETY: live backends; the communicator may keep them, and is freed before them
+        // (the meta backend's `free`).
+        let ctx = ptr::NonNull::new(unsafe { init(bs.as_mut_ptr(), bs.len()) })?;
+        Some(BackendAllReduce {
+            ctx,
+            all_reduce,
+            free,
+        })
+    }
+
+    /// Sums `tensors[j]` (on `backends[j]`, one layout) into all of them, queued on the
+    /// backends; false when the communicator declines (the caller reduces another way).
+    pub fn all_reduce(&self, backends: &[Backend], tensors: &[Tensor]) -> bool {
+        let n = backends.len();
+        ggml_assert!(
+            n == tensors.len() && n <= GGML_BACKEND_META_MAX_DEVICES,
+            "meta AllReduce: {n} backends, {} tensors",
+            tensors.len()
+        );
+        let mut ts = [ptr::null_mut(); GGML_BACKEND_META_MAX_DEVICES];
+        for (slot, t) in ts.iter_mut().zip(tensors) {
+            *slot = t.as_ptr();
+        }
+        // SAFETY: the communicator made for these n backends, with their n live tensors.
+        unsafe { (self.all_reduce)(self.ctx.as_ptr(), ts.as_mut_ptr()) }
+    }
+}
+
+impl Drop for BackendAllReduce {
+    fn drop(&mut self) {
+        // SAFETY: made by the registry's comm_init, freed once.
+        unsafe { (self.free)(self.ctx.as_ptr()) }
+    }
 }
 
 // ---------------------------------------------------------------------------------------

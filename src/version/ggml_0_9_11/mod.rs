@@ -7,6 +7,7 @@
 mod layout_check;
 
 use std::ffi::{c_char, c_int, c_void};
+use std::ptr;
 
 use ggml_backend_rs_core::op::{all_without, Op, OpTable};
 use ggml_backend_rs_core::split::{RawSplitState, Split};
@@ -15,11 +16,10 @@ use crate::abi::{
     ggml_backend_buffer_t, ggml_backend_buffer_type_t, ggml_backend_dev_t,
     ggml_backend_meta_get_split_state_t, ggml_backend_meta_split_axis_raw, ggml_backend_t,
     ggml_context, ggml_get_first_tensor, ggml_get_next_tensor, ggml_hash_set, ggml_tensor,
-    AllocDep, Backend, Device, Graph, Tensor,
+    AllocDep, Backend, Graph, Tensor, GGML_BACKEND_META_MAX_DEVICES,
 };
 use crate::ffi::null_argument;
-use crate::log::abort;
-use crate::meta::allreduce::AllReduceFn;
+use crate::log::{abort, ggml_assert};
 
 /// The ggml release whose ABI this build implements.
 pub const GGML_VERSION: &str = "0.9.11";
@@ -199,12 +199,44 @@ impl Backend {
     }
 }
 
-/// The AllReduce of a simple device's backend, when its registry offers one
-/// (`ggml_backend_allreduce_tensor_t`).
-pub fn backend_allreduce(dev: Device) -> Option<AllReduceFn> {
-    let p = dev.reg_proc(c"ggml_backend_allreduce_tensor")?;
-    // SAFETY: the registry documents this entry with exactly this signature.
-    Some(unsafe { std::mem::transmute::<*mut c_void, AllReduceFn>(p) })
+/// `bool (*)(ggml_backend_t * backends, struct ggml_tensor ** tensors, size_t n)`.
+type AllReduceFn = unsafe extern "C" fn(*mut ggml_backend_t, *mut *mut ggml_tensor, usize) -> bool;
+
+/// The AllReduce a simple backend's registry offers (`ggml_backend_allreduce_tensor`: CUDA,
+/// which declines without NCCL), for one meta backend's simple backends.
+/// cbindgen:ignore
+pub struct BackendAllReduce {
+    f: AllReduceFn,
+}
+
+impl BackendAllReduce {
+    /// None when the first backend's registry offers none.
+    pub fn new(backends: &[Backend]) -> Option<BackendAllReduce> {
+        let dev = backends.first()?.device_handle("meta AllReduce");
+        let p = dev.reg_proc(c"ggml_backend_allreduce_tensor")?;
+        // SAFETY: the registry documents this entry with exactly this signature.
+        let f = unsafe { std::mem::transmute::<*mut c_void, AllReduceFn>(p) };
+        Some(BackendAllReduce { f })
+    }
+
+    /// Sums `tensors[j]` (on `backends[j]`, one layout) into all of them, queued on the
+    /// backends; false when the backend declines (nothing was queued).
+    pub fn all_reduce(&self, backends: &[Backend], tensors: &[Tensor]) -> bool {
+        let n = backends.len();
+        ggml_assert!(
+            n == tensors.len() && n <= GGML_BACKEND_META_MAX_DEVICES,
+            "meta AllReduce: {n} backends, {} tensors",
+            tensors.len()
+        );
+        let mut bs = [ptr::null_mut(); GGML_BACKEND_META_MAX_DEVICES];
+        let mut ts = [ptr::null_mut(); GGML_BACKEND_META_MAX_DEVICES];
+        for (j, (b, t)) in backends.iter().zip(tensors).enumerate() {
+            bs[j] = b.as_ptr();
+            ts[j] = t.as_ptr();
+        }
+        // SAFETY: n live backends and their n live tensors, in arrays of at least n entries.
+        unsafe { (self.f)(bs.as_mut_ptr(), ts.as_mut_ptr(), n) }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
