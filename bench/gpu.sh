@@ -51,6 +51,9 @@
 #   TP_ENVS      extra runs of ours (benchmark and logits) for every tensor device list, one per
 #                space-separated item, each item one or more VAR=value joined with '+', e.g.
 #                "GGML_META_ALLREDUCE=copies GGML_META_ALLREDUCE=own" [none]
+#   TP_ENVS_BOTH extra runs of upstream and ours, each with these settings, for every tensor list of
+#                several devices (e.g. "GGML_CUDA_ALLREDUCE=none GGML_CUDA_ALLREDUCE=internal+GGML_META_ALLREDUCE=comm":
+#                upstream's butterfly and its CUDA communicator's internal kernel, ours through it) [none]
 #   TP_PLUGIN    the plugin module (libggml-backend-rs-tp.so, built on the CPU host and carried):
 #                for every tensor device list, also upstream's own programs (llama_bench_ref,
 #                llama_driver_ref) with the plugin's TP0 over that list (GGML_BACKEND_PATH,
@@ -213,6 +216,7 @@ tp_settings() {
     tp_models=${TP_MODELS:-f16 q4_0}
     tp_ub=${TP_UBATCH:-512}
     tp_envs=${TP_ENVS:-}
+    tp_envs_both=${TP_ENVS_BOTH:-}
     tp_npredict=${TP_NPREDICT:-16}
     tp_nccl=${TP_NCCL:-off}
     case $tp_nccl in off|on|both) ;; *) echo "TP_NCCL=$tp_nccl: not off, on or both" >&2; exit 2 ;; esac
@@ -327,8 +331,13 @@ tp_compare() {
 # mode), then the logits runs and their comparisons.
 tp_config() {
     local model=$1 split=$2 devs=$3 e
-    local variants=(""); [[ $split == tensor && -z $tp_variant ]] && for e in $tp_envs; do variants+=("$e"); done
+    local variants=("") both=()
+    if [[ $split == tensor && -z $tp_variant ]]; then
+        for e in $tp_envs; do variants+=("$e"); done
+        [[ $devs == *,* ]] && for e in $tp_envs_both; do variants+=("$e"); both+=("$e"); done
+    fi
     tp_bench "$model" "$split" "$devs" upstream
+    for e in "${both[@]}"; do tp_bench "$model" "$split" "$devs" upstream "$e"; done
     for e in "${variants[@]}"; do tp_bench "$model" "$split" "$devs" ours "$e"; done
     local plugin=0; [[ $split == tensor && -n $tp_plugin && -z $tp_variant ]] && plugin=1
     ((plugin)) && tp_bench "$model" "$split" "$devs" plugin
@@ -450,6 +459,7 @@ tp_table() {
         echo "flash attention on, n_ubatch $tp_ub, $tp_threads threads. ours/upstream: ratio of medians (> 1: ours faster)."
         echo "vs none: this row's median / the same build's split-none median (same model and test)."
         [[ -n $tp_envs ]] && echo "Rows with [settings] are extra runs of ours with those environment settings; their ours/upstream uses the upstream run of the same split and devices."
+        [[ -n $tp_envs_both ]] && echo "Rows of the TP_ENVS_BOTH settings ($tp_envs_both) run upstream with them too, and compare with that run."
         echo
         echo "| model | test | split, devices | upstream | ours | ours/upstream | upstream vs none | ours vs none |"
         echo "|---|---|---|---|---|---|---|---|"
@@ -470,15 +480,17 @@ tp_table() {
                 for (a = 1; a <= nm; a++) for (b = 1; b <= nt; b++) for (c = 1; c <= nl; c++) {
                     m = mname[a]; t = tname[b]; l = lname[c]
                     ko = m SUBSEP t SUBSEP l SUBSEP "ours"
-                    ku = m SUBSEP t SUBSEP base[l] SUBSEP "upstream"
+                    ku = m SUBSEP t SUBSEP l SUBSEP "upstream"
+                    own_up = ku in st
+                    if (!own_up) ku = m SUBSEP t SUBSEP base[l] SUBSEP "upstream"
                     if (!(ko in st) && !(ku in st)) continue
                     n = (m SUBSEP t) in none_label ? none_label[m SUBSEP t] : ""
                     ru = "–"; ro = "–"
                     if (spl[l] != "none" && n != "") {
-                        if (l == base[l]) ru = ratio(ku, m SUBSEP t SUBSEP n SUBSEP "upstream")
+                        if (l == base[l] || own_up) ru = ratio(ku, m SUBSEP t SUBSEP n SUBSEP "upstream")
                         ro = ratio(ko, m SUBSEP t SUBSEP n SUBSEP "ours")
                     }
-                    up = (l == base[l]) ? cell(ku) : "–"
+                    up = (l == base[l] || own_up) ? cell(ku) : "–"
                     printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", m, t, l, up, cell(ko), ratio(ko, ku), ru, ro
                 }
             }' "$tpdir/results.tsv"

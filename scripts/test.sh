@@ -3,7 +3,8 @@
 # Rust backend layer spliced in and runs the ctests, then the crate's own tests:
 #
 #   llama.cpp of ggml 0.26.0 (pin llama-cpp-sys-2 0.1.161, the default): every tree — shared
-#     (with the valgrind tests), static, and shared with the backends as run-time modules
+#     (with the valgrind tests), static (the tests whose outcome depends on how the library is
+#     linked: ctest label "linkage"), and shared with the backends as run-time modules
 #     (GGML_BACKEND_DL); cargo test links the static tree's libraries.
 #   llama.cpp of ggml 0.9.11 (pin 0.1.146): the shared tree, with its differential, meta and
 #     plugin tests (the static and DL trees exercise no code of ours that differs per version).
@@ -38,7 +39,8 @@ common=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DGGML_BACKEND_RS_CARGO_TARGET_DIR=
 step() { printf '\n==> %s (%ds)\n' "$*" "$SECONDS"; }
 SECONDS=0
 
-# tree <dir> <pin> <llama.cpp dir or empty> [cmake args...]: configure, build, ctest.
+# tree <dir> <pin> <llama.cpp dir or empty> [cmake args...]: configure, build, ctest (the tests
+# the array `filter` selects: all when empty).
 tree() {
     local dir=$1 pin=$2 src=$3; shift 3
     step "configure + build: $dir (pin $pin${src:+, $src})"
@@ -72,18 +74,19 @@ cargo clippy --all-targets --target-dir build/cargo-clippy --no-default-features
 # 0.26, shared: also builds the pristine reference ggml for the differential tests.
 tree build/shared $pin_main "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_RS_VALGRIND=ON
 
-# 0.26, static: reuses the shared tree's reference libraries instead of building them again.
+# 0.26, static: reuses the shared tree's reference libraries instead of building them again; runs
+# the tests labelled "linkage" (ctests/CMakeLists.txt), the rest being the shared tree's code.
+filter=(-L linkage)
 tree build/static $pin_main "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=OFF \
     "-DGGML_BACKEND_RS_REFERENCE_LIBDIR=$root/build/shared/ggml-reference/build/bin"
+filter=()
 
-# 0.26, DL: the backends as modules loaded at run time (GGML_BACKEND_DL, every CPU variant), as
-# llama.cpp's release builds ship; compared with upstream's own loader and with the shared
-# (linked) tree above. Its reference builds only upstream's libggml-base, libggml and libllama.
-# LLAMA_ALL_WARNINGS=OFF (llama.cpp hands it on as GGML_ALL_WARNINGS): with upstream's -Wall,
-# GCC 12's own AVX-512 headers give some 7 500 "may be used uninitialized" warnings (140 000 log
-# lines) in the AVX-512 variants. It changes warnings only, of upstream's sources.
+# 0.26, DL: the backends as modules loaded at run time (GGML_BACKEND_DL), found by our loader and
+# compared with upstream's own loader and with the shared (linked) tree above. One CPU module:
+# the choice among scored variants is checked in the shared trees (api/plugin); all 14 CPU
+# variants (-DGGML_CPU_ALL_VARIANTS=ON, ctests/dl handles both) would cost ten minutes here.
+# Its reference builds only upstream's libggml-base, libggml and libllama.
 tree build/dl $pin_main "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_DL=ON \
-    -DGGML_CPU_ALL_VARIANTS=ON -DLLAMA_ALL_WARNINGS=OFF \
     "-DGGML_BACKEND_RS_LINKED_DRIVER=$root/build/shared/ctests/llama_driver"
 
 # 0.9.11, shared: the older ABI's exports, layouts and headers, the scheduler and meta device
