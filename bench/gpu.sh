@@ -217,6 +217,7 @@ tp_settings() {
     tp_ub=${TP_UBATCH:-512}
     tp_envs=${TP_ENVS:-}
     tp_envs_both=${TP_ENVS_BOTH:-}
+    tp_run_args=()   # extra llama_driver arguments of the architecture check's current model
     tp_npredict=${TP_NPREDICT:-16}
     tp_nccl=${TP_NCCL:-off}
     case $tp_nccl in off|on|both) ;; *) echo "TP_NCCL=$tp_nccl: not off, on or both" >&2; exit 2 ;; esac
@@ -306,7 +307,7 @@ tp_logits() {
     local bin="$build/ctests/llama_driver$bin_suffix" tag; tag=$(tp_tag "$split" "$devs" "$envitem")
     local envs=("${run_env[@]}") more=(); [[ -n $envitem ]] && IFS=+ read -r -a more <<<"$envitem"; envs+=("${more[@]}")
     { timeout -k 10 "$tp_timeout" env "${envs[@]}" "$bin" --model "$out/models/$model.gguf" --split-mode "$run_split" --devices "$run_devs" \
-        "${run_extra[@]}" --n-predict "$tp_npredict" --threads "$tp_threads" --flash-attn on \
+        "${run_extra[@]}" "${tp_run_args[@]}" --n-predict "$tp_npredict" --threads "$tp_threads" --flash-attn on \
         --logits-out "$tpdir/logits/$model-$tag-$side.bin" >"$tpdir/logits-$model-$tag-$side.txt" 2>&1; } 2>/dev/null
     local rc=$?
     if ((rc)); then tp_status $rc; else echo ok; fi
@@ -384,7 +385,8 @@ tp_config() {
     fi
 }
 
-# The small models of ctests/meta_e2e.cmake, one per architecture libllama splits in tensor mode:
+# The small models of ctests/meta_e2e.cmake, one per architecture libllama splits in tensor mode,
+# and the quantized KV caches of its kvq tests (a third '|' field: llama_driver arguments):
 # name|write_model flags (all 2 layers, 4 heads, 300 tokens, f32; n_embd TP_ARCH_EMBD).
 tp_arch_models=("tiny-mqa-f32|--n-head-kv 1 --n-ff 128 --seed 7"
     "qwen3-f32|--arch qwen3 --n-head-kv 2 --n-ff 128 --seed 7"
@@ -398,7 +400,11 @@ tp_arch_models=("tiny-mqa-f32|--n-head-kv 1 --n-ff 128 --seed 7"
     "llama4-f32|--arch llama4 --n-layer 4 --n-head-kv 2 --n-ff 64 --n-expert 4 --n-expert-used 1 --seed 5|1e-3"
     "cohere2-f32|--arch cohere2 --n-head-kv 2 --n-ff 128 --seed 3"
     "glm4moe-f32|--arch glm4moe --n-head-kv 2 --n-ff 64 --n-expert 6 --n-expert-used 3 --seed 11"
-    "phi3-f32|--arch phi3 --n-head-kv 2 --n-ff 128 --seed 7")
+    "phi3-f32|--arch phi3 --n-head-kv 2 --n-ff 128 --seed 7"
+    "lfm2-f32|--arch lfm2 --n-head-kv 2 --n-ff 128 --seed 7"
+    "lfm2moe-f32|--arch lfm2moe --n-head-kv 2 --n-ff 64 --n-expert 6 --n-expert-used 3 --seed 11"
+    "kvq-q8_0-f32|--n-head-kv 2 --n-ff 256 --seed 3||--cache-type-k q8_0 --cache-type-v q8_0"
+    "kvq-q4_0-f32|--n-head-kv 2 --n-ff 256 --seed 3||--cache-type-k q4_0 --cache-type-v q4_0")
 
 # tp_archs: each architecture on the GPU(s): ours split none on TP_NONE_DEVICE, then ours,
 # upstream and the plugin in tensor mode over each multi-device list of TP_DEVICES. The tensor
@@ -441,14 +447,16 @@ tp_archs() {
             printf '%b\n' "$row" >>"$tpdir/archs.tsv"
         done
     done
+    tp_run_args=()
 }
 
-# tp_arch_entry ENTRY: `name`, `flags` (an array) and `tol` of an entry of tp_arch_models.
+# tp_arch_entry ENTRY: `name`, `flags` (an array), `tol` and `tp_run_args` (an array) of an entry
+# of tp_arch_models.
 tp_arch_entry() {
-    local rest=${1#*|}
-    name=${1%%|*}; tol=1e-4
-    [[ $rest == *"|"* ]] && { tol=${rest#*|}; rest=${rest%%|*}; }
-    read -r -a flags <<<"$rest"
+    local f; IFS='|' read -r -a f <<<"$1"
+    name=${f[0]}; tol=${f[2]:-1e-4}
+    read -r -a flags <<<"${f[1]:-}"
+    read -r -a tp_run_args <<<"${f[3]:-}"
 }
 
 # The tables, as markdown, from results.tsv, logits.tsv and archs.tsv.

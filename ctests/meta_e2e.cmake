@@ -155,8 +155,12 @@ set_tests_properties(model/tiny-mqa-f32 PROPERTIES FIXTURES_SETUP model_tiny-mqa
 # temperature in the fourth; with fewer than four layers the pin's libllama sets an input that
 # its graph does not use and aborts, upstream's build alike), Command R7B / Command A (cohere2:
 # attention and FFN side by side on one LayerNorm, two partial sums per layer, RoPE only in the
-# sliding-window layers, tied output) and Phi-3 (fused QKV and fused gate/up
-# projections, see phi3-f32/cpu2_fails_at_context below).
+# sliding-window layers, tied output), Phi-3 (fused QKV and fused gate/up
+# projections, see phi3-f32/cpu2_fails_at_context below), and LFM2 / LFM2-MoE (short-convolution
+# layers, which libllama's callback keeps whole on every device with their conv state, between
+# attention layers with per-head Q/K norms; the MoE variant routes by sigmoid with a selection
+# bias after a dense first layer). ggml 0.26's libllama splits LFM2 in tensor mode; 0.9.11's
+# refuses the model (lfm2-f32/cpu2_refused_by_libllama below).
 set(meta_arch_models "qwen3-f32|--arch qwen3 --n-ff 128 --seed 7"
     "qwen2-f32|--arch qwen2 --n-ff 128 --seed 7"
     "gemma2-f32|--arch gemma2 --n-ff 128 --seed 3"
@@ -168,7 +172,9 @@ set(meta_arch_models "qwen3-f32|--arch qwen3 --n-ff 128 --seed 7"
     "qwen3moe-f32|--arch qwen3moe --n-ff 64 --n-expert 6 --n-expert-used 3 --seed 5"
     "gpt-oss-f32|--arch gpt-oss --n-ff 64 --n-expert 4 --n-expert-used 2 --seed 5"
     "gemma-mqa-f32|--arch gemma --n-head-kv 1 --n-ff 128 --seed 3"
-    "qwen35-f32|--arch qwen35 --n-ff 128 --seed 7")
+    "qwen35-f32|--arch qwen35 --n-ff 128 --seed 7"
+    "lfm2-f32|--arch lfm2 --n-ff 128 --seed 7"
+    "lfm2moe-f32|--arch lfm2moe --n-ff 64 --n-expert 6 --n-expert-used 3 --seed 11")
 set(meta_arch_names "")
 foreach(entry IN LISTS meta_arch_models)
     string(REPLACE "|" ";" parts "${entry}")
@@ -188,8 +194,10 @@ set(meta_models "tiny-gqa-f32|1e-4" "tiny-gqa-f16|1e-3" "tiny-moe-f32|1e-4" "tin
     "cohere2-f32|1e-4")
 # Phi-3's fused gate/up: libllama of ggml 0.26 splits it in two repeated segments ({n_ff, nr 2});
 # 0.9.11's in one, which is refused (phi3-f32/cpu2_fails_at_context below).
+# LFM2 and LFM2-MoE (0.26 only): rel L2 measured over cpu2 / cpu3 / tgpu2_no_fa 9.3e-8 / 9.3e-8 /
+# 9.4e-8 (LFM2) and 8.8e-8 / 8.8e-8 / 8.7e-8 (LFM2-MoE), TOL 1e-4 as for the other f32 models.
 if(NOT GGML_BACKEND_RS_GGML_VERSION VERSION_LESS 0.26)
-    list(APPEND meta_models "phi3-f32|1e-4")
+    list(APPEND meta_models "phi3-f32|1e-4" "lfm2-f32|1e-4" "lfm2moe-f32|1e-4")
 endif()
 # Models that run a subset of the configurations: the one-KV-head models and the architectures
 # of meta_arch_models but Qwen3.5 (tiny-mqa-f32 and gemma-mqa-f32 without the differential
@@ -375,6 +383,17 @@ if(GGML_BACKEND_RS_GGML_VERSION VERSION_LESS 0.26)
         -D "EXPECT=ggml_backend_sched_reserve: meta backend: cannot split tensor 'ffn_swiglu-0' .SWIGLU. across devices: glu of one fused source needs its gate and up halves split alike .two equal segments., not AXIS_0.128,128.*llama_driver: failed to create context"
         -P "${CMAKE_CURRENT_LIST_FILE}")
     set_tests_properties(meta/e2e/phi3-f32/cpu2_fails_at_context PROPERTIES FIXTURES_REQUIRED model_phi3-f32)
+endif()
+
+# libllama of ggml 0.9.11 does not split LFM2 in tensor mode (llm_arch_supports_sm_tensor): the
+# model load fails with its message, exit status 1 and no signal.
+if(GGML_BACKEND_RS_GGML_VERSION VERSION_LESS 0.26)
+    add_test(NAME meta/e2e/lfm2-f32/cpu2_refused_by_libllama COMMAND "${CMAKE_COMMAND}"
+        -D "EXES=$<TARGET_FILE:llama_driver>"
+        -D "ARGS=--model;${model_dir}/lfm2-f32.gguf;--split-mode;tensor;--devices;CPU,CPU;--flash-attn;on;--n-predict;2"
+        -D "EXPECT=LLAMA_SPLIT_MODE_TENSOR not implemented for architecture 'lfm2'"
+        -P "${CMAKE_CURRENT_LIST_FILE}")
+    set_tests_properties(meta/e2e/lfm2-f32/cpu2_refused_by_libllama PROPERTIES FIXTURES_REQUIRED model_lfm2-f32)
 endif()
 
 # Quantized KV caches in tensor mode, which libllama of ggml 0.26 allows (0.9.11's refuses the

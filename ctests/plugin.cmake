@@ -73,7 +73,7 @@ set(plugin_models "tiny-gqa-f32|1e-4" "tiny-gqa-f16|1e-3" "small-mha-f32|1e-4" "
     "tiny-mqa-f32|1e-4" "qwen3-f32|1e-4" "qwen3moe-f32|1e-4" "gpt-oss-f32|1e-4" "gemma-mqa-f32|1e-4"
     "qwen35-f32|1e-4" "qwen2-f32|1e-4" "gemma2-f32|1e-3" "gemma3-f32|1e-3"
     "glm4moe-f32|1e-4" "llama4-f32|1e-3" "cohere2-f32|1e-4"
-    "phi3-f32|1e-4")
+    "phi3-f32|1e-4" "lfm2-f32|1e-4" "lfm2moe-f32|1e-4")
 set(plugin_configs "cpu2|CPU,CPU|" "cpu3|CPU,CPU,CPU|" "tgpu2|TESTGPU0,TESTGPU1|--test-device")
 foreach(model_entry IN LISTS plugin_models)
     string(REPLACE "|" ";" parts "${model_entry}")

@@ -1,5 +1,5 @@
 // write_model.cpp — write a random-weight Llama-family GGUF (llama, llama4, qwen2, qwen3, qwen3moe, gemma, gemma2,
-// gemma3, cohere2, phi3, glm4moe, gpt-oss, qwen35) with ggml's own gguf.h API.
+// gemma3, cohere2, phi3, glm4moe, gpt-oss, qwen35, lfm2, lfm2moe) with ggml's own gguf.h API.
 //
 // Part of ggml-backend-rs' end-to-end differential test (DESIGN.md §4.3): the same file is loaded
 // by tools/model/llama_driver built against upstream and against our library.
@@ -9,7 +9,7 @@
 //               [--n-vocab 300] [--n-ctx-train 512] [--type f32|f16] [--seed 42]
 //               [--output-scale 8] [--rms-eps 1e-5] [--rope-freq-base 10000] [--stream]
 //               [--n-expert E --n-expert-used K]   (MoE feed-forward, E >= K >= 1; default dense)
-//               [--arch llama|llama4|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|cohere2|phi3|glm4moe|gpt-oss|qwen35]
+//               [--arch llama|llama4|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|cohere2|phi3|glm4moe|gpt-oss|qwen35|lfm2|lfm2moe]
 //               [--swa N]
 //
 // What it writes (checked against the pin's src/llama-model.cpp LLM_ARCH_LLAMA load_hparams /
@@ -96,6 +96,15 @@
 //             gpt-oss.attention.sliding_window = --swa (default 16): every other layer attends to
 //             a sliding window (the pin's default pattern for gpt-oss). Biases and sinks are
 //             uniform in [-0.1, 0.1] and [-1, 1], f32.
+//   lfm2      (LLM_ARCH_LFM2, LFM2; ggml 0.26's libllama splits it in tensor mode, 0.9.11's does not):
+//             hybrid; layers 0, 2, .. are short convolutions (blk.N.shortconv.in_proj {n_embd,
+//             3*n_embd}: gates B and C and the input x; shortconv.conv {3, n_embd} (f32, l_cache 3);
+//             shortconv.out_proj {n_embd, n_embd}), layers 1, 3, .. attention with per-head Q/K
+//             norms; head_count_kv is an array per layer (0: a convolution layer); every layer has a
+//             dense FFN after ffn_norm; the final norm is named token_embd_norm (as libllama reads it).
+//   lfm2moe   (LLM_ARCH_LFM2MOE; needs --n-expert): lfm2's layers, the FFN of layer 0 dense
+//             (leading_dense_block_count 1), the others MoE of width n_ff routed by sigmoid with a
+//             selection bias (blk.N.exp_probs_b.bias {E}, f32), weights renormalised.
 //
 // Values: each tensor gets its own splitmix64 stream seeded from (--seed, FNV-1a of tensor name), so
 // the content does not depend on write order. Matrices: uniform in [-a, a], a = 1/sqrt(fan_in)
@@ -147,7 +156,7 @@ void usage() {
         "usage: write_model --out PATH [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
         "                   [--n-ff N] [--n-vocab N (>=259)] [--n-ctx-train N] [--type f32|f16]\n"
         "                   [--seed N] [--output-scale S] [--rms-eps E] [--rope-freq-base B] [--stream]\n"
-        "                   [--n-expert E --n-expert-used K] [--arch llama|llama4|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|cohere2|phi3|glm4moe|gpt-oss|qwen35]\n"
+        "                   [--n-expert E --n-expert-used K] [--arch llama|llama4|qwen2|qwen3|qwen3moe|gemma|gemma2|gemma3|cohere2|phi3|glm4moe|gpt-oss|qwen35|lfm2|lfm2moe]\n"
         "                   [--swa N (gpt-oss, gemma2, gemma3, cohere2)]\n");
 }
 
@@ -219,6 +228,7 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
     };
     const bool oss = o.arch == "gpt-oss";
     const bool q35 = o.arch == "qwen35";
+    const bool lfm2 = o.arch == "lfm2" || o.arch == "lfm2moe";
     // gemma2 and gemma3 share their layout (gemma3 adds per-head Q/K norms)
     const bool gemma2 = o.arch == "gemma2" || o.arch == "gemma3";
     const bool tied = o.arch == "gemma" || gemma2 || o.arch == "cohere2";  // output projection = token_embd
@@ -261,6 +271,33 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
             mat(p + "ffn_gate.weight",    o.n_embd, o.n_ff,       1.0f);
             mat(p + "ffn_up.weight",      o.n_embd, o.n_ff,       1.0f);
             mat(p + "ffn_down.weight",    o.n_ff,   o.n_embd,     1.0f);
+            continue;
+        }
+        if (lfm2) {
+            if (il % 2 == 0) {  // short convolution
+                mat(p + "shortconv.in_proj.weight",  o.n_embd, 3 * o.n_embd, 1.0f);
+                specs.push_back({p + "shortconv.conv.weight", GGML_TYPE_F32, 3, o.n_embd, {-0.5f, 0.5f}});
+                mat(p + "shortconv.out_proj.weight", o.n_embd, o.n_embd, 1.0f);
+            } else {
+                mat(p + "attn_q.weight",      o.n_embd, o.n_embd,   1.0f);
+                mat(p + "attn_k.weight",      o.n_embd, n_embd_gqa, 1.0f);
+                mat(p + "attn_v.weight",      o.n_embd, n_embd_gqa, 1.0f);
+                mat(p + "attn_output.weight", o.n_embd, o.n_embd,   1.0f);
+                norm(p + "attn_q_norm.weight", n_embd_head);
+                norm(p + "attn_k_norm.weight", n_embd_head);
+            }
+            norm(p + "ffn_norm.weight", o.n_embd);
+            if (o.arch == "lfm2" || il == 0) {
+                mat(p + "ffn_gate.weight", o.n_embd, o.n_ff, 1.0f);
+                mat(p + "ffn_up.weight",   o.n_embd, o.n_ff, 1.0f);
+                mat(p + "ffn_down.weight", o.n_ff, o.n_embd, 1.0f);
+            } else {
+                mat(p + "ffn_gate_inp.weight",  o.n_embd, o.n_expert, 1.0f, 1, GGML_TYPE_F32);
+                bias(p + "exp_probs_b.bias", o.n_expert);
+                mat(p + "ffn_gate_exps.weight", o.n_embd, o.n_ff,     1.0f, o.n_expert);
+                mat(p + "ffn_up_exps.weight",   o.n_embd, o.n_ff,     1.0f, o.n_expert);
+                mat(p + "ffn_down_exps.weight", o.n_ff,   o.n_embd,   1.0f, o.n_expert);
+            }
             continue;
         }
         if (o.arch == "glm4moe") {
@@ -354,7 +391,7 @@ std::vector<TensorSpec> make_specs(const Opts & o) {
             }
         }
     }
-    norm("output_norm.weight", o.n_embd);
+    norm(lfm2 ? "token_embd_norm.weight" : "output_norm.weight", o.n_embd);
     if (!tied) {
         mat("output.weight", o.n_embd, o.n_vocab, o.output_scale);
     }
@@ -456,10 +493,12 @@ int main(int argc, char ** argv) {
     if (o.n_expert_used > o.n_expert) die("--n-expert-used must be <= --n-expert");
     if (o.n_expert > 512) die("--n-expert must be <= 512");
     static const char * const archs[] = {"llama", "llama4", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "cohere2", "phi3", "glm4moe",
-                                         "gpt-oss", "qwen35"};
+                                         "gpt-oss", "qwen35", "lfm2", "lfm2moe"};
     bool known = false;
     for (const char * a : archs) known = known || o.arch == a;
-    if (!known) die("--arch must be llama, llama4, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3, cohere2, phi3, glm4moe, gpt-oss or qwen35");
+    if (!known) die("--arch must be llama, llama4, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3, cohere2, phi3, glm4moe, gpt-oss, qwen35, lfm2 or lfm2moe");
+    if (o.arch == "lfm2" && o.n_expert > 0) die("lfm2 is dense: use --arch lfm2moe for experts");
+    if (o.arch == "lfm2moe" && (o.n_expert == 0 || o.n_layer < 2)) die("lfm2moe needs --n-expert and 2 layers or more (layer 0 is dense)");
     if (o.arch == "llama4" && (o.n_expert == 0 || o.n_layer < 4))
         die("llama4 needs --n-expert, --n-expert-used and 4 layers or more (the pin's libllama aborts with fewer)");
     if (o.arch == "glm4moe" && (o.n_embd / o.n_head) % 4 != 0) die("glm4moe rotates half of each head: head dim must be a multiple of 4");
@@ -494,7 +533,15 @@ int main(int argc, char ** argv) {
     gguf_set_val_u32(g, key("block_count").c_str(),                (uint32_t) o.n_layer);
     gguf_set_val_u32(g, key("feed_forward_length").c_str(),        (uint32_t) o.n_ff);
     gguf_set_val_u32(g, key("attention.head_count").c_str(),       (uint32_t) o.n_head);
-    gguf_set_val_u32(g, key("attention.head_count_kv").c_str(),    (uint32_t) o.n_head_kv);
+    if (A == "lfm2" || A == "lfm2moe") {
+        // per layer: 0 for the short-convolution layers (0, 2, ..), which makes them recurrent
+        std::vector<int32_t> kv(o.n_layer);
+        for (int64_t il = 0; il < o.n_layer; ++il) kv[il] = il % 2 == 0 ? 0 : (int32_t) o.n_head_kv;
+        gguf_set_arr_data(g, key("attention.head_count_kv").c_str(), GGUF_TYPE_INT32, kv.data(), kv.size());
+        gguf_set_val_u32(g, key("shortconv.l_cache").c_str(), 3);
+    } else {
+        gguf_set_val_u32(g, key("attention.head_count_kv").c_str(), (uint32_t) o.n_head_kv);
+    }
     // (GLM-4.5 rotates half of each head)
     const int64_t n_rot = A == "glm4moe" ? o.n_embd / o.n_head / 2 : o.n_embd / o.n_head;
     gguf_set_val_u32(g, key("rope.dimension_count").c_str(),       (uint32_t) n_rot);
@@ -504,6 +551,10 @@ int main(int argc, char ** argv) {
     if (o.n_expert > 0) {
         gguf_set_val_u32(g, key("expert_count").c_str(),           (uint32_t) o.n_expert);
         gguf_set_val_u32(g, key("expert_used_count").c_str(),      (uint32_t) o.n_expert_used);
+    }
+    if (A == "lfm2moe") {
+        gguf_set_val_u32(g, key("leading_dense_block_count").c_str(), 1);
+        gguf_set_val_u32(g, key("expert_gating_func").c_str(), 2);  // sigmoid
     }
     if (A == "glm4moe") {
         gguf_set_val_u32(g, key("expert_shared_count").c_str(), 1);
@@ -515,7 +566,7 @@ int main(int argc, char ** argv) {
     if (A == "llama4") {
         gguf_set_val_u32(g, key("interleave_moe_layer_step").c_str(), 2);
     }
-    if (A == "qwen3moe" || A == "gpt-oss" || A == "glm4moe" || A == "llama4") {
+    if (A == "qwen3moe" || A == "gpt-oss" || A == "glm4moe" || A == "llama4" || A == "lfm2moe") {
         gguf_set_val_u32(g, key("expert_feed_forward_length").c_str(), (uint32_t) o.n_ff);
     }
     if (A == "gpt-oss" || A == "gemma2" || A == "gemma3" || A == "cohere2") {
