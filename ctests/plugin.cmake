@@ -55,8 +55,9 @@ set_tests_properties(plugin/ops PROPERTIES
 # plugin_vs_cpu(<test> <gguf> <TOL> <env> [driver args]): upstream's libllama decodes <gguf>
 # through the plugin's TP0 (the plugin's environment plus <env>, a list of VAR=value) and must
 # give one CPU's tokens, with logits within <TOL> (ctests/llama_run.cmake).
+# (`plugin_both_args`, when set by the caller: driver arguments of both runs.)
 function(plugin_vs_cpu test gguf tol env)
-    set(common --model "${gguf}" --threads 2 --n-predict 12)
+    set(common --model "${gguf}" --threads 2 --n-predict 12 ${plugin_both_args})
     string(REPLACE "/" "-" work "${test}")
     add_test(NAME ${test} COMMAND "${CMAKE_COMMAND}"
         -D "DRIVER_A=$<TARGET_FILE:llama_driver_ref>"
@@ -95,6 +96,26 @@ foreach(model_entry IN LISTS plugin_models)
     endforeach()
     set_tests_properties(${tests} PROPERTIES FIXTURES_REQUIRED model_${model})
 endforeach()
+
+# Quantized KV caches (the models' KV cache on TP0, split by heads by the plugin's policy; ggml
+# 0.26's libllama also rotates each head's rows, see meta_e2e.cmake): one CPU's tokens with the
+# same cache types, TOL 1e-4 as for the f32 models.
+foreach(kv q8_0 q4_0)
+    set(plugin_both_args --flash-attn on --cache-type-k ${kv} --cache-type-v ${kv})
+    set(tests "")
+    foreach(cfg_entry "cpu2|CPU,CPU|" "tgpu2|TESTGPU0,TESTGPU1|--test-device")
+        string(REPLACE "|" ";" cfg_parts "${cfg_entry} ")
+        list(GET cfg_parts 0 cfg)
+        list(GET cfg_parts 1 members)
+        list(GET cfg_parts 2 extra_text)
+        separate_arguments(extra UNIX_COMMAND "${extra_text}")
+        set(test plugin/llama/kvq-f32/k_${kv}_v_${kv}/${cfg}_vs_cpu)
+        plugin_vs_cpu(${test} "${model_dir}/kvq-f32.gguf" 1e-4 "GGML_BACKEND_RS_TP=${members}" ${extra})
+        list(APPEND tests ${test})
+    endforeach()
+    set_tests_properties(${tests} PROPERTIES FIXTURES_REQUIRED model_kvq-f32)
+endforeach()
+unset(plugin_both_args)
 
 set(q35 "${model_dir}/qwen35-f32.gguf")
 # (libllama of ggml 0.9.11 names the GET_ROWS node conv_states-0; 0.26's leaves it unnamed.)
