@@ -8,7 +8,8 @@
 //!   a cut (a CUDA build without NCCL, a type it does not reduce), that cut runs our CUDA kernel
 //!   where it can, else the copies path, and the plan does not ask again for it;
 //! * **own**: our CUDA kernels ([`super::cuda`]), for contiguous f32 tensors on CUDA devices;
-//!   preferred at decode sizes, where NCCL's latency dominates;
+//!   preferred up to the version's `OWN_KERNEL_BEFORE_BACKEND_UP_TO` (0.9.11: decode sizes,
+//!   where NCCL's latency dominates; 0.26: always, its communicator rounds through BF16);
 //! * **copies**: any backend — asynchronous copies between devices and in-place adds, staged as
 //!   [`exchange::schedule`] says (butterfly for powers of two, gather-and-add otherwise);
 //! * **direct** (forced only, until measured on GPUs): sub-graphs write their partials into
@@ -44,10 +45,6 @@ use crate::abi::*;
 use crate::log::{abort, ggml_assert, log_info};
 use crate::version::BackendAllReduce;
 use ggml_backend_rs_core::Op;
-
-/// With a backend AllReduce available, tensors up to this size use our CUDA kernels instead:
-/// at decode sizes (8–32 KiB per token) a collective library's latency dominates.
-const OWN_MAX_BYTES_NEXT_TO_BACKEND: usize = 1 << 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Path {
@@ -199,7 +196,11 @@ impl Reducer {
             Some(Path::Own | Path::Direct) if own_ok => Path::Own,
             Some(Path::Backend) => Path::Backend,
             Some(_) => Path::Copies,
-            None if own_ok && (!backend_ok || t.nbytes() <= OWN_MAX_BYTES_NEXT_TO_BACKEND) => {
+            None if own_ok
+                && (!backend_ok
+                    || crate::version::OWN_KERNEL_BEFORE_BACKEND_UP_TO
+                        .is_none_or(|max| t.nbytes() <= max)) =>
+            {
                 Path::Own
             }
             None if backend_ok => Path::Backend,

@@ -199,6 +199,12 @@ impl Backend {
     }
 }
 
+/// Up to which size (bytes) a cut runs our own CUDA kernel rather than the backends' AllReduce
+/// (NCCL, in f32), when both can: at decode sizes (8–32 KiB per token) NCCL's latency dominates,
+/// above 1 MiB its bandwidth.
+/// cbindgen:ignore
+pub const OWN_KERNEL_BEFORE_BACKEND_UP_TO: Option<usize> = Some(1 << 20);
+
 /// `bool (*)(ggml_backend_t * backends, struct ggml_tensor ** tensors, size_t n)`.
 type AllReduceFn = unsafe extern "C" fn(*mut ggml_backend_t, *mut *mut ggml_tensor, usize) -> bool;
 
