@@ -117,6 +117,42 @@ foreach(kv q8_0 q4_0)
 endforeach()
 unset(plugin_both_args)
 
+# The plugin's name policy sizes and rotates the slices as the version's libllama callback does
+# (NAME_CONVENTIONS in src/version/ggml_<version>): given the head size (which libllama knows
+# from the model and the plugin from GGML_BACKEND_RS_TP_HEAD_DIM here), upstream's program with
+# the plugin decodes bit-identically to the linked build's own tensor mode over the same
+# devices. Not gpt-oss (rel L2 6.9e-8, TOL 1e-6: the expert biases' partial sum, which libllama's
+# callback marks with the devices that hold experts' rows, is added on device 0 by the plugin),
+# and only the models this version's libllama splits in tensor mode.
+set(plugin_linked_models tiny-gqa-f32 tiny-gqa-f16 small-mha-f32 tiny-moe-f32 qwen3-f32 qwen3moe-f32
+    qwen2-f32 gemma2-f32 gemma3-f32 glm4moe-f32 llama4-f32 cohere2-f32 qwen35-f32 gpt-oss-f32)
+if(NOT GGML_BACKEND_RS_GGML_VERSION VERSION_LESS 0.26)
+    list(APPEND plugin_linked_models phi3-f32 lfm2-f32 lfm2moe-f32)
+endif()
+foreach(model IN LISTS plugin_linked_models)
+    set(tol 0)
+    if(model STREQUAL "gpt-oss-f32")
+        set(tol 1e-6)
+    endif()
+    set(gguf "${model_dir}/${model}.gguf")
+    set(common --model "${gguf}" --threads 2 --n-predict 12 --flash-attn on)
+    set(tests "")
+    foreach(members CPU,CPU CPU,CPU,CPU)
+        string(REPLACE "," ";" member_list "${members}")
+        list(LENGTH member_list n_members)
+        set(test plugin/llama/${model}/cpu${n_members}_vs_linked_tensor)
+        add_test(NAME ${test} COMMAND "${CMAKE_COMMAND}"
+            -D "DRIVER_A=$<TARGET_FILE:llama_driver>"
+            -D "ARGS_A=${common};--split-mode;tensor;--devices;${members}"
+            -D "DRIVER_B=${CMAKE_COMMAND}"
+            -D "ARGS_B=-E;env;${plugin_env};GGML_BACKEND_RS_TP=${members};GGML_BACKEND_RS_TP_HEAD_DIM=16;$<TARGET_FILE:llama_driver_ref>;${common};--load-all-backends;--devices;TP0"
+            -D "COMPARE=$<TARGET_FILE:compare_logits>" -D "TOL=${tol}"
+            -D "WORK_DIR=${model_dir}/plugin-${model}-cpu${n_members}-vs-linked" -P "${run}")
+        list(APPEND tests ${test})
+    endforeach()
+    set_tests_properties(${tests} PROPERTIES FIXTURES_REQUIRED model_${model})
+endforeach()
+
 set(q35 "${model_dir}/qwen35-f32.gguf")
 # (libllama of ggml 0.9.11 names the GET_ROWS node conv_states-0; 0.26's leaves it unnamed.)
 add_test(NAME plugin/llama/qwen35-f32/tgpu2_cpu_ops_stops_at_context COMMAND "${CMAKE_COMMAND}"

@@ -128,10 +128,13 @@ pub fn create_plugin(
     let n = simple.len();
     create(
         simple,
-        Policy::Names(Box::new(Mutex::new(if split_recurrent {
-            NamePolicy::new(n, head_dim)
-        } else {
-            NamePolicy::new(n, head_dim).mirroring_recurrent()
+        Policy::Names(Box::new(Mutex::new({
+            let p = NamePolicy::new(n, head_dim).with_conventions(crate::version::NAME_CONVENTIONS);
+            if split_recurrent {
+                p
+            } else {
+                p.mirroring_recurrent()
+            }
         }))),
         Face::Plugin { device_id, reg },
         name,

@@ -16,8 +16,9 @@
 //!   `uid` / `set_uid`, and `next_graph_uid`), and `layout_check`, the compile-time proof of them
 //!   against the C compiler's view of upstream's headers;
 //! * behaviour: `Backend::graph_optimize` (with the allocation dependencies the backend asks
-//!   for), `BackendAllReduce` (the AllReduce the simple backends offer) and
-//!   `OWN_KERNEL_BEFORE_BACKEND_UP_TO` (when our CUDA kernel goes first),
+//!   for), `BackendAllReduce` (the AllReduce the simple backends offer),
+//!   `OWN_KERNEL_BEFORE_BACKEND_UP_TO` (when our CUDA kernel goes first), `NAME_CONVENTIONS`
+//!   (how libllama sizes and rotates slices, for the plugin's name policy),
 //!   `REGISTRATION_IS_IDEMPOTENT`, `SCHED_POLICY` (what its `ggml_backend_sched` does
 //!   differently, as data: `crate::sched::Policy`);
 //! * the functions only this version exports.

@@ -38,6 +38,13 @@
 //! whose layout this table does not describe. Recurrent layers other than Qwen3.5's gated
 //! delta net (one K head, Qwen3-Next's fused `ssm_ba`, Mamba) stay mirrored.
 //!
+//! Sizes: each device's share is a multiple of a granule and the remainder goes to the last
+//! device, with the device order rotated per layer, as libllama's callback does. How the granule
+//! grows beyond the quantization block and how the rotation counts layers changed between ggml
+//! versions ([`Conventions`], given by the caller). What the plugin cannot see — the sliding-window
+//! pattern, `--tensor-split` — it does not follow: its shares are equal, and sliding-window layers
+//! rotate with the other attention layers.
+//!
 //! Decisions are per layer and fixed the first time a layer is asked about, so that every
 //! tensor of a layer agrees even if its tensors arrive in several allocations (a tensor that
 //! arrives later cannot change them). They are kept per shape: another model with the same
@@ -73,10 +80,32 @@ enum Attn {
     Split { units: i64, per_device: Vec<i64> },
 }
 
+/// How libllama's split callback sizes and rotates the slices, which differs between ggml
+/// versions (the version module of the root crate says which applies).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conventions {
+    /// FFN rows and recurrent heads are split in multiples of lcm(block, `perf_rows`);
+    /// attention's block doubles towards `perf_rows` while every device still gets a share of
+    /// a KV head's group of Q rows. 1: the quantization block alone.
+    pub perf_rows: i64,
+    /// Layer `l`'s slices rotate by the number of earlier layers of its kind (recurrent or
+    /// attention), not by `l`.
+    pub rotate_within_kind: bool,
+}
+
+impl Conventions {
+    /// Whole quantization blocks, rotated by the layer index.
+    pub const BLOCKS: Conventions = Conventions {
+        perf_rows: 1,
+        rotate_within_kind: false,
+    };
+}
+
 /// The policy of one meta device over `n` devices.
 #[derive(Debug)]
 pub struct NamePolicy {
     n: usize,
+    conventions: Conventions,
     head_dim: Option<i64>,
     tensors: HashMap<String, Info>,
     /// Per layer: the attention decisions made, each for the rows of Q, K and V it was made
@@ -197,11 +226,11 @@ const KNOWN_ATTN: &[&str] = &[
 ];
 
 /// Splits `e` elements over `n` devices in multiples of `g` as libllama does: equal shares
-/// rounded down to `g`, the remainder to the last device, device order rotated by `rot`.
-/// `None` when `e` is not a multiple of `g`.
+/// rounded down to `g`, the remainder (which need not be a multiple of `g`) to the last device,
+/// device order rotated by `rot`. `None` for no devices or a negative `e`.
 fn distribute(e: i64, g: i64, n: usize, rot: usize) -> Option<Vec<i64>> {
     let g = g.max(1);
-    if n == 0 || e < 0 || e % g != 0 {
+    if n == 0 || e < 0 {
         return None;
     }
     let mut out = vec![0; n];
@@ -278,6 +307,7 @@ impl NamePolicy {
     pub fn new(n: usize, head_dim: Option<i64>) -> NamePolicy {
         NamePolicy {
             n: n.clamp(1, MAX_DEVICES),
+            conventions: Conventions::BLOCKS,
             head_dim: head_dim.filter(|&h| h > 0),
             tensors: HashMap::new(),
             attn: HashMap::new(),
@@ -285,6 +315,12 @@ impl NamePolicy {
             recurrent: HashMap::new(),
             split_recurrent: true,
         }
+    }
+
+    /// The same policy sizing and rotating slices by `c` (default: [`Conventions::BLOCKS`]).
+    pub fn with_conventions(mut self, c: Conventions) -> NamePolicy {
+        self.conventions = c;
+        self
     }
 
     /// The same policy with every recurrent layer mirrored: for devices that cannot run the
@@ -324,6 +360,27 @@ impl NamePolicy {
                 pred(base)
             })
         })
+    }
+
+    /// Whether `layer` is recurrent (a gated delta net, Mamba, LFM2's short convolution): it has
+    /// `ssm_*` or `shortconv` tensors.
+    fn is_recurrent_layer(&self, layer: u32) -> bool {
+        self.layer_has(layer, |b| {
+            b.starts_with("ssm_") || b.starts_with("shortconv")
+        })
+    }
+
+    /// The rotation of `layer`'s slices over the devices.
+    fn rotation(&self, layer: u32) -> usize {
+        let index = if self.conventions.rotate_within_kind {
+            let kind = self.is_recurrent_layer(layer);
+            (0..layer)
+                .filter(|&l| self.is_recurrent_layer(l) == kind)
+                .count()
+        } else {
+            layer as usize
+        };
+        index % self.n
     }
 
     /// One past the highest layer index recorded.
@@ -483,9 +540,11 @@ impl NamePolicy {
         }
         // whole heads that are whole blocks of the projections' rows and of ssm_out's
         // columns (libllama: lcm(block, head size) rows)
-        let blck = [qkv.blck, out.blck, gate.blck].into_iter().fold(1, lcm);
+        let blck = [qkv.blck, out.blck, gate.blck, self.conventions.perf_rows]
+            .into_iter()
+            .fold(1, lcm);
         let granule = lcm(blck, hd) / hd;
-        let per_device = distribute(n_k, granule, self.n, layer as usize % self.n)?;
+        let per_device = distribute(n_k, granule, self.n, self.rotation(layer))?;
         Some(Recurrent {
             hd,
             n_k,
@@ -610,9 +669,14 @@ impl NamePolicy {
             Some(hd) if k % hd == 0 && q % hd == 0 => {
                 let n_kv = k / hd;
                 // libllama's granularity: whole groups of Q heads per KV head, rounded up to
-                // whole blocks of the output projection's columns.
+                // whole blocks of the output projection's columns, the block first doubled
+                // towards `perf_rows` while each device would still get a share of a group.
                 let group = n_gqa * hd;
-                (n_kv, lcm(group, out_blck) / group)
+                let mut blck = out_blck;
+                while blck < self.conventions.perf_rows && blck * (self.n as i64) < group {
+                    blck *= 2;
+                }
+                (n_kv, lcm(group, blck) / group)
             }
             Some(_) => return Attn::Mirrored,
             // equal shares that could be whole heads: no model has heads of fewer than 16
@@ -623,7 +687,7 @@ impl NamePolicy {
         if units < 2 || v % units != 0 {
             return Attn::Mirrored;
         }
-        let Some(per_device) = distribute(units, granule, self.n, layer as usize % self.n) else {
+        let Some(per_device) = distribute(units, granule, self.n, self.rotation(layer)) else {
             return Attn::Mirrored;
         };
         let whole_blocks = per_device.iter().all(|u| (q / units * u) % out_blck == 0);
@@ -697,9 +761,9 @@ impl NamePolicy {
                     self.tensors
                         .get(&format!("blk.{layer}.ffn_down_exps.weight"))
                 });
-            down.map_or(256, |d| d.blck)
+            lcm(down.map_or(256, |d| d.blck), self.conventions.perf_rows)
         });
-        let rot = layer as usize % self.n;
+        let rot = self.rotation(layer);
         let mut out = Vec::with_capacity(segs.len());
         for &e in segs {
             match distribute(e, g, self.n, rot) {
@@ -782,8 +846,67 @@ mod tests {
         assert_eq!(distribute(8, 1, 3, 0), Some(vec![2, 3, 3]));
         assert_eq!(distribute(8, 1, 3, 1), Some(vec![3, 2, 3]));
         assert_eq!(distribute(256, 32, 3, 0), Some(vec![64, 96, 96]));
-        assert_eq!(distribute(100, 32, 2, 0), None);
+        assert_eq!(distribute(100, 32, 2, 0), Some(vec![32, 68]));
+        assert_eq!(distribute(64, 128, 2, 1), Some(vec![64, 0]));
         assert_eq!(distribute(0, 1, 2, 0), Some(vec![0, 0]));
+    }
+
+    /// ggml 0.26's sizes: FFN rows in multiples of lcm(block, 128) (a 128-row FFN goes whole to
+    /// the last device of two); attention's block doubles while each of the devices still gets
+    /// a share of a group of Q rows (heads of 64, two per KV head: a group of 128 rows, block
+    /// 64, one KV head per granule).
+    #[test]
+    fn perf_rows_round_ffn_and_attention_like_libllama_026() {
+        let c = Conventions {
+            perf_rows: 128,
+            rotate_within_kind: true,
+        };
+        let mut p = NamePolicy::new(2, Some(64)).with_conventions(c);
+        llama(&mut p, 1, 256, 128, 128, F32);
+        let up = p.split("blk.0.ffn_up.weight", info(F32, &[256, 128]));
+        assert_eq!(shares(&up, 2), vec![vec![0, 128]]);
+        let mut p = NamePolicy::new(2, Some(64)).with_conventions(c);
+        llama(&mut p, 1, 256, 128, 384, F32);
+        let down = p.split("blk.0.ffn_down.weight", info(F32, &[384, 256]));
+        assert_eq!(shares(&down, 2), vec![vec![128, 256]]);
+        let k = p.split("blk.0.attn_k.weight", info(F32, &[256, 128]));
+        assert_eq!(shares(&k, 2), vec![vec![64, 64]]);
+        // the same shapes with whole blocks only: 64 rows of FFN per device
+        let mut p = NamePolicy::new(2, Some(64));
+        llama(&mut p, 1, 256, 128, 128, F32);
+        let up = p.split("blk.0.ffn_up.weight", info(F32, &[256, 128]));
+        assert_eq!(shares(&up, 2), vec![vec![64, 64]]);
+    }
+
+    /// ggml 0.26 rotates a layer's slices by the earlier layers of its kind: in LFM2's pattern
+    /// (short convolution, attention, short convolution, attention) attention layers 1 and 3
+    /// rotate as 0 and 1; by layer index they rotate as 1 and 1 (3 mod 2). 96 FFN rows in
+    /// Q4_0 blocks of 32 over two devices: [32, 64], or [64, 32] rotated.
+    #[test]
+    fn rotation_counts_layers_of_the_same_kind() {
+        let within_kind = Conventions {
+            perf_rows: 1,
+            rotate_within_kind: true,
+        };
+        for (c, rotated1, rotated3) in [
+            (within_kind, false, true),
+            (Conventions::BLOCKS, true, true),
+        ] {
+            let mut p = NamePolicy::new(2, Some(16)).with_conventions(c);
+            llama(&mut p, 4, 64, 32, 96, Q4_0);
+            for il in [0, 2] {
+                p.record(
+                    &format!("blk.{il}.shortconv.in_proj.weight"),
+                    info(F32, &[64, 192]),
+                );
+            }
+            let rotated = |p: &mut NamePolicy, il: u32| {
+                let down = p.split(&format!("blk.{il}.ffn_down.weight"), info(Q4_0, &[96, 64]));
+                shares(&down, 2)[0] == vec![64, 32]
+            };
+            assert_eq!(rotated(&mut p, 1), rotated1, "{c:?}");
+            assert_eq!(rotated(&mut p, 3), rotated3, "{c:?}");
+        }
     }
 
     /// Unknown head size, devices dividing K's rows: equal shares, Q/K/V/O/cache agree.

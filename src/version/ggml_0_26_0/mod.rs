@@ -13,6 +13,7 @@ use std::ffi::{c_char, c_int, c_void};
 use std::ptr;
 
 use ggml_backend_rs_core::chunk;
+use ggml_backend_rs_core::names;
 use ggml_backend_rs_core::op::{Op, OpTable};
 use ggml_backend_rs_core::split::{RawSplitState, Split};
 
@@ -226,6 +227,15 @@ pub fn next_graph_uid() -> u64 {
 // ---------------------------------------------------------------------------------------
 // behaviour
 // ---------------------------------------------------------------------------------------
+
+/// How libllama's split callback sizes and rotates slices, which the plugin's name policy
+/// follows: FFN rows and recurrent heads in multiples of lcm(block, 128), attention's block
+/// doubled towards 128 rows, rotation counted within a layer's kind (recurrent or attention).
+/// cbindgen:ignore
+pub const NAME_CONVENTIONS: names::Conventions = names::Conventions {
+    perf_rows: 128,
+    rotate_within_kind: true,
+};
 
 /// Registering a backend or device that is already registered does nothing.
 /// cbindgen:ignore

@@ -9,6 +9,7 @@ mod layout_check;
 use std::ffi::{c_char, c_int, c_void};
 use std::ptr;
 
+use ggml_backend_rs_core::names;
 use ggml_backend_rs_core::op::{all_without, Op, OpTable};
 use ggml_backend_rs_core::split::{RawSplitState, Split};
 
@@ -182,6 +183,11 @@ pub fn next_graph_uid() -> u64 {
 // ---------------------------------------------------------------------------------------
 // behaviour
 // ---------------------------------------------------------------------------------------
+
+/// How libllama's split callback sizes and rotates slices, which the plugin's name policy
+/// follows: whole quantization blocks, rotation by layer index.
+/// cbindgen:ignore
+pub const NAME_CONVENTIONS: names::Conventions = names::Conventions::BLOCKS;
 
 /// Registering a backend or device again adds it again.
 /// cbindgen:ignore
