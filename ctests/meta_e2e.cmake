@@ -376,24 +376,22 @@ set_tests_properties(meta/e2e/qwen35-f32/tgpu2_cpu_ops_fails_at_context PROPERTI
 # from the fourth on; the plugin, whose policy splits each half, decodes it like one CPU:
 # plugin/llama/phi3-f32/*.) ggml 0.9.11's libllama only: 0.26's callback splits the fused
 # tensor in two repeated segments ({n_ff, nr 2}).
+#
+# And libllama of ggml 0.9.11 does not split LFM2 in tensor mode (llm_arch_supports_sm_tensor):
+# the model load fails with its message.
+# meta_e2e_fails(<test> <model> <expected output>): tensor mode over CPU,CPU exits with status 1
+# (no signal) and that message.
+function(meta_e2e_fails test model expect)
+    add_test(NAME ${test} COMMAND "${CMAKE_COMMAND}" -D "EXES=$<TARGET_FILE:llama_driver>"
+        -D "ARGS=--model;${model_dir}/${model}.gguf;--split-mode;tensor;--devices;CPU,CPU;--flash-attn;on;--n-predict;2"
+        -D "EXPECT=${expect}" -P "${CMAKE_CURRENT_LIST_FILE}")
+    set_tests_properties(${test} PROPERTIES FIXTURES_REQUIRED model_${model})
+endfunction()
 if(GGML_BACKEND_RS_GGML_VERSION VERSION_LESS 0.26)
-    add_test(NAME meta/e2e/phi3-f32/cpu2_fails_at_context COMMAND "${CMAKE_COMMAND}"
-        -D "EXES=$<TARGET_FILE:llama_driver>"
-        -D "ARGS=--model;${model_dir}/phi3-f32.gguf;--split-mode;tensor;--devices;CPU,CPU;--flash-attn;on;--n-predict;2"
-        -D "EXPECT=ggml_backend_sched_reserve: meta backend: cannot split tensor 'ffn_swiglu-0' .SWIGLU. across devices: glu of one fused source needs its gate and up halves split alike .two equal segments., not AXIS_0.128,128.*llama_driver: failed to create context"
-        -P "${CMAKE_CURRENT_LIST_FILE}")
-    set_tests_properties(meta/e2e/phi3-f32/cpu2_fails_at_context PROPERTIES FIXTURES_REQUIRED model_phi3-f32)
-endif()
-
-# libllama of ggml 0.9.11 does not split LFM2 in tensor mode (llm_arch_supports_sm_tensor): the
-# model load fails with its message, exit status 1 and no signal.
-if(GGML_BACKEND_RS_GGML_VERSION VERSION_LESS 0.26)
-    add_test(NAME meta/e2e/lfm2-f32/cpu2_refused_by_libllama COMMAND "${CMAKE_COMMAND}"
-        -D "EXES=$<TARGET_FILE:llama_driver>"
-        -D "ARGS=--model;${model_dir}/lfm2-f32.gguf;--split-mode;tensor;--devices;CPU,CPU;--flash-attn;on;--n-predict;2"
-        -D "EXPECT=LLAMA_SPLIT_MODE_TENSOR not implemented for architecture 'lfm2'"
-        -P "${CMAKE_CURRENT_LIST_FILE}")
-    set_tests_properties(meta/e2e/lfm2-f32/cpu2_refused_by_libllama PROPERTIES FIXTURES_REQUIRED model_lfm2-f32)
+    meta_e2e_fails(meta/e2e/phi3-f32/cpu2_fails_at_context phi3-f32
+        "ggml_backend_sched_reserve: meta backend: cannot split tensor 'ffn_swiglu-0' .SWIGLU. across devices: glu of one fused source needs its gate and up halves split alike .two equal segments., not AXIS_0.128,128.*llama_driver: failed to create context")
+    meta_e2e_fails(meta/e2e/lfm2-f32/cpu2_refused_by_libllama lfm2-f32
+        "LLAMA_SPLIT_MODE_TENSOR not implemented for architecture 'lfm2'")
 endif()
 
 # Quantized KV caches in tensor mode, which libllama of ggml 0.26 allows (0.9.11's refuses the

@@ -10,6 +10,7 @@ use std::ptr::{self, NonNull};
 
 use super::backend::*;
 use super::ggml::*;
+use super::meta::GGML_BACKEND_META_MAX_DEVICES;
 use crate::log::ggml_assert;
 
 macro_rules! handle {
@@ -503,6 +504,30 @@ impl Event {
 }
 
 // ---------------------------------------------------------------------------------------
+
+/// One backend and one tensor per simple device of a meta device, as the C arrays that a
+/// backend's AllReduce entry points take (null after the last device).
+pub fn per_device_arrays(
+    backends: &[Backend],
+    tensors: &[Tensor],
+) -> (
+    [ggml_backend_t; GGML_BACKEND_META_MAX_DEVICES],
+    [*mut ggml_tensor; GGML_BACKEND_META_MAX_DEVICES],
+) {
+    ggml_assert!(
+        backends.len() == tensors.len() && backends.len() <= GGML_BACKEND_META_MAX_DEVICES,
+        "meta AllReduce: {} backends, {} tensors",
+        backends.len(),
+        tensors.len()
+    );
+    let mut bs = [ptr::null_mut(); GGML_BACKEND_META_MAX_DEVICES];
+    let mut ts = [ptr::null_mut(); GGML_BACKEND_META_MAX_DEVICES];
+    for (j, (b, t)) in backends.iter().zip(tensors).enumerate() {
+        bs[j] = b.as_ptr();
+        ts[j] = t.as_ptr();
+    }
+    (bs, ts)
+}
 
 impl Tensor {
     pub fn nbytes(&self) -> usize {

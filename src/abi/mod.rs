@@ -11,5 +11,7 @@ pub use meta::*;
 pub mod handle;
 pub mod header;
 
-pub use handle::{AllocDep, Backend, Buffer, Buft, Device, Event, Graph, Reg, Tensor};
+pub use handle::{
+    per_device_arrays, AllocDep, Backend, Buffer, Buft, Device, Event, Graph, Reg, Tensor,
+};
 pub use header::Headers;

@@ -21,11 +21,10 @@ use crate::abi::{
     ggml_backend_buffer_t, ggml_backend_buffer_type_t, ggml_backend_buffer_usage_raw,
     ggml_backend_dev_t, ggml_backend_meta_get_split_state_t, ggml_backend_meta_split_axis_raw,
     ggml_backend_t, ggml_hash_set, ggml_op, ggml_tallocr_alloc, ggml_tallocr_new, ggml_tensor,
-    AllocDep, Backend, Buffer, Buft, Graph, Tensor, GGML_BACKEND_META_MAX_DEVICES,
-    GGML_STATUS_SUCCESS,
+    per_device_arrays, AllocDep, Backend, Buffer, Buft, Graph, Tensor, GGML_STATUS_SUCCESS,
 };
 use crate::ffi::{handle_arg, null_argument};
-use crate::log::{abort, ggml_assert, log_error};
+use crate::log::{abort, log_error};
 
 /// The ggml release whose ABI this build implements.
 pub const GGML_VERSION: &str = "0.26.0";
@@ -338,16 +337,7 @@ impl BackendAllReduce {
     /// Sums `tensors[j]` (on `backends[j]`, one layout) into all of them, queued on the
     /// backends; false when the communicator declines (the caller reduces another way).
     pub fn all_reduce(&self, backends: &[Backend], tensors: &[Tensor]) -> bool {
-        let n = backends.len();
-        ggml_assert!(
-            n == tensors.len() && n <= GGML_BACKEND_META_MAX_DEVICES,
-            "meta AllReduce: {n} backends, {} tensors",
-            tensors.len()
-        );
-        let mut ts = [ptr::null_mut(); GGML_BACKEND_META_MAX_DEVICES];
-        for (slot, t) in ts.iter_mut().zip(tensors) {
-            *slot = t.as_ptr();
-        }
+        let (_, mut ts) = per_device_arrays(backends, tensors);
         // SAFETY: the communicator made for these n backends, with their n live tensors.
         unsafe { (self.all_reduce)(self.ctx.as_ptr(), ts.as_mut_ptr()) }
     }

@@ -7,7 +7,6 @@
 mod layout_check;
 
 use std::ffi::{c_char, c_int, c_void};
-use std::ptr;
 
 use ggml_backend_rs_core::names;
 use ggml_backend_rs_core::op::{all_without, Op, OpTable};
@@ -17,10 +16,10 @@ use crate::abi::{
     ggml_backend_buffer_t, ggml_backend_buffer_type_t, ggml_backend_dev_t,
     ggml_backend_meta_get_split_state_t, ggml_backend_meta_split_axis_raw, ggml_backend_t,
     ggml_context, ggml_get_first_tensor, ggml_get_next_tensor, ggml_hash_set, ggml_tensor,
-    AllocDep, Backend, Graph, Tensor, GGML_BACKEND_META_MAX_DEVICES,
+    per_device_arrays, AllocDep, Backend, Graph, Tensor,
 };
 use crate::ffi::null_argument;
-use crate::log::{abort, ggml_assert};
+use crate::log::abort;
 
 /// The ggml release whose ABI this build implements.
 pub const GGML_VERSION: &str = "0.9.11";
@@ -234,20 +233,9 @@ impl BackendAllReduce {
     /// Sums `tensors[j]` (on `backends[j]`, one layout) into all of them, queued on the
     /// backends; false when the backend declines (nothing was queued).
     pub fn all_reduce(&self, backends: &[Backend], tensors: &[Tensor]) -> bool {
-        let n = backends.len();
-        ggml_assert!(
-            n == tensors.len() && n <= GGML_BACKEND_META_MAX_DEVICES,
-            "meta AllReduce: {n} backends, {} tensors",
-            tensors.len()
-        );
-        let mut bs = [ptr::null_mut(); GGML_BACKEND_META_MAX_DEVICES];
-        let mut ts = [ptr::null_mut(); GGML_BACKEND_META_MAX_DEVICES];
-        for (j, (b, t)) in backends.iter().zip(tensors).enumerate() {
-            bs[j] = b.as_ptr();
-            ts[j] = t.as_ptr();
-        }
+        let (mut bs, mut ts) = per_device_arrays(backends, tensors);
         // SAFETY: n live backends and their n live tensors, in arrays of at least n entries.
-        unsafe { (self.f)(bs.as_mut_ptr(), ts.as_mut_ptr(), n) }
+        unsafe { (self.f)(bs.as_mut_ptr(), ts.as_mut_ptr(), backends.len()) }
     }
 }
 
