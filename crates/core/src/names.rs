@@ -51,7 +51,7 @@
 //! tensor names and other shapes (a draft model) gets decisions of its own, and a KV cache
 //! follows the decision made for its K (or V) rows.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
 use regex::Regex;
@@ -111,8 +111,8 @@ pub struct NamePolicy {
     /// Per layer: the attention decisions made, each for the rows of Q, K and V it was made
     /// for (two models with the same tensor names and other shapes keep theirs apart).
     attn: HashMap<u32, Vec<(Rows, Attn)>>,
-    /// Per (layer, FFN width): the quantization block the FFN's splits are multiples of.
-    ffn_granule: HashMap<(u32, i64), i64>,
+    /// Per (layer, FFN width): the granule the FFN's splits are multiples of, and their rotation.
+    ffn_layout: HashMap<(u32, i64), (i64, usize)>,
     /// Per layer: the gated-delta-net decision, made once (None: mirrored).
     recurrent: HashMap<u32, Option<Recurrent>>,
     /// Whether gated-delta-net layers may be split ([`NamePolicy::mirroring_recurrent`]).
@@ -225,6 +225,13 @@ const KNOWN_ATTN: &[&str] = &[
     "attn_sinks",
 ];
 
+/// The layer index and the first name segment after it of a tensor `blk.<layer>.<base>...`.
+fn block_base(name: &str) -> Option<(u32, &str)> {
+    let (layer, rest) = name.strip_prefix("blk.")?.split_once('.')?;
+    let base = rest.split('.').next().unwrap_or(rest);
+    Some((layer.parse().ok()?, base))
+}
+
 /// Splits `e` elements over `n` devices in multiples of `g` as libllama does: equal shares
 /// rounded down to `g`, the remainder (which need not be a multiple of `g`) to the last device,
 /// device order rotated by `rot`. `None` for no devices or a negative `e`.
@@ -311,7 +318,7 @@ impl NamePolicy {
             head_dim: head_dim.filter(|&h| h > 0),
             tensors: HashMap::new(),
             attn: HashMap::new(),
-            ffn_granule: HashMap::new(),
+            ffn_layout: HashMap::new(),
             recurrent: HashMap::new(),
             split_recurrent: true,
         }
@@ -353,33 +360,29 @@ impl NamePolicy {
     }
 
     fn layer_has(&self, layer: u32, pred: impl Fn(&str) -> bool) -> bool {
-        let prefix = format!("blk.{layer}.");
-        self.tensors.keys().any(|k| {
-            k.strip_prefix(&prefix).is_some_and(|rest| {
-                let base = rest.split('.').next().unwrap_or(rest);
-                pred(base)
-            })
-        })
+        self.tensors
+            .keys()
+            .filter_map(|k| block_base(k))
+            .any(|(l, base)| l == layer && pred(base))
     }
 
-    /// Whether `layer` is recurrent (a gated delta net, Mamba, LFM2's short convolution): it has
-    /// `ssm_*` or `shortconv` tensors.
-    fn is_recurrent_layer(&self, layer: u32) -> bool {
-        self.layer_has(layer, |b| {
-            b.starts_with("ssm_") || b.starts_with("shortconv")
-        })
-    }
-
-    /// The rotation of `layer`'s slices over the devices.
+    /// The rotation of `layer`'s slices over the devices (one pass over the tensors: callers
+    /// keep it with their per-layer decision).
     fn rotation(&self, layer: u32) -> usize {
-        let index = if self.conventions.rotate_within_kind {
-            let kind = self.is_recurrent_layer(layer);
-            (0..layer)
-                .filter(|&l| self.is_recurrent_layer(l) == kind)
-                .count()
-        } else {
-            layer as usize
-        };
+        if !self.conventions.rotate_within_kind {
+            return layer as usize % self.n;
+        }
+        // recurrent layers (a gated delta net, Mamba, LFM2's short convolution) have `ssm_*`
+        // or `shortconv` tensors; a layer counts the earlier layers of its own kind
+        let recurrent: HashSet<u32> = self
+            .tensors
+            .keys()
+            .filter_map(|k| block_base(k))
+            .filter(|(_, base)| base.starts_with("ssm_") || base.starts_with("shortconv"))
+            .map(|(l, _)| l)
+            .collect();
+        let kind = recurrent.contains(&layer);
+        let index = (0..layer).filter(|l| recurrent.contains(l) == kind).count();
         index % self.n
     }
 
@@ -752,18 +755,23 @@ impl NamePolicy {
 
     fn ffn(&mut self, layer: u32, axis: i32, segs: &[i64]) -> RawSplitState {
         let width = segs.first().copied().unwrap_or(0);
-        let g = *self.ffn_granule.entry((layer, width)).or_insert_with(|| {
-            // The down projection's columns are split; its blocks bound every FFN split.
-            let down = self
-                .tensors
-                .get(&format!("blk.{layer}.ffn_down.weight"))
-                .or_else(|| {
-                    self.tensors
-                        .get(&format!("blk.{layer}.ffn_down_exps.weight"))
-                });
-            lcm(down.map_or(256, |d| d.blck), self.conventions.perf_rows)
-        });
-        let rot = self.rotation(layer);
+        let (g, rot) = match self.ffn_layout.get(&(layer, width)) {
+            Some(&decided) => decided,
+            None => {
+                // The down projection's columns are split; its blocks bound every FFN split.
+                let down = self
+                    .tensors
+                    .get(&format!("blk.{layer}.ffn_down.weight"))
+                    .or_else(|| {
+                        self.tensors
+                            .get(&format!("blk.{layer}.ffn_down_exps.weight"))
+                    });
+                let g = lcm(down.map_or(256, |d| d.blck), self.conventions.perf_rows);
+                let decided = (g, self.rotation(layer));
+                self.ffn_layout.insert((layer, width), decided);
+                decided
+            }
+        };
         let mut out = Vec::with_capacity(segs.len());
         for &e in segs {
             match distribute(e, g, self.n, rot) {
