@@ -119,7 +119,8 @@ unset(plugin_both_args)
 
 # The plugin's name policy sizes and rotates the slices as the version's libllama callback does
 # (NAME_CONVENTIONS in src/version/ggml_<version>): given the head size (which libllama knows
-# from the model and the plugin from GGML_BACKEND_RS_TP_HEAD_DIM here), upstream's program with
+# from the model and the plugin from GGML_BACKEND_RS_TP_HEAD_DIM here: 16, every model below has
+# heads of 16), upstream's program with
 # the plugin decodes bit-identically to the linked build's own tensor mode over the same
 # devices. Not gpt-oss (rel L2 6.9e-8, TOL 1e-6: the expert biases' partial sum, which libllama's
 # callback marks with the devices that hold experts' rows, is added on device 0 by the plugin),

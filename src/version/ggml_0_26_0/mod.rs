@@ -274,9 +274,9 @@ impl Backend {
 }
 
 /// Up to which size (bytes) a cut runs our own CUDA kernel rather than the backends' AllReduce,
-/// when both can: at every size (None). 0.26's CUDA communicator rounds f32 partial sums through BF16 (its
-/// internal kernel at every size, NCCL for large tensors), so the logits would leave one device's
-/// by 5e-4 to 3e-3 rel L2 (docs/gpu.md), where our kernel adds in f32.
+/// when both can: at every size (None). 0.26's CUDA communicator rounds f32 partial sums
+/// through BF16 (its internal kernel at every size, NCCL for large tensors), so the logits would
+/// leave one device's by 5e-4 to 3e-3 rel L2 (docs/gpu.md), where our kernel adds in f32.
 /// cbindgen:ignore
 pub const OWN_KERNEL_BEFORE_BACKEND_UP_TO: Option<usize> = None;
 
