@@ -386,8 +386,8 @@ tp_config() {
 }
 
 # The small models of ctests/meta_e2e.cmake, one per architecture libllama splits in tensor mode,
-# and the quantized KV caches of its kvq tests (a third '|' field: llama_driver arguments):
-# name|write_model flags (all 2 layers, 4 heads, 300 tokens, f32; n_embd TP_ARCH_EMBD).
+# and the quantized KV caches of its kvq tests (a fourth '|' field: llama_driver arguments):
+# name|write_model flags (all 2 layers, 4 heads, 300 tokens, f32; n_embd TP_ARCH_EMBD)[|tolerance[|arguments]].
 tp_arch_models=("tiny-mqa-f32|--n-head-kv 1 --n-ff 128 --seed 7"
     "qwen3-f32|--arch qwen3 --n-head-kv 2 --n-ff 128 --seed 7"
     "qwen3moe-f32|--arch qwen3moe --n-head-kv 2 --n-ff 64 --n-expert 6 --n-expert-used 3 --seed 5"
