@@ -5,8 +5,9 @@
 # Over the CPU device repeated N times (TESTGPU0 where two distinct devices are needed).
 # Included from ctests/CMakeLists.txt.
 
-add_executable(meta_api meta_api.cpp test_device.c)
-target_include_directories(meta_api PRIVATE ${GGML_BACKEND_RS_API_INCLUDES} "${CMAKE_CURRENT_SOURCE_DIR}")
+add_executable(meta_api meta_api.cpp doubles/test_device.c)
+target_include_directories(meta_api PRIVATE ${GGML_BACKEND_RS_API_INCLUDES} "${CMAKE_CURRENT_SOURCE_DIR}"
+    "${CMAKE_CURRENT_SOURCE_DIR}/doubles")
 target_link_libraries(meta_api PRIVATE ggml ggml-cpu)
 
 foreach(case device backend set_get partial memset copies copies_zero_slice async compute_split

@@ -63,9 +63,10 @@
 # node of its meta split) feeds the CPU's GET_ROWS of inp_out_ids (ggml-backend-meta.cpp:1304,
 # get_tensor of a PARTIAL tensor), and the MoE top-k view (non-contiguous) feeds the CPU's
 # GET_ROWS of the router weights (:1273). With GET_ROWS accepted by the test devices
-# (GGML_BACKEND_RS_TESTGPU_GET_ROWS=1, read by ctests/test_device.c) only the router's SOFT_MAX
-# leaves the meta backend and upstream decodes correctly — that configuration is the tgpu2 /
-# differential one; tgpu2_cpu_ops keeps the default op set (a backend lacking ops next to meta).
+# (GGML_BACKEND_RS_TESTGPU_GET_ROWS=1, read by ctests/doubles/test_device.c) only the router's
+# SOFT_MAX leaves the meta backend and upstream decodes correctly — that configuration is the
+# tgpu2 / differential one; tgpu2_cpu_ops keeps the default op set (a backend lacking ops next to
+# meta).
 #
 # Tolerance (relative L2 over all logits rows, compare_logits). Tensor parallelism computes the
 # attention-output and FFN-down projections as per-device partial sums that are then added
@@ -121,7 +122,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
     return()
 endif()
 
-# The environment switch of ctests/test_device.c that makes TESTGPU0/1 accept GET_ROWS.
+# The environment switch of ctests/doubles/test_device.c that makes TESTGPU0/1 accept GET_ROWS.
 set(meta_testgpu_get_rows "GGML_BACKEND_RS_TESTGPU_GET_ROWS=1")
 
 # The MoE fixture: llama architecture, 6 experts, top-3 (so the delayed reduction of the experts'
@@ -453,10 +454,10 @@ endif()
 #                                         most 512 KiB (the figure is printed; meta/long/none and
 #                                         none_upstream: the same run without the meta device, in
 #                                         this build and upstream's, for comparison)
-add_executable(llama_threads llama_threads.cpp test_device.c)
+add_executable(llama_threads llama_threads.cpp doubles/test_device.c)
 target_compile_definitions(llama_threads PRIVATE LLAMA_THREADS_TEST_DEVICE)
 target_include_directories(llama_threads PRIVATE ${GGML_BACKEND_RS_API_INCLUDES}
-    "${CMAKE_CURRENT_SOURCE_DIR}" "${GGML_BACKEND_RS_ROOT}/tools/model")
+    "${CMAKE_CURRENT_SOURCE_DIR}" "${CMAKE_CURRENT_SOURCE_DIR}/doubles" "${GGML_BACKEND_RS_ROOT}/tools/model")
 target_link_libraries(llama_threads PRIVATE llama ggml ggml-cpu)
 set(threads_tests "")
 foreach(cfg "cpu2|CPU,CPU|" "tgpu2|TESTGPU0,TESTGPU1|--test-device")
@@ -491,7 +492,7 @@ set_tests_properties(meta/long/none PROPERTIES
     PASS_REGULAR_EXPRESSION "resident memory [0-9]+ KiB after 1000 tokens" TIMEOUT 600)
 list(APPEND threads_tests meta/long/none)
 if(TARGET ggml_ref::llama)
-    add_executable(llama_threads_ref llama_threads.cpp test_device.c)
+    add_executable(llama_threads_ref llama_threads.cpp doubles/test_device.c)
     target_compile_definitions(llama_threads_ref PRIVATE LLAMA_THREADS_TEST_DEVICE)
     target_include_directories(llama_threads_ref PRIVATE ${ref_private_includes}
         "${GGML_BACKEND_RS_ROOT}/tools/model")

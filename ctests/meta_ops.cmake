@@ -38,8 +38,9 @@ if(CMAKE_SCRIPT_MODE_FILE)
     return()
 endif()
 
-add_executable(meta_ops meta_ops.cpp test_device.c)
-target_include_directories(meta_ops PRIVATE ${GGML_BACKEND_RS_API_INCLUDES} "${CMAKE_CURRENT_SOURCE_DIR}")
+add_executable(meta_ops meta_ops.cpp doubles/test_device.c)
+target_include_directories(meta_ops PRIVATE ${GGML_BACKEND_RS_API_INCLUDES} "${CMAKE_CURRENT_SOURCE_DIR}"
+    "${CMAKE_CURRENT_SOURCE_DIR}/doubles")
 target_link_libraries(meta_ops PRIVATE ggml ggml-cpu)
 
 # Every case over the CPU device repeated N times (uneven extents, zero-size slices for N = 3, 4),
@@ -77,9 +78,10 @@ endforeach()
 # two test devices (upstream's meta cannot compute over CPU devices, see docs/meta-upstream.md).
 if(TARGET ggml_ref::ggml)
     if(NOT DEFINED ref_private_includes)
-        set(ref_private_includes "${GGML_BACKEND_RS_LLAMA_CPP_DIR}/ggml/src" "${CMAKE_CURRENT_SOURCE_DIR}")
+        set(ref_private_includes "${GGML_BACKEND_RS_LLAMA_CPP_DIR}/ggml/src" "${CMAKE_CURRENT_SOURCE_DIR}"
+            "${CMAKE_CURRENT_SOURCE_DIR}/doubles")
     endif()
-    add_executable(meta_ops_ref meta_ops.cpp test_device.c)
+    add_executable(meta_ops_ref meta_ops.cpp doubles/test_device.c)
     target_include_directories(meta_ops_ref PRIVATE ${ref_private_includes})
     target_link_libraries(meta_ops_ref PRIVATE ggml_ref::ggml ggml_ref::ggml-base ggml_ref::ggml-cpu)
     # (mul_mat_whole_input and add_whole_operand are ours only: upstream's meta backend stops

@@ -3,8 +3,8 @@
 #
 # A tensor-parallel decode over the test devices must not make the host wait inside a step:
 # llama_driver --step-report prints, for every single-token decode step, what reached the test
-# devices (ctests/test_device.c traces every call) between the step's first graph and its last
-# device operation. From the second step on (the first may build and allocate new plans):
+# devices (ctests/doubles/test_device.c traces every call) between the step's first graph and its
+# last device operation. From the second step on (the first may build and allocate new plans):
 #   host_syncs=0 and allocs=0 in that window (every ordering is by events), and no allocation in
 #   the whole step (a plan rebuilt every step would allocate its AllReduce scratch before the
 #   window opens);

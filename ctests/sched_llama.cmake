@@ -3,10 +3,12 @@
 # pipelined over TESTGPU0 + TESTGPU1 — compared with the same driver built against upstream's
 # C++ ggml. Included from ctests/CMakeLists.txt.
 
-set(ref_private_includes "${GGML_BACKEND_RS_LLAMA_CPP_DIR}/ggml/src" "${CMAKE_CURRENT_SOURCE_DIR}")
+# ctests/ for meta_split_state.h, doubles/ for test_device.h (the test devices TESTGPU0..3)
+set(ref_private_includes "${GGML_BACKEND_RS_LLAMA_CPP_DIR}/ggml/src" "${CMAKE_CURRENT_SOURCE_DIR}"
+    "${CMAKE_CURRENT_SOURCE_DIR}/doubles")
 
-add_executable(sched_split sched_split.c test_device.c)
-target_include_directories(sched_split PRIVATE ${GGML_BACKEND_RS_API_INCLUDES} "${CMAKE_CURRENT_SOURCE_DIR}")
+add_executable(sched_split sched_split.c doubles/test_device.c)
+target_include_directories(sched_split PRIVATE ${GGML_BACKEND_RS_API_INCLUDES} "${CMAKE_CURRENT_SOURCE_DIR}/doubles")
 target_link_libraries(sched_split PRIVATE ggml ggml-cpu m)
 add_test(NAME sched/split_graph COMMAND sched_split)
 add_test(NAME sched/split_graph_parallel COMMAND sched_split parallel)
@@ -16,13 +18,13 @@ add_executable(write_model "${model_src}/write_model.cpp")
 target_link_libraries(write_model PRIVATE ggml)
 add_executable(compare_logits "${model_src}/compare_logits.cpp")
 
-add_executable(llama_driver "${model_src}/llama_driver.cpp" test_device.c)
+add_executable(llama_driver "${model_src}/llama_driver.cpp" doubles/test_device.c)
 target_compile_definitions(llama_driver PRIVATE LLAMA_DRIVER_TEST_DEVICE)
-target_include_directories(llama_driver PRIVATE ${GGML_BACKEND_RS_API_INCLUDES} "${CMAKE_CURRENT_SOURCE_DIR}")
+target_include_directories(llama_driver PRIVATE ${GGML_BACKEND_RS_API_INCLUDES} "${CMAKE_CURRENT_SOURCE_DIR}/doubles")
 target_link_libraries(llama_driver PRIVATE llama ggml ggml-cpu)
 
 if(TARGET ggml_ref::ggml)
-    add_executable(sched_split_ref sched_split.c test_device.c)
+    add_executable(sched_split_ref sched_split.c doubles/test_device.c)
     target_include_directories(sched_split_ref PRIVATE ${ref_private_includes})
     target_link_libraries(sched_split_ref PRIVATE ggml_ref::ggml ggml_ref::ggml-base ggml_ref::ggml-cpu m)
     foreach(mode "" parallel)
@@ -32,7 +34,7 @@ if(TARGET ggml_ref::ggml)
     endforeach()
 endif()
 if(TARGET ggml_ref::llama)
-    add_executable(llama_driver_ref "${model_src}/llama_driver.cpp" test_device.c)
+    add_executable(llama_driver_ref "${model_src}/llama_driver.cpp" doubles/test_device.c)
     target_compile_definitions(llama_driver_ref PRIVATE LLAMA_DRIVER_TEST_DEVICE)
     target_include_directories(llama_driver_ref PRIVATE ${ref_private_includes})
     target_link_libraries(llama_driver_ref PRIVATE ggml_ref::llama ggml_ref::ggml ggml_ref::ggml-base ggml_ref::ggml-cpu)
