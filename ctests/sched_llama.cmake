@@ -1,7 +1,8 @@
 # The scheduler: the split-graph test over a test device + CPU (ours and upstream's), and libllama
 # decoding random-weight models end to end — on the CPU, split over TESTGPU0 + CPU, and layers
 # pipelined over TESTGPU0 + TESTGPU1 — compared with the same driver built against upstream's
-# C++ ggml. Included from ctests/CMakeLists.txt.
+# C++ ggml (the suites sched and sched-upstream of ctests/matrix/tests.txt). Included from
+# ctests/CMakeLists.txt after matrix.cmake; defines `model_dir` and `run` for the files after it.
 
 # ctests/ for meta_split_state.h, doubles/ for test_device.h (the test devices TESTGPU0..3)
 set(ref_private_includes "${GGML_BACKEND_RS_LLAMA_CPP_DIR}/ggml/src" "${CMAKE_CURRENT_SOURCE_DIR}"
@@ -40,36 +41,34 @@ if(TARGET ggml_ref::llama)
     target_link_libraries(llama_driver_ref PRIVATE ggml_ref::llama ggml_ref::ggml ggml_ref::ggml-base ggml_ref::ggml-cpu)
 endif()
 
-include("${CMAKE_CURRENT_LIST_DIR}/test_models.cmake")
 set(model_dir "${CMAKE_CURRENT_BINARY_DIR}/models")
 file(MAKE_DIRECTORY "${model_dir}")
-
 set(run "${CMAKE_CURRENT_SOURCE_DIR}/llama_run.cmake")
-foreach(entry IN LISTS GGML_BACKEND_RS_TEST_MODELS)
-    ggml_backend_rs_test_model("${entry}" "${model_dir}" "" name gguf)
 
-    set(cpu_args --model "${gguf}" --split-mode none --devices CPU --threads 2 --n-predict 12)
-    set(tgpu_args --model "${gguf}" --test-device --devices TESTGPU0 --split-mode layer --threads 2 --n-predict 12)
-    # Layers over two devices: libllama turns on pipeline parallelism (scheduler n_copies > 1,
-    # events) because both devices report async compute and events.
-    set(pipe_args --model "${gguf}" --test-device --devices TESTGPU0,TESTGPU1 --split-mode layer --threads 2 --n-predict 12)
-    set(tests "")
-    # The scheduler splitting libllama's graphs over test devices + CPU computes exactly what the
-    # CPU alone computes (same kernels, same order of operations): bit-identical.
-    foreach(cfg tgpu pipe)
-        add_test(NAME e2e/${name}/${cfg}_vs_cpu COMMAND "${CMAKE_COMMAND}"
-            -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "ARGS_A=${cpu_args}" -D "ARGS_B=${${cfg}_args}"
-            -D "COMPARE=$<TARGET_FILE:compare_logits>" -D TOL=0 -D "WORK_DIR=${model_dir}/${name}-${cfg}" -P "${run}")
-        list(APPEND tests e2e/${name}/${cfg}_vs_cpu)
-    endforeach()
-    if(TARGET llama_driver_ref)
-        foreach(cfg cpu tgpu pipe)
-            add_test(NAME differential/llama/${name}/${cfg} COMMAND "${CMAKE_COMMAND}"
-                -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "DRIVER_B=$<TARGET_FILE:llama_driver_ref>"
-                -D "ARGS_A=${${cfg}_args}" -D "COMPARE=$<TARGET_FILE:compare_logits>" -D TOL=0
-                -D "WORK_DIR=${model_dir}/${name}-${cfg}-diff" -P "${run}")
-            list(APPEND tests differential/llama/${name}/${cfg})
-        endforeach()
-    endif()
-    set_tests_properties(${tests} PROPERTIES FIXTURES_REQUIRED model_${name})
+# The scheduler end to end (suites sched and sched-upstream of ctests/matrix/tests.txt): run B of
+# the configuration against run A (one CPU), and against upstream's driver on the same run B.
+ctests_matrix(sched sched_tests)
+if(TARGET llama_driver_ref)
+    ctests_matrix(sched-upstream sched_upstream_tests)
+endif()
+foreach(entry IN LISTS sched_tests)
+    ctests_fields("${entry}" model cfg tol)
+    ctests_config(sched ${cfg})
+    set(gguf --model "${model_dir}/${model}.gguf")
+    set(test e2e/${model}/${cfg}_vs_cpu)
+    add_test(NAME ${test} COMMAND "${CMAKE_COMMAND}"
+        -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "ARGS_A=${gguf};${run_a}" -D "ARGS_B=${gguf};${run_b}"
+        -D "COMPARE=$<TARGET_FILE:compare_logits>" -D "TOL=${tol}" -D "WORK_DIR=${model_dir}/${model}-${cfg}"
+        -P "${run}")
+    ctests_use_model(${model} ${test})
+endforeach()
+foreach(entry IN LISTS sched_upstream_tests)
+    ctests_fields("${entry}" model cfg tol)
+    ctests_config(sched ${cfg})
+    set(test differential/llama/${model}/${cfg})
+    add_test(NAME ${test} COMMAND "${CMAKE_COMMAND}"
+        -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "DRIVER_B=$<TARGET_FILE:llama_driver_ref>"
+        -D "ARGS_A=--model;${model_dir}/${model}.gguf;${run_b}" -D "COMPARE=$<TARGET_FILE:compare_logits>"
+        -D "TOL=${tol}" -D "WORK_DIR=${model_dir}/${model}-${cfg}-diff" -P "${run}")
+    ctests_use_model(${model} ${test})
 endforeach()

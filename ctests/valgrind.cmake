@@ -68,7 +68,7 @@ set_tests_properties(valgrind/llama/tgpu2_allreduce PROPERTIES ENVIRONMENT
 ggml_backend_rs_valgrind(llama/qwen35_cpu2 "$<TARGET_FILE:llama_driver>" --model
     "${model_dir}/qwen35-f32.gguf" --flash-attn on --threads 2 --n-predict 4 --split-mode tensor
     --devices CPU,CPU)
-set_tests_properties(valgrind/llama/qwen35_cpu2 PROPERTIES FIXTURES_REQUIRED model_qwen35-f32)
+ctests_use_model(qwen35-f32 valgrind/llama/qwen35_cpu2)
 set(vg_tests valgrind/llama/cpu2 valgrind/llama/tgpu2 valgrind/llama/tgpu2_no_fa
     valgrind/llama/tgpu2_allreduce)
 if(TARGET ggml-backend-rs-tp AND TARGET llama_driver_ref)
@@ -78,4 +78,4 @@ if(TARGET ggml-backend-rs-tp AND TARGET llama_driver_ref)
         "GGML_BACKEND_PATH=$<TARGET_FILE:ggml-backend-rs-tp>;GGML_BACKEND_RS_TP=CPU,CPU")
     list(APPEND vg_tests valgrind/plugin/cpu2)
 endif()
-set_tests_properties(${vg_tests} PROPERTIES FIXTURES_REQUIRED model_tiny-gqa-f32)
+ctests_use_model(tiny-gqa-f32 ${vg_tests})
