@@ -1,0 +1,195 @@
+"""Markdown tables from a results file (results.json of tp, all or multi); pure functions of the
+JSON, so `gpu.py table FILE` re-renders any stored run (bench/results/*.json included)."""
+from __future__ import annotations
+
+import statistics
+from typing import Dict, List, Optional
+
+DASH = "–"
+SIDE_NAMES = {"ref": "upstream", "ours": "ours"}  # all/multi name the pristine build's runs "ref"
+
+
+def render(res: Dict) -> str:
+    kind = res.get("kind", "tp")
+    if kind == "tp":
+        return render_tp(res)
+    if kind == "all":
+        return render_all(res)
+    if kind == "multi":
+        return render_multi(res)
+    raise ValueError(f"results of kind {kind!r}: no table")
+
+
+def _text(c) -> str:
+    if c is None:
+        return DASH
+    return c["text"] if isinstance(c, dict) else str(c)
+
+
+# ---- tp ----------------------------------------------------------------------------------------
+
+def throughput_rows(bench: List[Dict]) -> List[List[str]]:
+    """The throughput table's rows: per model, test and row label (each in first-seen order) the
+    upstream and ours runs, ours/upstream, and each against the same build's split-none run.
+
+    A label with settings ("tensor CUDA0,CUDA0 [VAR=x]") that has no upstream run of its own is
+    compared with the upstream run of its base label (the same split and devices)."""
+    models: List[str] = []
+    tests: List[str] = []
+    labels: List[str] = []
+    runs: Dict[tuple, Dict] = {}
+    base: Dict[str, str] = {}
+    split: Dict[str, str] = {}
+    none_label: Dict[tuple, str] = {}
+    for r in bench:
+        m, t, l = r["model"], r["test"], r["label"]
+        for seq, v in ((models, m), (tests, t), (labels, l)):
+            if v not in seq:
+                seq.append(v)
+        runs[(m, t, l, r["side"])] = r
+        base[l], split[l] = r["base"], r["split"]
+        if r["split"] == "none":
+            none_label[(m, t)] = l
+
+    def cell(k) -> str:
+        r = runs.get(k)
+        if r is None:
+            return DASH
+        if r["status"] != "ok":
+            return r["status"]
+        if r.get("min_tps") is None:   # stored results that kept only the median
+            return f"{r['median_tps']:.2f}"
+        return f"{r['median_tps']:.2f} ({r['min_tps']:.2f}–{r['max_tps']:.2f})"
+
+    def ratio(a, b) -> str:
+        ra, rb = runs.get(a), runs.get(b)
+        if ra and rb and ra["status"] == "ok" and rb["status"] == "ok" and rb["median_tps"] > 0:
+            return f"{ra['median_tps'] / rb['median_tps']:.3f}"
+        return DASH
+
+    rows = []
+    for m in models:
+        for t in tests:
+            for l in labels:
+                ko = (m, t, l, "ours")
+                ku = (m, t, l, "upstream")
+                own_up = ku in runs
+                if not own_up:
+                    ku = (m, t, base[l], "upstream")
+                if ko not in runs and ku not in runs:
+                    continue
+                n = none_label.get((m, t))
+                shows_up = l == base[l] or own_up
+                ru = ro = DASH
+                if split[l] != "none" and n is not None:
+                    if shows_up:
+                        ru = ratio(ku, (m, t, n, "upstream"))
+                    ro = ratio(ko, (m, t, n, "ours"))
+                rows.append([m, t, l, cell(ku) if shows_up else DASH, cell(ko), ratio(ko, ku), ru, ro])
+    return rows
+
+
+def _md(header: List[str], rows: List[List[str]]) -> List[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def render_tp(res: Dict) -> str:
+    s = res["settings"]
+    out: List[str] = []
+    if res.get("bench"):
+        out += [f"## Throughput: llama_bench, tokens/s (median of {s['reps']} timed repetitions after "
+                f"{s['warmup']} warm-up run(s); min–max)", "",
+                f"flash attention on, n_ubatch {s['ubatch']}, {s['threads']} threads. "
+                "ours/upstream: ratio of medians (> 1: ours faster).",
+                "vs none: this row's median / the same build's split-none median (same model and test)."]
+        if s.get("envs"):
+            out.append("Rows with [settings] are extra runs of ours with those environment settings; their "
+                       "ours/upstream uses the upstream run of the same split and devices.")
+        if s.get("envs_both"):
+            out.append(f"Rows of the --envs-both settings ({' '.join(s['envs_both'])}) run upstream with them "
+                       "too, and compare with that run.")
+        out.append("")
+        out += _md(["model", "test", "split, devices", "upstream", "ours", "ours/upstream", "upstream vs none",
+                    "ours vs none"], throughput_rows(res["bench"]))
+    if res.get("logits"):
+        n = s["n_predict"]
+        if out:
+            out.append("")
+        out += [f"## Logits: llama_driver, {n} greedy tokens (prompt + {n - 1} single-token steps), compare_logits",
+                "", "ours vs upstream in the same configuration (bit-identical expected on one device); "
+                "ours vs ours split none: passes when rel L2 <= 0.05.", ""]
+        out += _md(["model", "split, devices", "ours vs upstream", "expected", "ours vs ours split none"],
+                   [[r["model"], r["label"], _text(r["vs_upstream"]), r["expected"], _text(r["vs_none"])]
+                    for r in res["logits"]])
+    if res.get("archs"):
+        own = "".join(f"; {_strip(name)}: {tol}"
+                      for name, tol in res.get("arch_tolerances", []))
+        if out:
+            out.append("")
+        out += [f"## Architectures: the small f32 models of ctests/meta_e2e.cmake, {s['n_predict']} greedy tokens, "
+                f"each run vs ours split none on {s['none_device']} (rel L2 <= 1e-4{own})", ""]
+        out += _md(["model", "split, devices", "ours", "upstream",
+                    f"plugin in upstream's program (GGML_BACKEND_RS_TP_HEAD_DIM={s['arch_embd'] // 4})"],
+                   [[r["model"], r["label"], _text(r["ours"]), _text(r["upstream"]), _text(r["plugin"])]
+                    for r in res["archs"]])
+    return "\n".join(out) + "\n" if out else "(no results yet)\n"
+
+
+def _strip(name: str) -> str:  # str.removesuffix is Python 3.9+
+    return name[:-4] if name.endswith("-f32") else name
+
+
+# ---- all and multi -------------------------------------------------------------------------------
+
+def _median(runs: List[Dict], side: str, key: str) -> Optional[float]:
+    v = [r["timing"][key] for r in runs if r["side"] == side and r.get("timing") and key in r["timing"]]
+    return statistics.median(v) if v else None
+
+
+def timing_rows(runs: List[Dict]) -> List[List[str]]:
+    """Alternating timing runs: median tokens/s of each build, and the time ratio ours/upstream
+    (upstream's tokens/s over ours: < 1 means ours takes less time)."""
+    rows = []
+    for name, key in (("decode (tg)", "decode_tps"), ("prompt", "prompt_tps")):
+        up, ours = _median(runs, "ref", key), _median(runs, "ours", key)
+        if key == "prompt_tps":
+            n = [r["timing"].get("n_prompt") for r in runs if r.get("timing")]
+            if n and n[0] is not None:
+                name = f"prompt ({int(n[0])} tokens)"
+        lo_hi = {}
+        for side in ("ref", "ours"):
+            v = [r["timing"][key] for r in runs if r["side"] == side and r.get("timing") and key in r["timing"]]
+            lo_hi[side] = f" ({min(v):.1f}–{max(v):.1f})" if v else ""
+        rows.append([name,
+                     f"{up:.1f}{lo_hi['ref']}" if up is not None else DASH,
+                     f"{ours:.1f}{lo_hi['ours']}" if ours is not None else DASH,
+                     f"{up / ours:.3f}" if up and ours else DASH])
+    return rows
+
+
+def render_all(res: Dict) -> str:
+    decode = res.get("decode", [])
+    out = ["## Decode on one device: ours vs upstream", ""]
+    out += _md(["build", "status", "tokens (first 8)", "digest"],
+               [[SIDE_NAMES.get(d["side"], d["side"]), d["status"], " ".join(d.get("tokens", "").split()[:8]) or DASH,
+                 d.get("digest") or DASH] for d in decode])
+    tokens = {d["side"]: d.get("tokens") for d in decode}
+    same = "same" if tokens.get("ours") and tokens.get("ours") == tokens.get("ref") else "NOT the same"
+    out += ["", f"tokens: {same}; logits, ours vs upstream: {_text(res.get('compare'))}", ""]
+    n = len([r for r in res.get("timing", []) if r["side"] == "ours"])
+    out += [f"## Timing: {n} alternating runs each, median tokens/s (min–max)", ""]
+    out += _md(["", "upstream", "ours", "time ratio ours/upstream"], timing_rows(res.get("timing", [])))
+    return "\n".join(out) + "\n"
+
+
+def render_multi(res: Dict) -> str:
+    out = ["## Split modes: ours vs upstream, and each vs ours on one device", ""]
+    out += _md(["split mode, devices", "ours", "upstream", "ours vs upstream", "vs one device"],
+               [[r["label"], r["ours"], r.get("upstream") or DASH, _text(r.get("vs_upstream")), _text(r.get("vs_one"))]
+                for r in res.get("configs", [])])
+    n = len([r for r in res.get("timing", []) if r["side"] == "ours"])
+    out += ["", f"## Timing, tensor split: {n} alternating runs each, median tokens/s (min–max)", ""]
+    out += _md(["", "upstream", "ours", "time ratio ours/upstream"], timing_rows(res.get("timing", [])))
+    return "\n".join(out) + "\n"
