@@ -128,7 +128,7 @@ def render_tp(res: Dict) -> str:
                       for name, tol in res.get("arch_tolerances", []))
         if out:
             out.append("")
-        out += [f"## Architectures: the small f32 models of ctests/meta_e2e.cmake, {s['n_predict']} greedy tokens, "
+        out += [f"## Architectures: the small f32 models of ctests/matrix/models.txt, {s['n_predict']} greedy tokens, "
                 f"each run vs ours split none on {s['none_device']} (rel L2 <= 1e-4{own})", ""]
         out += _md(["model", "split, devices", "ours", "upstream",
                     f"plugin in upstream's program (GGML_BACKEND_RS_TP_HEAD_DIM={s['arch_embd'] // 4})"],

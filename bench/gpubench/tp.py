@@ -33,9 +33,10 @@ ARCH_TOL = "1e-4"   # an architecture's default tolerance (f32 models, as in the
 
 @dataclass(frozen=True)
 class ArchModel:
-    """A small model of ctests/meta_e2e.cmake: write_model flags (on top of 2 layers, 4 heads,
-    300 tokens, f32, n_embd --arch-embd), its tolerance against split none, and extra
-    llama_driver arguments (the quantized KV caches of its kvq tests)."""
+    """A small model of ctests/matrix/models.txt: write_model flags (on top of 2 layers, 4 heads,
+    300 tokens, f32, n_embd --arch-embd), its tolerance against split none (its TOL in
+    ctests/matrix/tests.txt), and extra llama_driver arguments (the quantized KV caches of its
+    kvq tests)."""
     name: str
     flags: str
     tol: str = ARCH_TOL

@@ -47,7 +47,7 @@
 // Build (against the pin): g++ -std=c++17 -O2 llama_driver.cpp -I<llama>/include -I<llama>/ggml/include
 //                          -L<lib> -lllama -lggml -lggml-base
 #ifdef LLAMA_DRIVER_TEST_DEVICE
-#include "test_device.h" // ctests/: the TESTGPU0/1 devices, for multi-backend runs on a CPU-only host
+#include "test_device.h" // ctests/doubles/: TESTGPU0..3, test devices for multi-backend runs on a CPU-only host
 #endif
 #include "llama_cli.h" // log filter, --devices and --tensor-split (shared with bench/llama_bench.cpp)
 #include "llama.h"
