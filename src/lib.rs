@@ -9,11 +9,15 @@
 //! forbids `unsafe`. This crate is the edge around it: [`abi`] mirrors the C types and wraps
 //! their vtables in typed handles; [`buffer`], [`tensor`], [`backend`], [`registry`],
 //! [`sched`] and [`meta`] hold the behaviour; `ffi` holds the exported functions, which
-//! validate arguments and call the rest.
+//! validate arguments and call the rest (those that take pointers are `unsafe extern "C"`, each
+//! with its caller's contract in a `# Safety` section).
 //!
-//! Panics: every profile builds with `panic = "abort"`, and no panic can unwind into C in any
-//! case: since Rust 1.81 (this crate needs 1.85) a panic that reaches an `extern "C"` function's
-//! boundary aborts the process.
+//! Panics: a panic hook, installed by a constructor when the library is loaded (`log.rs`), hands
+//! the panic's message and location to `ggml_abort`, so a panic ends like ggml's own fatal
+//! errors: in the application's abort callback (`ggml_set_abort_callback`) or as ggml's message
+//! and backtrace on stderr, then `abort()`. Nothing unwinds into C: every profile builds with
+//! `panic = "abort"`, and since Rust 1.81 (this crate needs 1.85) a panic that reaches an
+//! `extern "C"` function's boundary aborts the process in any case.
 
 // Every unsafe operation sits in its own `unsafe` block, and every block says why it is sound.
 #![deny(unsafe_op_in_unsafe_fn)]

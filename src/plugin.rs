@@ -61,6 +61,9 @@ pub fn score() -> c_int {
 /// `ggml_backend_init` of the plugin: its registry, or NULL when the host's ggml cannot be
 /// found in the process (a log message says which function is missing).
 pub fn init() -> ggml_backend_reg_t {
+    // This library's panic hook is installed when the module loads (see
+    // `crate::log::keep_panic_hook`); the call only keeps its constructor linked.
+    crate::log::keep_panic_hook();
     PLUGIN
         .get_or_init(make)
         .as_ref()

@@ -51,9 +51,13 @@ pub fn buffer_type() -> ggml_backend_buffer_type_t {
     CPU_BUFT.as_ptr()
 }
 
-/// A buffer over `size` bytes of caller memory at `ptr` (aligned to [`TENSOR_ALIGNMENT`]);
-/// the memory stays the caller's and is not freed with the buffer.
-pub fn buffer_from_ptr(data: *mut c_void, size: usize) -> ggml_backend_buffer_t {
+/// A buffer over `size` bytes of caller memory at `data` (aligned to [`TENSOR_ALIGNMENT`],
+/// checked); the memory stays the caller's and is not freed with the buffer.
+///
+/// # Safety
+/// `data` addresses `size` bytes that stay readable and writable, and used by nothing else,
+/// until the buffer is freed: the buffer's entries read and write them.
+pub unsafe fn buffer_from_ptr(data: *mut c_void, size: usize) -> ggml_backend_buffer_t {
     ggml_assert!(
         (data as usize) % TENSOR_ALIGNMENT == 0,
         "ggml_backend_cpu_buffer_from_ptr: buffer pointer {data:p} must be aligned to {TENSOR_ALIGNMENT} bytes"

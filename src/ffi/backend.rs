@@ -7,36 +7,46 @@ use crate::abi::*;
 use crate::backend::{self, default_buffer_type};
 use crate::log::abort;
 
+/// # Safety
+/// `backend` is NULL or a live backend.
 #[no_mangle]
-pub extern "C" fn ggml_backend_guid(backend: ggml_backend_t) -> ggml_guid_t {
+pub unsafe extern "C" fn ggml_backend_guid(backend: ggml_backend_t) -> ggml_guid_t {
     optional_arg!(backend, Backend).map_or(std::ptr::null_mut(), |b| b.guid())
 }
 
+/// # Safety
+/// `backend` is NULL or a live backend.
 #[no_mangle]
-pub extern "C" fn ggml_backend_name(backend: ggml_backend_t) -> *const c_char {
+pub unsafe extern "C" fn ggml_backend_name(backend: ggml_backend_t) -> *const c_char {
     match optional_arg!(backend, Backend) {
         Some(b) => b.name(),
         None => c"NULL".as_ptr(),
     }
 }
 
+/// # Safety
+/// `backend` is NULL or a live backend, not used after the call.
 #[no_mangle]
-pub extern "C" fn ggml_backend_free(backend: ggml_backend_t) {
+pub unsafe extern "C" fn ggml_backend_free(backend: ggml_backend_t) {
     if let Some(b) = optional_arg!(backend, Backend) {
         b.free()
     }
 }
 
+/// # Safety
+/// `backend` is a live backend (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_get_default_buffer_type(
+pub unsafe extern "C" fn ggml_backend_get_default_buffer_type(
     backend: ggml_backend_t,
 ) -> ggml_backend_buffer_type_t {
     let b = handle_arg!(backend, Backend, "ggml_backend_get_default_buffer_type");
     default_buffer_type(b, "ggml_backend_get_default_buffer_type").as_ptr()
 }
 
+/// # Safety
+/// `backend` is a live backend (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_alloc_buffer(
+pub unsafe extern "C" fn ggml_backend_alloc_buffer(
     backend: ggml_backend_t,
     size: usize,
 ) -> ggml_backend_buffer_t {
@@ -44,20 +54,26 @@ pub extern "C" fn ggml_backend_alloc_buffer(
     crate::buffer::alloc(default_buffer_type(b, "ggml_backend_alloc_buffer"), size)
 }
 
+/// # Safety
+/// `backend` is a live backend (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_get_alignment(backend: ggml_backend_t) -> usize {
+pub unsafe extern "C" fn ggml_backend_get_alignment(backend: ggml_backend_t) -> usize {
     let b = handle_arg!(backend, Backend, "ggml_backend_get_alignment");
     default_buffer_type(b, "ggml_backend_get_alignment").alignment()
 }
 
+/// # Safety
+/// `backend` is a live backend (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_get_max_size(backend: ggml_backend_t) -> usize {
+pub unsafe extern "C" fn ggml_backend_get_max_size(backend: ggml_backend_t) -> usize {
     let b = handle_arg!(backend, Backend, "ggml_backend_get_max_size");
     default_buffer_type(b, "ggml_backend_get_max_size").max_size()
 }
 
+/// # Safety
+/// `backend` is a live backend (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_synchronize(backend: ggml_backend_t) {
+pub unsafe extern "C" fn ggml_backend_synchronize(backend: ggml_backend_t) {
     handle_arg!(backend, Backend, "ggml_backend_synchronize").synchronize()
 }
 
@@ -71,8 +87,11 @@ fn plan_entry<T>(entry: Option<T>, func: &str) -> T {
     })
 }
 
+/// # Safety
+/// `backend` is a live backend (NULL aborts); `cgraph` is what its `graph_plan_create` accepts (a
+/// live graph).
 #[no_mangle]
-pub extern "C" fn ggml_backend_graph_plan_create(
+pub unsafe extern "C" fn ggml_backend_graph_plan_create(
     backend: ggml_backend_t,
     cgraph: *mut ggml_cgraph,
 ) -> ggml_backend_graph_plan_t {
@@ -85,8 +104,11 @@ pub extern "C" fn ggml_backend_graph_plan_create(
     unsafe { f(b.as_ptr(), cgraph) }
 }
 
+/// # Safety
+/// `backend` is a live backend (NULL aborts); `plan` was created by it and is not used after the
+/// call.
 #[no_mangle]
-pub extern "C" fn ggml_backend_graph_plan_free(
+pub unsafe extern "C" fn ggml_backend_graph_plan_free(
     backend: ggml_backend_t,
     plan: ggml_backend_graph_plan_t,
 ) {
@@ -96,8 +118,10 @@ pub extern "C" fn ggml_backend_graph_plan_free(
     unsafe { f(b.as_ptr(), plan) }
 }
 
+/// # Safety
+/// `backend` is a live backend (NULL aborts); `plan` was created by it and not freed.
 #[no_mangle]
-pub extern "C" fn ggml_backend_graph_plan_compute(
+pub unsafe extern "C" fn ggml_backend_graph_plan_compute(
     backend: ggml_backend_t,
     plan: ggml_backend_graph_plan_t,
 ) -> ggml_status {
@@ -110,8 +134,10 @@ pub extern "C" fn ggml_backend_graph_plan_compute(
     unsafe { f(b.as_ptr(), plan) }
 }
 
+/// # Safety
+/// `backend` is a live backend and `cgraph` a live graph (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_graph_compute(
+pub unsafe extern "C" fn ggml_backend_graph_compute(
     backend: ggml_backend_t,
     cgraph: *mut ggml_cgraph,
 ) -> ggml_status {
@@ -119,8 +145,11 @@ pub extern "C" fn ggml_backend_graph_compute(
     backend::graph_compute(b, handle_arg!(cgraph, Graph, "ggml_backend_graph_compute"))
 }
 
+/// # Safety
+/// `backend` is a live backend and `cgraph` a live graph (NULL aborts); the graph and its
+/// tensors stay live until the backend is synchronized.
 #[no_mangle]
-pub extern "C" fn ggml_backend_graph_compute_async(
+pub unsafe extern "C" fn ggml_backend_graph_compute_async(
     backend: ggml_backend_t,
     cgraph: *mut ggml_cgraph,
 ) -> ggml_status {
@@ -131,8 +160,10 @@ pub extern "C" fn ggml_backend_graph_compute_async(
     )
 }
 
+/// # Safety
+/// `backend` is a live backend and `op` a live tensor (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_supports_op(
+pub unsafe extern "C" fn ggml_backend_supports_op(
     backend: ggml_backend_t,
     op: *const ggml_tensor,
 ) -> bool {
@@ -141,8 +172,10 @@ pub extern "C" fn ggml_backend_supports_op(
         .supports_op(handle_arg!(op, Tensor, "ggml_backend_supports_op"))
 }
 
+/// # Safety
+/// `backend` is a live backend and `buft` a live buffer type (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_supports_buft(
+pub unsafe extern "C" fn ggml_backend_supports_buft(
     backend: ggml_backend_t,
     buft: ggml_backend_buffer_type_t,
 ) -> bool {
@@ -151,14 +184,21 @@ pub extern "C" fn ggml_backend_supports_buft(
         .supports_buft(handle_arg!(buft, Buft, "ggml_backend_supports_buft"))
 }
 
+/// # Safety
+/// `backend` is a live backend and `op` a live tensor (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_offload_op(backend: ggml_backend_t, op: *const ggml_tensor) -> bool {
+pub unsafe extern "C" fn ggml_backend_offload_op(
+    backend: ggml_backend_t,
+    op: *const ggml_tensor,
+) -> bool {
     let b = handle_arg!(backend, Backend, "ggml_backend_offload_op");
     b.device_handle("ggml_backend_offload_op")
         .offload_op(handle_arg!(op, Tensor, "ggml_backend_offload_op"))
 }
 
+/// # Safety
+/// `backend` is a live backend (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_get_device(backend: ggml_backend_t) -> ggml_backend_dev_t {
+pub unsafe extern "C" fn ggml_backend_get_device(backend: ggml_backend_t) -> ggml_backend_dev_t {
     handle_arg!(backend, Backend, "ggml_backend_get_device").device()
 }

@@ -6,8 +6,11 @@ use super::{handle_arg, optional_arg};
 use crate::abi::*;
 use crate::buffer;
 
+/// # Safety
+/// `buft` is NULL or a buffer type that outlives the buffer; `iface`'s entries accept `context`
+/// and the new buffer as the ABI describes until the buffer is freed.
 #[no_mangle]
-pub extern "C" fn ggml_backend_buffer_init(
+pub unsafe extern "C" fn ggml_backend_buffer_init(
     buft: ggml_backend_buffer_type_t,
     iface: ggml_backend_buffer_i,
     context: *mut c_void,
@@ -16,8 +19,10 @@ pub extern "C" fn ggml_backend_buffer_init(
     buffer::init(buft, iface, context, size).as_ptr()
 }
 
+/// # Safety
+/// `buffer` is a live buffer (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buffer_name(buffer: ggml_backend_buffer_t) -> *const c_char {
+pub unsafe extern "C" fn ggml_backend_buffer_name(buffer: ggml_backend_buffer_t) -> *const c_char {
     handle_arg!(buffer, Buffer, "ggml_backend_buffer_name")
         .buft_handle()
         .name()
@@ -34,18 +39,26 @@ pub unsafe extern "C" fn ggml_backend_buffer_free(buffer: ggml_backend_buffer_t)
     }
 }
 
+/// # Safety
+/// `buffer` is a live buffer (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buffer_get_base(buffer: ggml_backend_buffer_t) -> *mut c_void {
+pub unsafe extern "C" fn ggml_backend_buffer_get_base(
+    buffer: ggml_backend_buffer_t,
+) -> *mut c_void {
     buffer::base(handle_arg!(buffer, Buffer, "ggml_backend_buffer_get_base"))
 }
 
+/// # Safety
+/// `buffer` is a live buffer (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buffer_get_size(buffer: ggml_backend_buffer_t) -> usize {
+pub unsafe extern "C" fn ggml_backend_buffer_get_size(buffer: ggml_backend_buffer_t) -> usize {
     handle_arg!(buffer, Buffer, "ggml_backend_buffer_get_size").size()
 }
 
+/// # Safety
+/// `buffer` is a live buffer and `tensor` a live tensor (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buffer_init_tensor(
+pub unsafe extern "C" fn ggml_backend_buffer_init_tensor(
     buffer: ggml_backend_buffer_t,
     tensor: *mut ggml_tensor,
 ) -> ggml_status {
@@ -57,22 +70,28 @@ pub extern "C" fn ggml_backend_buffer_init_tensor(
     ))
 }
 
+/// # Safety
+/// `buffer` is a live buffer (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buffer_get_alignment(buffer: ggml_backend_buffer_t) -> usize {
+pub unsafe extern "C" fn ggml_backend_buffer_get_alignment(buffer: ggml_backend_buffer_t) -> usize {
     handle_arg!(buffer, Buffer, "ggml_backend_buffer_get_alignment")
         .buft_handle()
         .alignment()
 }
 
+/// # Safety
+/// `buffer` is a live buffer (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buffer_get_max_size(buffer: ggml_backend_buffer_t) -> usize {
+pub unsafe extern "C" fn ggml_backend_buffer_get_max_size(buffer: ggml_backend_buffer_t) -> usize {
     handle_arg!(buffer, Buffer, "ggml_backend_buffer_get_max_size")
         .buft_handle()
         .max_size()
 }
 
+/// # Safety
+/// `buffer` is a live buffer and `tensor` a live tensor (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buffer_get_alloc_size(
+pub unsafe extern "C" fn ggml_backend_buffer_get_alloc_size(
     buffer: ggml_backend_buffer_t,
     tensor: *const ggml_tensor,
 ) -> usize {
@@ -84,23 +103,29 @@ pub extern "C" fn ggml_backend_buffer_get_alloc_size(
     ))
 }
 
+/// # Safety
+/// `buffer` is a live buffer (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buffer_clear(buffer: ggml_backend_buffer_t, value: u8) {
+pub unsafe extern "C" fn ggml_backend_buffer_clear(buffer: ggml_backend_buffer_t, value: u8) {
     buffer::clear(
         handle_arg!(buffer, Buffer, "ggml_backend_buffer_clear"),
         value,
     )
 }
 
+/// # Safety
+/// `buffer` is a live buffer (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buffer_is_host(buffer: ggml_backend_buffer_t) -> bool {
+pub unsafe extern "C" fn ggml_backend_buffer_is_host(buffer: ggml_backend_buffer_t) -> bool {
     handle_arg!(buffer, Buffer, "ggml_backend_buffer_is_host")
         .buft_handle()
         .is_host()
 }
 
+/// # Safety
+/// `buffer` is a live buffer (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buffer_set_usage(
+pub unsafe extern "C" fn ggml_backend_buffer_set_usage(
     buffer: ggml_backend_buffer_t,
     usage: ggml_backend_buffer_usage_raw,
 ) {
@@ -110,27 +135,35 @@ pub extern "C" fn ggml_backend_buffer_set_usage(
     )
 }
 
+/// # Safety
+/// `buffer` is a live buffer (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buffer_get_usage(
+pub unsafe extern "C" fn ggml_backend_buffer_get_usage(
     buffer: ggml_backend_buffer_t,
 ) -> ggml_backend_buffer_usage_raw {
     handle_arg!(buffer, Buffer, "ggml_backend_buffer_get_usage").usage()
 }
 
+/// # Safety
+/// `buffer` is a live buffer (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buffer_get_type(
+pub unsafe extern "C" fn ggml_backend_buffer_get_type(
     buffer: ggml_backend_buffer_t,
 ) -> ggml_backend_buffer_type_t {
     handle_arg!(buffer, Buffer, "ggml_backend_buffer_get_type").buft()
 }
 
+/// # Safety
+/// `buffer` is a live buffer (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buffer_reset(buffer: ggml_backend_buffer_t) {
+pub unsafe extern "C" fn ggml_backend_buffer_reset(buffer: ggml_backend_buffer_t) {
     handle_arg!(buffer, Buffer, "ggml_backend_buffer_reset").reset()
 }
 
+/// # Safety
+/// `src` and `dst` are live tensors (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buffer_copy_tensor(
+pub unsafe extern "C" fn ggml_backend_buffer_copy_tensor(
     src: *const ggml_tensor,
     dst: *mut ggml_tensor,
 ) -> bool {
@@ -142,7 +175,8 @@ pub extern "C" fn ggml_backend_buffer_copy_tensor(
 }
 
 /// # Safety
-/// `buffers` points to `n_buffers` buffers, whose ownership passes to the new buffer.
+/// `buffers` points to `n_buffers` live buffers (a NULL entry aborts), whose ownership passes to
+/// the new buffer.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_multi_buffer_alloc_buffer(
     buffers: *mut ggml_backend_buffer_t,
@@ -160,8 +194,12 @@ pub unsafe extern "C" fn ggml_backend_multi_buffer_alloc_buffer(
     buffer::multi::alloc(parts).as_ptr()
 }
 
+/// # Safety
+/// `buffer` is a live buffer (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buffer_is_multi_buffer(buffer: ggml_backend_buffer_t) -> bool {
+pub unsafe extern "C" fn ggml_backend_buffer_is_multi_buffer(
+    buffer: ggml_backend_buffer_t,
+) -> bool {
     buffer::multi::is_multi(handle_arg!(
         buffer,
         Buffer,
@@ -169,8 +207,10 @@ pub extern "C" fn ggml_backend_buffer_is_multi_buffer(buffer: ggml_backend_buffe
     ))
 }
 
+/// # Safety
+/// `buffer` is a live buffer (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_multi_buffer_set_usage(
+pub unsafe extern "C" fn ggml_backend_multi_buffer_set_usage(
     buffer: ggml_backend_buffer_t,
     usage: ggml_backend_buffer_usage_raw,
 ) {
@@ -187,10 +227,15 @@ pub extern "C" fn ggml_backend_cpu_buffer_type() -> ggml_backend_buffer_type_t {
     buffer::cpu::buffer_type()
 }
 
+/// # Safety
+/// `ptr` addresses `size` bytes of host memory (aligned to `TENSOR_ALIGNMENT`, checked) that
+/// stay readable and writable, and used by nothing else, until the buffer is freed.
 #[no_mangle]
-pub extern "C" fn ggml_backend_cpu_buffer_from_ptr(
+pub unsafe extern "C" fn ggml_backend_cpu_buffer_from_ptr(
     ptr: *mut c_void,
     size: usize,
 ) -> ggml_backend_buffer_t {
-    buffer::cpu::buffer_from_ptr(ptr, size)
+    // SAFETY: `ptr` addresses `size` bytes that stay usable until the buffer is freed (this
+    // function's contract).
+    unsafe { buffer::cpu::buffer_from_ptr(ptr, size) }
 }

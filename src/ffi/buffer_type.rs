@@ -5,13 +5,17 @@ use std::ffi::c_char;
 use super::handle_arg;
 use crate::abi::*;
 
+/// # Safety
+/// `buft` is a live buffer type (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buft_name(buft: ggml_backend_buffer_type_t) -> *const c_char {
+pub unsafe extern "C" fn ggml_backend_buft_name(buft: ggml_backend_buffer_type_t) -> *const c_char {
     handle_arg!(buft, Buft, "ggml_backend_buft_name").name()
 }
 
+/// # Safety
+/// `buft` is a live buffer type (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buft_alloc_buffer(
+pub unsafe extern "C" fn ggml_backend_buft_alloc_buffer(
     buft: ggml_backend_buffer_type_t,
     size: usize,
 ) -> ggml_backend_buffer_t {
@@ -21,18 +25,26 @@ pub extern "C" fn ggml_backend_buft_alloc_buffer(
     )
 }
 
+/// # Safety
+/// `buft` is a live buffer type (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buft_get_alignment(buft: ggml_backend_buffer_type_t) -> usize {
+pub unsafe extern "C" fn ggml_backend_buft_get_alignment(
+    buft: ggml_backend_buffer_type_t,
+) -> usize {
     handle_arg!(buft, Buft, "ggml_backend_buft_get_alignment").alignment()
 }
 
+/// # Safety
+/// `buft` is a live buffer type (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buft_get_max_size(buft: ggml_backend_buffer_type_t) -> usize {
+pub unsafe extern "C" fn ggml_backend_buft_get_max_size(buft: ggml_backend_buffer_type_t) -> usize {
     handle_arg!(buft, Buft, "ggml_backend_buft_get_max_size").max_size()
 }
 
+/// # Safety
+/// `buft` is a live buffer type and `tensor` a live tensor (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buft_get_alloc_size(
+pub unsafe extern "C" fn ggml_backend_buft_get_alloc_size(
     buft: ggml_backend_buffer_type_t,
     tensor: *const ggml_tensor,
 ) -> usize {
@@ -44,13 +56,17 @@ pub extern "C" fn ggml_backend_buft_get_alloc_size(
     ))
 }
 
+/// # Safety
+/// `buft` is a live buffer type (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buft_is_host(buft: ggml_backend_buffer_type_t) -> bool {
+pub unsafe extern "C" fn ggml_backend_buft_is_host(buft: ggml_backend_buffer_type_t) -> bool {
     handle_arg!(buft, Buft, "ggml_backend_buft_is_host").is_host()
 }
 
+/// # Safety
+/// `buft` is a live buffer type (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_buft_get_device(
+pub unsafe extern "C" fn ggml_backend_buft_get_device(
     buft: ggml_backend_buffer_type_t,
 ) -> ggml_backend_dev_t {
     handle_arg!(buft, Buft, "ggml_backend_buft_get_device").device()

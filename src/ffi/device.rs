@@ -5,18 +5,22 @@ use std::ffi::{c_char, c_void};
 use super::handle_arg;
 use crate::abi::*;
 
+/// # Safety
+/// `device` is a live device (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_dev_name(device: ggml_backend_dev_t) -> *const c_char {
+pub unsafe extern "C" fn ggml_backend_dev_name(device: ggml_backend_dev_t) -> *const c_char {
     handle_arg!(device, Device, "ggml_backend_dev_name").name()
 }
 
+/// # Safety
+/// `device` is a live device (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_dev_description(device: ggml_backend_dev_t) -> *const c_char {
+pub unsafe extern "C" fn ggml_backend_dev_description(device: ggml_backend_dev_t) -> *const c_char {
     handle_arg!(device, Device, "ggml_backend_dev_description").description()
 }
 
 /// # Safety
-/// `free` and `total` are writable.
+/// `device` is a live device (NULL aborts); `free` and `total` are writable.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_dev_memory(
     device: ggml_backend_dev_t,
@@ -42,13 +46,17 @@ pub unsafe extern "C" fn ggml_backend_dev_memory(
     }
 }
 
+/// # Safety
+/// `device` is a live device (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_dev_type(device: ggml_backend_dev_t) -> ggml_backend_dev_type_raw {
+pub unsafe extern "C" fn ggml_backend_dev_type(
+    device: ggml_backend_dev_t,
+) -> ggml_backend_dev_type_raw {
     handle_arg!(device, Device, "ggml_backend_dev_type").dev_type()
 }
 
 /// # Safety
-/// `props` is writable.
+/// `device` is a live device (NULL aborts); `props` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_dev_get_props(
     device: ggml_backend_dev_t,
@@ -66,13 +74,17 @@ pub unsafe extern "C" fn ggml_backend_dev_get_props(
     d.props(unsafe { &mut *props })
 }
 
+/// # Safety
+/// `device` is a live device (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_dev_backend_reg(device: ggml_backend_dev_t) -> ggml_backend_reg_t {
+pub unsafe extern "C" fn ggml_backend_dev_backend_reg(
+    device: ggml_backend_dev_t,
+) -> ggml_backend_reg_t {
     handle_arg!(device, Device, "ggml_backend_dev_backend_reg").reg()
 }
 
 /// # Safety
-/// `params` is NULL or a NUL-terminated string.
+/// `device` is a live device (NULL aborts); `params` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_dev_init(
     device: ggml_backend_dev_t,
@@ -83,15 +95,19 @@ pub unsafe extern "C" fn ggml_backend_dev_init(
         .init_backend(unsafe { super::c_str_arg(params) })
 }
 
+/// # Safety
+/// `device` is a live device (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_dev_buffer_type(
+pub unsafe extern "C" fn ggml_backend_dev_buffer_type(
     device: ggml_backend_dev_t,
 ) -> ggml_backend_buffer_type_t {
     handle_arg!(device, Device, "ggml_backend_dev_buffer_type").buffer_type()
 }
 
+/// # Safety
+/// `device` is a live device (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_dev_host_buffer_type(
+pub unsafe extern "C" fn ggml_backend_dev_host_buffer_type(
     device: ggml_backend_dev_t,
 ) -> ggml_backend_buffer_type_t {
     handle_arg!(device, Device, "ggml_backend_dev_host_buffer_type").host_buffer_type()
@@ -100,7 +116,8 @@ pub extern "C" fn ggml_backend_dev_host_buffer_type(
 /// NULL when the device cannot wrap host memory (upstream calls the missing entry).
 ///
 /// # Safety
-/// `ptr` addresses `size` bytes of host memory that outlive the returned buffer.
+/// `device` is a live device (NULL aborts); `ptr` addresses `size` bytes of host memory that
+/// outlive the returned buffer.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_dev_buffer_from_host_ptr(
     device: ggml_backend_dev_t,
@@ -114,8 +131,10 @@ pub unsafe extern "C" fn ggml_backend_dev_buffer_from_host_ptr(
     unsafe { d.buffer_from_host_ptr(ptr, size, max_tensor_size) }
 }
 
+/// # Safety
+/// `device` is a live device and `op` a live tensor (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_dev_supports_op(
+pub unsafe extern "C" fn ggml_backend_dev_supports_op(
     device: ggml_backend_dev_t,
     op: *const ggml_tensor,
 ) -> bool {
@@ -123,8 +142,10 @@ pub extern "C" fn ggml_backend_dev_supports_op(
     d.supports_op(handle_arg!(op, Tensor, "ggml_backend_dev_supports_op"))
 }
 
+/// # Safety
+/// `device` is a live device and `buft` a live buffer type (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_dev_supports_buft(
+pub unsafe extern "C" fn ggml_backend_dev_supports_buft(
     device: ggml_backend_dev_t,
     buft: ggml_backend_buffer_type_t,
 ) -> bool {
@@ -132,8 +153,10 @@ pub extern "C" fn ggml_backend_dev_supports_buft(
     d.supports_buft(handle_arg!(buft, Buft, "ggml_backend_dev_supports_buft"))
 }
 
+/// # Safety
+/// `device` is a live device and `op` a live tensor (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_dev_offload_op(
+pub unsafe extern "C" fn ggml_backend_dev_offload_op(
     device: ggml_backend_dev_t,
     op: *const ggml_tensor,
 ) -> bool {

@@ -7,8 +7,10 @@ use super::handle_arg;
 use crate::abi::*;
 use crate::backend::graph_copy;
 
+/// # Safety
+/// `backend` is a live backend and `graph` a live graph (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_graph_copy(
+pub unsafe extern "C" fn ggml_backend_graph_copy(
     backend: ggml_backend_t,
     graph: *mut ggml_cgraph,
 ) -> ggml_backend_graph_copy {
@@ -17,12 +19,16 @@ pub extern "C" fn ggml_backend_graph_copy(
     graph_copy::copy(b, g).map_or(graph_copy::EMPTY, graph_copy::GraphCopy::into_c)
 }
 
+/// # Safety
+/// `copy` was returned by `ggml_backend_graph_copy` and is not freed again or used after the
+/// call.
 #[no_mangle]
-pub extern "C" fn ggml_backend_graph_copy_free(copy: ggml_backend_graph_copy) {
+pub unsafe extern "C" fn ggml_backend_graph_copy_free(copy: ggml_backend_graph_copy) {
     graph_copy::free(&copy)
 }
 
 /// # Safety
+/// `backend1` and `backend2` are live backends and `graph` a live graph (NULL aborts);
 /// `test_nodes` points to `num_test_nodes` tensor pointers (or is NULL when that is 0).
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_compare_graph_backend(

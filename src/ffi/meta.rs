@@ -14,7 +14,7 @@ use crate::version::split_to_c;
 /// callback and userdata.
 ///
 /// # Safety
-/// `devs` points to `n_devs` device handles.
+/// `devs` points to `n_devs` live devices (a NULL entry aborts).
 pub(crate) unsafe fn new_meta_device(
     devs: *mut ggml_backend_dev_t,
     n_devs: usize,
@@ -59,23 +59,31 @@ pub(crate) fn split_axis_name(axis: ggml_backend_meta_split_axis_raw) -> *const 
     }
 }
 
+/// # Safety
+/// `backend` is NULL or a live backend.
 #[no_mangle]
-pub extern "C" fn ggml_backend_is_meta(backend: ggml_backend_t) -> bool {
+pub unsafe extern "C" fn ggml_backend_is_meta(backend: ggml_backend_t) -> bool {
     meta::is_meta_backend(backend)
 }
 
+/// # Safety
+/// `buf` is NULL or a live buffer.
 #[no_mangle]
-pub extern "C" fn ggml_backend_buffer_is_meta(buf: ggml_backend_buffer_t) -> bool {
+pub unsafe extern "C" fn ggml_backend_buffer_is_meta(buf: ggml_backend_buffer_t) -> bool {
     meta::is_meta_buffer(buf)
 }
 
+/// # Safety
+/// `buft` is NULL or a live buffer type.
 #[no_mangle]
-pub extern "C" fn ggml_backend_buft_is_meta(buft: ggml_backend_buffer_type_t) -> bool {
+pub unsafe extern "C" fn ggml_backend_buft_is_meta(buft: ggml_backend_buffer_type_t) -> bool {
     meta::is_meta_buft(buft)
 }
 
+/// # Safety
+/// `dev` is NULL or a live device.
 #[no_mangle]
-pub extern "C" fn ggml_backend_dev_is_meta(dev: ggml_backend_dev_t) -> bool {
+pub unsafe extern "C" fn ggml_backend_dev_is_meta(dev: ggml_backend_dev_t) -> bool {
     meta::is_meta_device(dev)
 }
 
@@ -91,10 +99,19 @@ fn meta_arg<H, T>(
     let Some(h) = handle else {
         null_argument(func, arg)
     };
-    lookup(h).unwrap_or_else(|| abort(file!(), line!(), &format!("{func}: not a meta {what}")))
+    lookup(h).unwrap_or_else(|| not_meta(func, what))
 }
 
-fn meta_backend_arg(b: ggml_backend_t, func: &str) -> std::sync::Arc<backend::MetaBackend> {
+#[cold]
+fn not_meta(func: &str, what: &str) -> ! {
+    abort(file!(), line!(), &format!("{func}: not a meta {what}"))
+}
+
+/// The meta backend behind a backend argument (see [`meta_arg`]).
+///
+/// # Safety
+/// `b` is NULL or a live backend.
+unsafe fn meta_backend_arg(b: ggml_backend_t, func: &str) -> std::sync::Arc<backend::MetaBackend> {
     meta_arg(
         optional_arg!(b, Backend),
         backend::of,
@@ -104,27 +121,36 @@ fn meta_backend_arg(b: ggml_backend_t, func: &str) -> std::sync::Arc<backend::Me
     )
 }
 
+/// The meta device behind a device argument (see [`meta_arg`]). Safe for any address: it
+/// becomes a handle only once it is known to be one of the meta devices this library made.
 fn meta_device(d: ggml_backend_dev_t, func: &str) -> &'static device::MetaDevice {
-    meta_arg(
-        optional_arg!(d, Device),
-        device::of_device,
-        func,
-        "dev",
-        "device",
-    )
+    if !d.is_null() && !meta::is_meta_device(d) {
+        not_meta(func, "device")
+    }
+    // SAFETY: `d` is NULL or a meta device this library made (checked above), and meta
+    // devices are never freed (see `crate::meta`).
+    let h = unsafe { Device::from_ptr(d) };
+    meta_arg(h, device::of_device, func, "dev", "device")
 }
 
+/// The meta device behind a buffer type argument (see [`meta_arg`]). Safe for any address:
+/// it becomes a handle only once it is known to be one of the meta buffer types this library
+/// made.
 pub(crate) fn meta_buft(b: ggml_backend_buffer_type_t, func: &str) -> &'static device::MetaDevice {
-    meta_arg(
-        optional_arg!(b, Buft),
-        device::of_buft,
-        func,
-        "buft",
-        "buffer type",
-    )
+    if !b.is_null() && !meta::is_meta_buft(b) {
+        not_meta(func, "buffer type")
+    }
+    // SAFETY: `b` is NULL or a meta buffer type this library made (checked above), and meta
+    // buffer types are never freed (see `crate::meta`).
+    let h = unsafe { Buft::from_ptr(b) };
+    meta_arg(h, device::of_buft, func, "buft", "buffer type")
 }
 
-fn meta_buffer(b: ggml_backend_buffer_t, func: &str) -> std::sync::Arc<buffer::MetaBuffer> {
+/// The meta buffer behind a buffer argument (see [`meta_arg`]).
+///
+/// # Safety
+/// `b` is NULL or a live buffer.
+unsafe fn meta_buffer(b: ggml_backend_buffer_t, func: &str) -> std::sync::Arc<buffer::MetaBuffer> {
     meta_arg(optional_arg!(b, Buffer), buffer::of, func, "buf", "buffer")
 }
 
@@ -132,31 +158,41 @@ fn check_index(i: usize, n: usize, func: &str) {
     ggml_assert!(i < n, "{func}: index {i} out of range ({n} devices)");
 }
 
+/// # Safety
+/// `meta_backend` is a live backend (NULL and backends that are not meta backends abort).
 #[no_mangle]
-pub extern "C" fn ggml_backend_meta_n_backends(meta_backend: ggml_backend_t) -> usize {
-    meta_backend_arg(meta_backend, "ggml_backend_meta_n_backends")
+pub unsafe extern "C" fn ggml_backend_meta_n_backends(meta_backend: ggml_backend_t) -> usize {
+    // SAFETY: `meta_backend` is NULL or a live backend (this function's contract).
+    unsafe { meta_backend_arg(meta_backend, "ggml_backend_meta_n_backends") }
         .simple
         .len()
 }
 
+/// # Safety
+/// `meta_backend` is a live backend (NULL and backends that are not meta backends abort).
 #[no_mangle]
-pub extern "C" fn ggml_backend_meta_simple_backend(
+pub unsafe extern "C" fn ggml_backend_meta_simple_backend(
     meta_backend: ggml_backend_t,
     index: usize,
 ) -> ggml_backend_t {
     const F: &str = "ggml_backend_meta_simple_backend";
-    let m = meta_backend_arg(meta_backend, F);
+    // SAFETY: `meta_backend` is NULL or a live backend (this function's contract).
+    let m = unsafe { meta_backend_arg(meta_backend, F) };
     check_index(index, m.simple.len(), F);
     m.simple[index].as_ptr()
 }
 
+/// # Safety
+/// `dev` is a live device (NULL and devices that are not meta devices abort).
 #[no_mangle]
-pub extern "C" fn ggml_backend_meta_dev_n_devs(dev: ggml_backend_dev_t) -> usize {
+pub unsafe extern "C" fn ggml_backend_meta_dev_n_devs(dev: ggml_backend_dev_t) -> usize {
     meta_device(dev, "ggml_backend_meta_dev_n_devs").n()
 }
 
+/// # Safety
+/// `dev` is a live device (NULL and devices that are not meta devices abort).
 #[no_mangle]
-pub extern "C" fn ggml_backend_meta_dev_simple_dev(
+pub unsafe extern "C" fn ggml_backend_meta_dev_simple_dev(
     dev: ggml_backend_dev_t,
     index: usize,
 ) -> ggml_backend_dev_t {
@@ -166,13 +202,17 @@ pub extern "C" fn ggml_backend_meta_dev_simple_dev(
     m.simple[index].as_ptr()
 }
 
+/// # Safety
+/// `buft` is a live buffer type (NULL and types that are not meta buffer types abort).
 #[no_mangle]
-pub extern "C" fn ggml_backend_meta_buft_n_bufts(buft: ggml_backend_buffer_type_t) -> usize {
+pub unsafe extern "C" fn ggml_backend_meta_buft_n_bufts(buft: ggml_backend_buffer_type_t) -> usize {
     meta_buft(buft, "ggml_backend_meta_buft_n_bufts").n()
 }
 
+/// # Safety
+/// `buft` is a live buffer type (NULL and types that are not meta buffer types abort).
 #[no_mangle]
-pub extern "C" fn ggml_backend_meta_buft_simple_buft(
+pub unsafe extern "C" fn ggml_backend_meta_buft_simple_buft(
     buft: ggml_backend_buffer_type_t,
     index: usize,
 ) -> ggml_backend_buffer_type_t {
@@ -182,18 +222,24 @@ pub extern "C" fn ggml_backend_meta_buft_simple_buft(
     m.simple_buft(index).as_ptr()
 }
 
+/// # Safety
+/// `buf` is a live buffer (NULL and buffers that are not meta buffers abort).
 #[no_mangle]
-pub extern "C" fn ggml_backend_meta_buffer_n_bufs(buf: ggml_backend_buffer_t) -> usize {
-    meta_buffer(buf, "ggml_backend_meta_buffer_n_bufs").n()
+pub unsafe extern "C" fn ggml_backend_meta_buffer_n_bufs(buf: ggml_backend_buffer_t) -> usize {
+    // SAFETY: `buf` is NULL or a live buffer (this function's contract).
+    unsafe { meta_buffer(buf, "ggml_backend_meta_buffer_n_bufs") }.n()
 }
 
+/// # Safety
+/// `buf` is a live buffer (NULL and buffers that are not meta buffers abort).
 #[no_mangle]
-pub extern "C" fn ggml_backend_meta_buffer_simple_buffer(
+pub unsafe extern "C" fn ggml_backend_meta_buffer_simple_buffer(
     buf: ggml_backend_buffer_t,
     index: usize,
 ) -> ggml_backend_buffer_t {
     const F: &str = "ggml_backend_meta_buffer_simple_buffer";
-    let m = meta_buffer(buf, F);
+    // SAFETY: `buf` is NULL or a live buffer (this function's contract).
+    let m = unsafe { meta_buffer(buf, F) };
     check_index(index, m.n(), F);
     // a plugin device's weights are placed when first used, which asking for them is
     m.place_deferred();
@@ -205,8 +251,11 @@ pub extern "C" fn ggml_backend_meta_buffer_simple_buffer(
 }
 
 /// Device `index`'s tensor of meta tensor `tensor`; NULL if it was never initialised.
+///
+/// # Safety
+/// `tensor` is a live tensor (NULL aborts, as does a tensor outside meta buffers).
 #[no_mangle]
-pub extern "C" fn ggml_backend_meta_buffer_simple_tensor(
+pub unsafe extern "C" fn ggml_backend_meta_buffer_simple_tensor(
     tensor: *const ggml_tensor,
     index: usize,
 ) -> *mut ggml_tensor {
@@ -227,8 +276,11 @@ pub extern "C" fn ggml_backend_meta_buffer_simple_tensor(
 /// The split of a meta tensor. `assume_sync`: whether a matmul result whose devices hold
 /// partial sums is reported as it reads after the meta backend's AllReduce (MIRRORED) or as
 /// it sits in memory right after the matmul (PARTIAL).
+///
+/// # Safety
+/// `tensor` is a live tensor (NULL aborts, as does a tensor outside meta buffers).
 #[no_mangle]
-pub extern "C" fn ggml_backend_meta_get_split_state(
+pub unsafe extern "C" fn ggml_backend_meta_get_split_state(
     tensor: *const ggml_tensor,
     assume_sync: bool,
 ) -> ggml_backend_meta_split_state {

@@ -4,8 +4,18 @@
 //! message naming the function and argument, and what upstream reports as an error value
 //! (NULL, false, a `ggml_status`) is reported the same way.
 //!
-//! Panics cannot cross this boundary: every profile builds with `panic = "abort"`, and a
-//! Rust `extern "C"` function aborts rather than unwind in any case.
+//! Every export that takes a pointer or handle is an `unsafe extern "C" fn` whose `# Safety`
+//! section states the caller's side of ggml's contract; C callers are bound by it just the same.
+//! In those sections a *live* object is a pointer to an object of that type, made and filled
+//! in as the ABI describes (vtable included) and not freed before the call returns (for
+//! asynchronous calls: before the backend is synchronized); "NULL aborts" means the function
+//! checks for NULL and aborts through ggml. Only the exports without pointer arguments (counts,
+//! lookups by index or type, `ggml_backend_load_all`, ...) are safe functions.
+//!
+//! Panics cannot cross this boundary: every profile builds with `panic = "abort"`, a Rust
+//! `extern "C"` function aborts rather than unwind in any case, and the panic hook this crate
+//! installs at load time (`crate::log::panic_hook`) sends the panic's message and location to
+//! `ggml_abort`, like any other fatal error of the library.
 
 mod backend;
 mod buffer;
@@ -23,11 +33,14 @@ use std::ffi::{c_char, CStr};
 
 /// Converts a C handle argument into its typed handle, aborting when it is NULL.
 ///
-/// The caller of the C API vouches that a non-NULL handle names a live object: that is
-/// the ABI's contract, and the only unsafe assumption the exported functions make.
+/// Only for arguments of an `unsafe` exported function (or an `unsafe fn` helper of one)
+/// whose `# Safety` section says that the argument, when not NULL, is a live object of that
+/// type: that contract is what makes the handle sound.
 macro_rules! handle_arg {
     ($ptr:expr, $handle:ident, $func:literal) => {
-        // SAFETY: see the macro's documentation.
+        // SAFETY: a non-NULL `$ptr` names a live object of this type for as long as the handle
+        // is used: the `# Safety` contract of the enclosing function, which states it for
+        // every argument this macro converts.
         match unsafe { $crate::abi::$handle::from_ptr($ptr as *mut _) } {
             Some(h) => h,
             None => $crate::ffi::null_argument($func, stringify!($ptr)),
@@ -35,10 +48,12 @@ macro_rules! handle_arg {
     };
 }
 
-/// Like [`handle_arg`], but NULL is allowed and yields `None`.
+/// Like [`handle_arg`], but NULL is allowed and yields `None`; the same contract applies.
 macro_rules! optional_arg {
     ($ptr:expr, $handle:ident) => {
-        // SAFETY: see `handle_arg`.
+        // SAFETY: `$ptr` is NULL or names a live object of this type for as long as the
+        // handle is used: the `# Safety` contract of the enclosing function, which states it
+        // for every argument this macro converts.
         unsafe { $crate::abi::$handle::from_ptr($ptr as *mut _) }
     };
 }

@@ -10,18 +10,24 @@ use crate::abi::*;
 use crate::log::{abort, log_error};
 use crate::registry::{self, loader};
 
+/// # Safety
+/// `reg` is a live registry (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_reg_name(reg: ggml_backend_reg_t) -> *const c_char {
+pub unsafe extern "C" fn ggml_backend_reg_name(reg: ggml_backend_reg_t) -> *const c_char {
     handle_arg!(reg, Reg, "ggml_backend_reg_name").name()
 }
 
+/// # Safety
+/// `reg` is a live registry (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_reg_dev_count(reg: ggml_backend_reg_t) -> usize {
+pub unsafe extern "C" fn ggml_backend_reg_dev_count(reg: ggml_backend_reg_t) -> usize {
     handle_arg!(reg, Reg, "ggml_backend_reg_dev_count").device_count()
 }
 
+/// # Safety
+/// `reg` is a live registry (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_reg_dev_get(
+pub unsafe extern "C" fn ggml_backend_reg_dev_get(
     reg: ggml_backend_reg_t,
     index: usize,
 ) -> ggml_backend_dev_t {
@@ -29,7 +35,7 @@ pub extern "C" fn ggml_backend_reg_dev_get(
 }
 
 /// # Safety
-/// `name` is NULL or a NUL-terminated string.
+/// `reg` is a live registry (NULL aborts); `name` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_reg_get_proc_address(
     reg: ggml_backend_reg_t,
@@ -44,15 +50,20 @@ pub unsafe extern "C" fn ggml_backend_reg_get_proc_address(
 }
 
 /// Registering NULL is a no-op, as upstream.
+///
+/// # Safety
+/// `reg` is NULL or a live registry that stays live until it is unloaded or the process exits.
 #[no_mangle]
-pub extern "C" fn ggml_backend_register(reg: ggml_backend_reg_t) {
+pub unsafe extern "C" fn ggml_backend_register(reg: ggml_backend_reg_t) {
     if let Some(r) = optional_arg!(reg, Reg) {
         registry::register(r, None)
     }
 }
 
+/// # Safety
+/// `device` is a live device (NULL aborts) that stays live until the process exits.
 #[no_mangle]
-pub extern "C" fn ggml_backend_device_register(device: ggml_backend_dev_t) {
+pub unsafe extern "C" fn ggml_backend_device_register(device: ggml_backend_dev_t) {
     registry::register_device(handle_arg!(device, Device, "ggml_backend_device_register"))
 }
 
@@ -172,8 +183,11 @@ pub unsafe extern "C" fn ggml_backend_load(path: *const c_char) -> ggml_backend_
 }
 
 /// Unregisters `reg` and unloads its library; unknown or NULL registries are ignored.
+///
+/// # Safety
+/// `reg` is NULL or a live registry, not used after the call.
 #[no_mangle]
-pub extern "C" fn ggml_backend_unload(reg: ggml_backend_reg_t) {
+pub unsafe extern "C" fn ggml_backend_unload(reg: ggml_backend_reg_t) {
     if let Some(r) = optional_arg!(reg, Reg) {
         registry::unregister(r);
     }

@@ -78,7 +78,8 @@ unsafe fn sched_mut<'a>(sched: ggml_backend_sched_t, func: &str) -> &'a mut Sche
 }
 
 /// # Safety
-/// `backends` points to `n_backends` backends; `bufts` is NULL or points to as many types.
+/// `backends` points to `n_backends` live backends; `bufts` is NULL or points to as many live
+/// buffer types (NULL entries abort); all outlive the scheduler.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_sched_new(
     backends: *mut ggml_backend_t,
@@ -131,7 +132,8 @@ pub unsafe extern "C" fn ggml_backend_sched_free(sched: ggml_backend_sched_t) {
 }
 
 /// # Safety
-/// `sched` is a live scheduler; `sizes` has room for one size per backend.
+/// `sched` is a live scheduler and `measure_graph` a live graph (NULL aborts); `sizes` has room
+/// for one size per backend.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_sched_reserve_size(
     sched: ggml_backend_sched_t,
@@ -152,7 +154,7 @@ pub unsafe extern "C" fn ggml_backend_sched_reserve_size(
 }
 
 /// # Safety
-/// `sched` is a live scheduler.
+/// `sched` is a live scheduler and `measure_graph` a live graph (NULL aborts).
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_sched_reserve(
     sched: ggml_backend_sched_t,
@@ -234,7 +236,7 @@ pub unsafe extern "C" fn ggml_backend_sched_get_buffer_size(
 }
 
 /// # Safety
-/// `sched` is a live scheduler.
+/// `sched` is a live scheduler and `node` a live tensor (NULL aborts).
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_sched_set_tensor_backend(
     sched: ggml_backend_sched_t,
@@ -249,7 +251,7 @@ pub unsafe extern "C" fn ggml_backend_sched_set_tensor_backend(
 }
 
 /// # Safety
-/// `sched` is a live scheduler.
+/// `sched` is a live scheduler and `node` a live tensor (NULL aborts).
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_sched_get_tensor_backend(
     sched: ggml_backend_sched_t,
@@ -263,7 +265,7 @@ pub unsafe extern "C" fn ggml_backend_sched_get_tensor_backend(
 }
 
 /// # Safety
-/// `sched` is a live scheduler.
+/// `sched` is a live scheduler and `graph` a live graph (NULL aborts).
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_sched_split_graph(
     sched: ggml_backend_sched_t,
@@ -275,7 +277,7 @@ pub unsafe extern "C" fn ggml_backend_sched_split_graph(
 }
 
 /// # Safety
-/// `sched` is a live scheduler.
+/// `sched` is a live scheduler and `graph` a live graph (NULL aborts).
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_sched_alloc_graph(
     sched: ggml_backend_sched_t,
@@ -287,7 +289,7 @@ pub unsafe extern "C" fn ggml_backend_sched_alloc_graph(
 }
 
 /// # Safety
-/// `sched` is a live scheduler.
+/// `sched` is a live scheduler and `graph` a live graph (NULL aborts).
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_sched_graph_compute(
     sched: ggml_backend_sched_t,
@@ -304,7 +306,8 @@ pub unsafe extern "C" fn ggml_backend_sched_graph_compute(
 }
 
 /// # Safety
-/// `sched` is a live scheduler.
+/// `sched` is a live scheduler and `graph` a live graph (NULL aborts) until the scheduler is
+/// synchronized.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_sched_graph_compute_async(
     sched: ggml_backend_sched_t,

@@ -10,7 +10,7 @@ use crate::abi::*;
 use crate::tensor::{self, Strided};
 
 /// # Safety
-/// `data` is readable for `size` bytes.
+/// `tensor` is a live tensor (NULL aborts); `data` is readable for `size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_tensor_set(
     tensor: *mut ggml_tensor,
@@ -24,7 +24,7 @@ pub unsafe extern "C" fn ggml_backend_tensor_set(
 }
 
 /// # Safety
-/// `data` is writable for `size` bytes.
+/// `tensor` is a live tensor (NULL aborts); `data` is writable for `size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_tensor_get(
     tensor: *const ggml_tensor,
@@ -38,7 +38,8 @@ pub unsafe extern "C" fn ggml_backend_tensor_get(
 }
 
 /// # Safety
-/// Each of the `n_copies` blocks `data + i*stride_data .. + size` is readable.
+/// `tensor` is a live tensor (NULL aborts); each of the `n_copies` blocks
+/// `data + i*stride_data .. + size` is readable.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_tensor_set_2d(
     tensor: *mut ggml_tensor,
@@ -63,7 +64,8 @@ pub unsafe extern "C" fn ggml_backend_tensor_set_2d(
 }
 
 /// # Safety
-/// Each of the `n_copies` blocks `data + i*stride_data .. + size` is writable.
+/// `tensor` is a live tensor (NULL aborts); each of the `n_copies` blocks
+/// `data + i*stride_data .. + size` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_tensor_get_2d(
     tensor: *const ggml_tensor,
@@ -87,8 +89,10 @@ pub unsafe extern "C" fn ggml_backend_tensor_get_2d(
     unsafe { tensor::get_2d(t, data, s) }
 }
 
+/// # Safety
+/// `tensor` is a live tensor (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_tensor_memset(
+pub unsafe extern "C" fn ggml_backend_tensor_memset(
     tensor: *mut ggml_tensor,
     value: u8,
     offset: usize,
@@ -103,7 +107,8 @@ pub extern "C" fn ggml_backend_tensor_memset(
 }
 
 /// # Safety
-/// `data` stays readable for `size` bytes until the backend is synchronized.
+/// `backend` is a live backend and `tensor` a live tensor (NULL aborts); `data` stays readable
+/// for `size` bytes until the backend is synchronized.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_tensor_set_async(
     backend: ggml_backend_t,
@@ -120,7 +125,8 @@ pub unsafe extern "C" fn ggml_backend_tensor_set_async(
 }
 
 /// # Safety
-/// `data` stays writable for `size` bytes until the backend is synchronized.
+/// `backend` is a live backend and `tensor` a live tensor (NULL aborts); `data` stays writable
+/// for `size` bytes until the backend is synchronized.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_tensor_get_async(
     backend: ggml_backend_t,
@@ -137,7 +143,8 @@ pub unsafe extern "C" fn ggml_backend_tensor_get_async(
 }
 
 /// # Safety
-/// As `ggml_backend_tensor_set_2d`, until the backend is synchronized.
+/// `backend` is a live backend (NULL aborts); the rest as `ggml_backend_tensor_set_2d`, until
+/// the backend is synchronized.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_tensor_set_2d_async(
     backend: ggml_backend_t,
@@ -164,7 +171,8 @@ pub unsafe extern "C" fn ggml_backend_tensor_set_2d_async(
 }
 
 /// # Safety
-/// As `ggml_backend_tensor_get_2d`, until the backend is synchronized.
+/// `backend` is a live backend (NULL aborts); the rest as `ggml_backend_tensor_get_2d`, until
+/// the backend is synchronized.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_tensor_get_2d_async(
     backend: ggml_backend_t,
@@ -190,14 +198,19 @@ pub unsafe extern "C" fn ggml_backend_tensor_get_2d_async(
     unsafe { tensor::get_2d_async(b, t, data, s) }
 }
 
+/// # Safety
+/// `src` and `dst` are live tensors (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_tensor_copy(src: *const ggml_tensor, dst: *mut ggml_tensor) {
+pub unsafe extern "C" fn ggml_backend_tensor_copy(src: *const ggml_tensor, dst: *mut ggml_tensor) {
     let s = handle_arg!(src, Tensor, "ggml_backend_tensor_copy");
     tensor::copy(s, handle_arg!(dst, Tensor, "ggml_backend_tensor_copy"))
 }
 
+/// # Safety
+/// `src` and `dst` are live tensors and `backend_dst` a live backend (NULL aborts); `backend_src`
+/// is NULL or a live backend; the tensors stay live until the backends are synchronized.
 #[no_mangle]
-pub extern "C" fn ggml_backend_tensor_copy_async(
+pub unsafe extern "C" fn ggml_backend_tensor_copy_async(
     backend_src: ggml_backend_t,
     backend_dst: ggml_backend_t,
     src: *const ggml_tensor,
@@ -209,8 +222,11 @@ pub extern "C" fn ggml_backend_tensor_copy_async(
     tensor::copy_async(optional_arg!(backend_src, Backend), b_dst, s, d)
 }
 
+/// # Safety
+/// `buffer` is a live buffer and `tensor` a live tensor (NULL aborts); `addr` must lie in the
+/// buffer (checked).
 #[no_mangle]
-pub extern "C" fn ggml_backend_tensor_alloc(
+pub unsafe extern "C" fn ggml_backend_tensor_alloc(
     buffer: ggml_backend_buffer_t,
     tensor: *mut ggml_tensor,
     addr: *mut c_void,
@@ -223,7 +239,9 @@ pub extern "C" fn ggml_backend_tensor_alloc(
     )
 }
 
+/// # Safety
+/// `tensor` is a live tensor (NULL aborts).
 #[no_mangle]
-pub extern "C" fn ggml_backend_view_init(tensor: *mut ggml_tensor) -> ggml_status {
+pub unsafe extern "C" fn ggml_backend_view_init(tensor: *mut ggml_tensor) -> ggml_status {
     crate::backend::view_init(handle_arg!(tensor, Tensor, "ggml_backend_view_init"))
 }

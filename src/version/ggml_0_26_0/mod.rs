@@ -355,7 +355,7 @@ impl Drop for BackendAllReduce {
 // ---------------------------------------------------------------------------------------
 
 /// # Safety
-/// `devs` points to `n_devs` device handles.
+/// `devs` points to `n_devs` live devices (a NULL entry aborts).
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_meta_device(
     devs: *mut ggml_backend_dev_t,
@@ -375,8 +375,11 @@ pub extern "C" fn ggml_backend_meta_split_axis_name(
 }
 
 /// Forwards a usage change to the simple buffers of a meta buffer.
+///
+/// # Safety
+/// `buffer` is a live buffer (NULL and buffers that are not meta buffers abort).
 #[no_mangle]
-pub extern "C" fn ggml_backend_meta_buffer_set_usage(
+pub unsafe extern "C" fn ggml_backend_meta_buffer_set_usage(
     buffer: ggml_backend_buffer_t,
     usage: ggml_backend_buffer_usage_raw,
 ) {
@@ -403,7 +406,7 @@ pub extern "C" fn ggml_op_alloc_size_may_expand(op: ggml_op) -> bool {
 /// several). NULL when nothing needs memory or an allocation fails (then nothing is kept).
 ///
 /// # Safety
-/// `tensors` points to `n_tensors` tensor pointers.
+/// `buft` is a live buffer type (NULL aborts); `tensors` points to `n_tensors` tensor pointers.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_buft_alloc_buffer_n(
     buft: ggml_backend_buffer_type_t,
@@ -424,7 +427,7 @@ pub unsafe extern "C" fn ggml_backend_buft_alloc_buffer_n(
 /// Bytes `ggml_backend_buft_alloc_buffer_n` allocates for `tensors`.
 ///
 /// # Safety
-/// `tensors` points to `n_tensors` tensor pointers.
+/// `buft` is a live buffer type (NULL aborts); `tensors` points to `n_tensors` tensor pointers.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_buft_get_alloc_size_n(
     buft: ggml_backend_buffer_type_t,

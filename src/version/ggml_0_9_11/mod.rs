@@ -248,7 +248,7 @@ impl BackendAllReduce {
 /// with C++ linkage in this version's ggml-ext.h.
 ///
 /// # Safety
-/// `devs` points to `n_devs` device handles.
+/// `devs` points to `n_devs` live devices (a NULL entry aborts).
 #[export_name = "_Z24ggml_backend_meta_devicePP19ggml_backend_devicemPF29ggml_backend_meta_split_statePK11ggml_tensorPvES6_"]
 pub unsafe extern "C" fn ggml_backend_meta_device(
     devs: *mut ggml_backend_dev_t,
