@@ -136,7 +136,7 @@ fn make() -> Option<Plugin> {
         let name = format!("TP{}", devices.len());
         let description = format!("TP({})", names.join(","));
         log_info!("ggml-backend-rs plugin: {name} = {description}");
-        devices.push(crate::meta::device::create_plugin(
+        devices.push(crate::meta::device_iface::create_plugin(
             group,
             name,
             description,
@@ -241,7 +241,7 @@ unsafe extern "C" fn reg_get_proc_address(
     }
     // SAFETY: non-null, and NUL-terminated by ggml_backend_reg_get_proc_address's contract.
     let name = unsafe { CStr::from_ptr(name) };
-    let f = crate::meta::device::proc_address(name);
+    let f = crate::meta::device_iface::proc_address(name);
     if f.is_null() {
         crate::ffi::inspection_proc(name)
     } else {

@@ -3,9 +3,41 @@
 pub mod graph_copy;
 
 use std::ffi::c_void;
+use std::sync::Arc;
+
+use ggml_backend_rs_core::owned::Registry;
 
 use crate::abi::*;
 use crate::log::{abort, ggml_assert};
+
+/// What a backend implemented in this crate adds to ggml's backend vtable. The scheduler asks
+/// it, by backend, where it would otherwise have to name a backend kind.
+pub trait Extension: Send + Sync {
+    /// Whether the backend can run `nodes` (every node the scheduler gives it for one graph,
+    /// in execution order) before any of them has memory: called when a graph is reserved, so
+    /// that what cannot run fails when a context is made, not in its first compute.
+    fn check_reserve(&self, nodes: Vec<Tensor>) -> Result<(), String> {
+        let _ = nodes;
+        Ok(())
+    }
+}
+
+static EXTENSIONS: Registry<dyn Extension> = Registry::new();
+
+/// Attaches `ext` to `backend` until [`unextend`].
+pub fn extend(backend: Backend, ext: Arc<dyn Extension>) {
+    EXTENSIONS.insert(backend.as_ptr() as usize, ext);
+}
+
+/// Detaches the extension of `backend` (when it is freed).
+pub fn unextend(backend: Backend) {
+    EXTENSIONS.remove(backend.as_ptr() as usize);
+}
+
+/// The extension of `backend`, if it has one.
+pub fn extension(backend: Backend) -> Option<Arc<dyn Extension>> {
+    EXTENSIONS.get(backend.as_ptr() as usize)
+}
 
 /// Queues the graph on the backend (asynchronously where the backend can).
 pub fn graph_compute_async(backend: Backend, graph: Graph) -> ggml_status {

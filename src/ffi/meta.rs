@@ -44,7 +44,7 @@ pub(crate) unsafe fn new_meta_device(
         simple.iter().all(|d| device::of_device(*d).is_none()),
         "{F}: a meta device cannot wrap another meta device"
     );
-    device::get_or_create(simple, get_split_state, get_split_state_ud)
+    meta::device_iface::get_or_create(simple, get_split_state, get_split_state_ud)
 }
 
 /// `ggml_backend_meta_split_axis_name`.
@@ -242,7 +242,7 @@ pub unsafe extern "C" fn ggml_backend_meta_buffer_simple_buffer(
     let m = unsafe { meta_buffer(buf, F) };
     check_index(index, m.n(), F);
     // a plugin device's weights are placed when first used, which asking for them is
-    m.place_deferred();
+    crate::meta::slices::place_deferred(&m);
     m.simple()
         .get(index)
         .copied()
@@ -269,8 +269,7 @@ pub unsafe extern "C" fn ggml_backend_meta_buffer_simple_tensor(
         )
     });
     check_index(index, mb.n(), F);
-    mb.simple_tensors(t)
-        .map_or(std::ptr::null_mut(), |s| s[index].as_ptr())
+    crate::meta::slices::simple_tensors(&mb, t).map_or(std::ptr::null_mut(), |s| s[index].as_ptr())
 }
 
 /// The split of a meta tensor. `assume_sync`: whether a matmul result whose devices hold
@@ -285,7 +284,7 @@ pub unsafe extern "C" fn ggml_backend_meta_get_split_state(
     assume_sync: bool,
 ) -> ggml_backend_meta_split_state {
     let t = handle_arg!(tensor, Tensor, "ggml_backend_meta_get_split_state");
-    match buffer::derived(t) {
+    match meta::facts::derived(t) {
         Ok(d) if d.reduce && !assume_sync => split_to_c(&meta::Split::Partial),
         Ok(d) => split_to_c(&d.split),
         Err(e) => abort(file!(), line!(), &e),

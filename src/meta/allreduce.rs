@@ -38,7 +38,7 @@ use std::ffi::c_void;
 use std::ptr;
 use std::sync::Mutex;
 
-use super::backend::GraphArena;
+use super::arena::GraphArena;
 use super::cuda::CudaAllReduce;
 use super::exchange::{self, Loc};
 use crate::abi::*;

@@ -15,11 +15,15 @@ use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::allreduce::{self, Planned, Reducer, RunAll};
-use super::buffer::{self, Plan};
+use super::arena::GraphArena;
+use super::buffer;
 use super::device::MetaDevice;
+use super::facts;
+use super::slices;
 use super::split::Split;
+use super::transfer::{self, Bytes, Queue};
 use crate::abi::*;
-use crate::log::{abort, ggml_assert, log_error, log_info};
+use crate::log::{abort, log_error, log_info};
 use ggml_backend_rs_core::{plan, Op};
 
 /// Graph plans kept per meta backend (least recently used dropped first): more than the
@@ -145,8 +149,20 @@ pub unsafe fn init(dev: &'static MetaDevice, params: *const c_char) -> ggml_back
         // the state's address, for identification only: it is found through the registry
         context: Arc::as_ptr(&mb) as *mut c_void,
     }));
-    super::BACKENDS.insert(backend as usize, mb);
+    super::BACKENDS.insert(backend as usize, mb.clone());
+    // SAFETY: made just above; live until `free`.
+    if let Some(b) = unsafe { Backend::from_ptr(backend) } {
+        crate::backend::extend(b, mb);
+    }
     backend
+}
+
+impl crate::backend::Extension for MetaBackend {
+    /// Every node can be split over the devices (see `facts::check_reserve`).
+    fn check_reserve(&self, nodes: Vec<Tensor>) -> Result<(), String> {
+        self.dev.splits(|m| m.begin_reserve());
+        facts::check_reserve(self.dev, nodes)
+    }
 }
 
 /// The meta backend behind a C backend, if it is a live one.
@@ -200,6 +216,10 @@ unsafe extern "C" fn get_name(backend: ggml_backend_t) -> *const c_char {
 unsafe extern "C" fn free(backend: ggml_backend_t) {
     let mb = ctx(backend);
     super::BACKENDS.remove(backend as usize);
+    // SAFETY: ggml frees a backend once, through this entry, with the live backend.
+    if let Some(b) = unsafe { Backend::from_ptr(backend) } {
+        crate::backend::unextend(b);
+    }
     // plans own scratch memory that queued work may still use
     for b in &mb.simple {
         b.synchronize();
@@ -236,38 +256,18 @@ unsafe extern "C" fn set_tensor_async(
     let m = ctx(backend);
     // SAFETY: ggml_backend_tensor_set_async checked the tensor and passes it live.
     let t = unsafe { Tensor::from_ptr(tensor) }.expect("checked by ggml_backend_tensor_set_async");
-    let (plan, simple) = buffer::plan(t, offset, size, "ggml_backend_tensor_set_async");
-    // The contract of the transfers below: `data` is readable for `size` bytes until the backend is
-    // synchronized (the entry's contract); every piece lies inside `[0, size)` of it
-    // (`transfer::pieces`), and the per-device tensors are live while `t` is.
-    match plan {
-        Plan::Mirrored => {
-            for (j, s) in simple.into_iter().enumerate() {
-                // SAFETY: the contract stated above the match.
-                unsafe { crate::tensor::set_async(m.simple[j], s, data, offset, size) };
-            }
-        }
-        Plan::Partial => {
-            // rare (partial biases): synchronous, after the queued work
-            // SAFETY: `backend` is this live meta backend.
-            unsafe { synchronize(backend) };
-            // SAFETY: the contract stated above the match.
-            unsafe { buffer::set_partial(&simple, data, offset, size) };
-        }
-        Plan::Pieces(pieces) => {
-            for p in pieces {
-                let src = (data as *const u8).wrapping_add(p.host_offset) as *const c_void;
-                // SAFETY: the contract stated above the match.
-                unsafe {
-                    crate::tensor::set_2d_async(
-                        m.simple[p.device],
-                        simple[p.device],
-                        src,
-                        p.strided,
-                    )
-                };
-            }
-        }
+    let (bytes, queue) = (Bytes::To(data), Queue::Backends(&m.simple));
+    // SAFETY: `data` is readable for `size` bytes until the backend is synchronized (the
+    // entry's contract), which synchronizes every simple backend.
+    unsafe {
+        transfer::execute(
+            t,
+            offset,
+            size,
+            bytes,
+            queue,
+            "ggml_backend_tensor_set_async",
+        )
     }
 }
 
@@ -282,35 +282,18 @@ unsafe extern "C" fn get_tensor_async(
     // SAFETY: ggml_backend_tensor_get_async checked the tensor and passes it live.
     let t = unsafe { Tensor::from_ptr(tensor as *mut ggml_tensor) }
         .expect("checked by ggml_backend_tensor_get_async");
-    let (plan, simple) = buffer::plan(t, offset, size, "ggml_backend_tensor_get_async");
-    // The contract of the transfers below: `data` is writable for `size` bytes until the backend is
-    // synchronized (the entry's contract); every piece lies inside `[0, size)` of it
-    // (`transfer::pieces`), and the per-device tensors are live while `t` is.
-    match plan {
-        // SAFETY: the contract stated above the match.
-        Plan::Mirrored => unsafe {
-            crate::tensor::get_async(m.simple[0], simple[0], data, offset, size)
-        },
-        Plan::Partial => {
-            // SAFETY: `backend` is this live meta backend.
-            unsafe { synchronize(backend) };
-            // SAFETY: the contract stated above the match.
-            unsafe { buffer::get_partial_sum(t, &simple, data, offset, size) };
-        }
-        Plan::Pieces(pieces) => {
-            for p in pieces {
-                let dst = (data as *mut u8).wrapping_add(p.host_offset) as *mut c_void;
-                // SAFETY: the contract stated above the match.
-                unsafe {
-                    crate::tensor::get_2d_async(
-                        m.simple[p.device],
-                        simple[p.device],
-                        dst,
-                        p.strided,
-                    )
-                };
-            }
-        }
+    let (bytes, queue) = (Bytes::From(data), Queue::Backends(&m.simple));
+    // SAFETY: `data` is writable for `size` bytes until the backend is synchronized (the
+    // entry's contract), which synchronizes every simple backend.
+    unsafe {
+        transfer::execute(
+            t,
+            offset,
+            size,
+            bytes,
+            queue,
+            "ggml_backend_tensor_get_async",
+        )
     }
 }
 
@@ -387,9 +370,31 @@ struct SubGraph {
     reduce: Option<usize>,
 }
 
+/// The generations of the meta devices whose splits and per-device tensors a plan was built
+/// from: its own device, and any other whose buffers hold its nodes or their sources.
+struct Stamp(Vec<(&'static MetaDevice, u64)>);
+
+impl Stamp {
+    fn new(dev: &'static MetaDevice) -> Stamp {
+        Stamp(vec![(dev, dev.generation())])
+    }
+
+    /// Records `dev`'s generation when first seen (before the plan reads its tensors: a change
+    /// made while planning must make the plan stale, not current).
+    fn add(&mut self, dev: &'static MetaDevice) {
+        if !self.0.iter().any(|(d, _)| ptr::eq(*d, dev)) {
+            self.0.push((dev, dev.generation()));
+        }
+    }
+
+    fn current(&self) -> bool {
+        self.0.iter().all(|(d, g)| d.generation() == *g)
+    }
+}
+
 struct GraphPlan {
     nodes: Vec<usize>,
-    generation: u64,
+    stamp: Stamp,
     /// Holds the sub-graphs' ggml graphs; dropped with the plan (after them).
     subgraphs: Vec<SubGraph>,
     /// The AllReduces of the cuts, with the memory and operations their paths own.
@@ -400,10 +405,9 @@ struct GraphPlan {
 }
 
 impl GraphPlan {
-    /// Whether this plan was built for exactly the nodes of `g`, with current buffers.
-    fn is_for(&self, g: Graph, generation: u64) -> bool {
-        self.generation == generation
-            && self.nodes.len() == g.n_nodes()
+    /// Whether this plan was built for exactly the nodes of `g`.
+    fn is_for(&self, g: Graph) -> bool {
+        self.nodes.len() == g.n_nodes()
             && g.nodes()
                 .zip(&self.nodes)
                 .all(|(t, &a)| t.as_ptr() as usize == a)
@@ -421,47 +425,6 @@ impl GraphPlan {
     }
 }
 
-/// A ggml context holding only graph metadata (no tensor data), freed when dropped.
-pub(super) struct GraphArena(*mut ggml_context);
-
-impl GraphArena {
-    /// Room for `count` graphs of up to `size` nodes each.
-    pub(super) fn new(count: usize, size: usize) -> GraphArena {
-        // SAFETY: ggml_graph_overhead_custom computes a size; ggml_init with no_alloc allocates
-        // a metadata pool of that size (or returns NULL).
-        let ctx = unsafe {
-            let per = ggml_graph_overhead_custom(size.max(1), false);
-            ggml_init(ggml_init_params {
-                mem_size: per * count.max(1) + 4096,
-                mem_buffer: ptr::null_mut(),
-                no_alloc: true,
-            })
-        };
-        ggml_assert!(
-            !ctx.is_null(),
-            "meta backend: cannot allocate graph metadata"
-        );
-        GraphArena(ctx)
-    }
-
-    /// An empty graph of up to `size` nodes, with ggml's visited set and use counts.
-    pub(super) fn graph(&self, size: usize) -> Graph {
-        // SAFETY: the arena was sized by its creator for the graphs asked of it; ggml aborts
-        // when the pool is exhausted.
-        let gp = unsafe { ggml_new_graph_custom(self.0, size.max(1), false) };
-        // SAFETY: a live graph in this arena, which outlives its users (the plan or the call).
-        unsafe { Graph::from_ptr(gp) }
-            .unwrap_or_else(|| abort(file!(), line!(), "meta backend: graph allocation failed"))
-    }
-}
-
-impl Drop for GraphArena {
-    fn drop(&mut self) {
-        // SAFETY: created by ggml_init in `new`; its graphs are not used after this.
-        unsafe { ggml_free(self.0) }
-    }
-}
-
 unsafe extern "C" fn graph_compute(
     backend: ggml_backend_t,
     cgraph: *mut ggml_cgraph,
@@ -473,9 +436,8 @@ unsafe extern "C" fn graph_compute(
     };
     let mut st = m.lock();
     let t0 = profile_enabled().then(std::time::Instant::now);
-    let generation = buffer::generation();
-    drop_plans(m, &mut st.plans, |p| p.generation != generation);
-    let mut found = st.plans.iter().position(|p| p.is_for(g, generation));
+    drop_plans(m, &mut st.plans, |p| !p.stamp.current());
+    let mut found = st.plans.iter().position(|p| p.is_for(g));
     if let Some(i) = found {
         if !st.plans[i].fits() {
             let stale: *const GraphPlan = &st.plans[i];
@@ -528,16 +490,27 @@ fn drop_plans(m: &MetaBackend, plans: &mut Vec<GraphPlan>, which: impl Fn(&Graph
     plans.retain(|p| !which(p));
 }
 
-fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan, String> {
-    // Read first: a change made while planning must make the plan stale, not current.
-    let generation = buffer::generation();
+/// The nodes of a graph that run on the devices.
+struct DeviceNodes {
+    /// Each node with its per-device tensors.
+    kept: Vec<(Tensor, Vec<Tensor>)>,
+    /// Per kept node: whether it is a cut point (its partial sums are reduced after it).
+    reduce_at: Vec<bool>,
+    stamp: Stamp,
+}
+
+/// Picks the nodes of `all` that run on the devices (views and graph inputs outside meta
+/// buffers do not), with their per-device tensors, and where the graph is cut: after a node
+/// whose devices hold partial sums, or after the linear tail behind it.
+fn device_nodes(
+    m: &MetaBackend,
+    all: &[Tensor],
+    uses: &std::collections::HashMap<usize, i32>,
+) -> Result<DeviceNodes, String> {
+    let mut stamp = Stamp::new(m.dev);
     let n = m.simple.len();
-    // The nodes that run on the devices, with their per-device tensors and whether each is
-    // a cut point (a reduction target).
-    let mut kept: Vec<(Tensor, Vec<Tensor>)> = Vec::with_capacity(g.n_nodes());
+    let mut kept: Vec<(Tensor, Vec<Tensor>)> = Vec::with_capacity(all.len());
     let mut reduce_at: Vec<bool> = Vec::new();
-    let all: Vec<Tensor> = g.nodes().collect();
-    let uses = use_counts(g, &all);
     let mut i = 0;
     while i < all.len() {
         let t = all[i];
@@ -552,9 +525,12 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
                 t.op_desc()
             ));
         };
-        let d = buffer::derived(t)?;
-        let simple = mb
-            .simple_tensors(t)
+        stamp.add(mb.dev);
+        for s in t.srcs().filter_map(buffer::holding) {
+            stamp.add(s.dev);
+        }
+        let d = facts::derived(t)?;
+        let simple = slices::simple_tensors(&mb, t)
             .ok_or_else(|| format!("meta backend: node '{}' was not allocated", t.name_string()))?;
         kept.push((t, simple));
         reduce_at.push(false);
@@ -565,12 +541,13 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         // Partial sums: reduce after the linear tail that MoE layers put behind the matmul
         // (bias per expert, router weights, sum over the selected experts), so the AllReduce
         // moves the smallest tensor.
-        let tail = plan::moe_tail(&NodeView { uses: &uses }, &all, i - 1);
+        let tail = plan::moe_tail(&NodeView { uses }, all, i - 1);
         for &k in &tail {
             let tk = all[k];
             let mbk = buffer::holding(tk).ok_or("meta backend: MoE tail outside meta buffers")?;
-            buffer::derived(tk)?;
-            let sk = mbk.simple_tensors(tk).ok_or_else(|| {
+            stamp.add(mbk.dev);
+            facts::derived(tk)?;
+            let sk = slices::simple_tensors(&mbk, tk).ok_or_else(|| {
                 format!(
                     "meta backend: node '{}' was not allocated",
                     tk.name_string()
@@ -585,7 +562,7 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
     // A partial bias (e.g. ffn_down_exps.bias) must be absorbed before the reduction: check
     // that no node outside a tail consumes a partial source.
     let kept_nodes: Vec<Tensor> = kept.iter().map(|(t, _)| *t).collect();
-    let view = NodeView { uses: &uses };
+    let view = NodeView { uses };
     if let Err(e) = plan::check_partial_consumers(&view, &kept_nodes, &reduce_at)? {
         return Err(format!(
             "meta backend: node '{}' ({}) combines the partial sum '{}' with full values",
@@ -594,6 +571,22 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
             e.partial.name_string()
         ));
     }
+    Ok(DeviceNodes {
+        kept,
+        reduce_at,
+        stamp,
+    })
+}
+
+fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan, String> {
+    let n = m.simple.len();
+    let all: Vec<Tensor> = g.nodes().collect();
+    let uses = use_counts(g, &all);
+    let DeviceNodes {
+        kept,
+        reduce_at,
+        stamp,
+    } = device_nodes(m, &all, &uses)?;
 
     // Cut into sub-graphs and build one ggml graph per device for each.
     // A matmul whose contraction slice is empty on a device (that device holds none of the
@@ -605,28 +598,7 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         .map(|(_, simple)| (0..n).filter(|&j| empty_contraction(simple[j])).collect())
         .collect();
     if debug_enabled() {
-        for (k, (t, _)) in kept.iter().enumerate() {
-            let d = buffer::derived(*t)?;
-            log_info!(
-                "meta plan: {:4} {:24} {:16} {}{}{}",
-                k,
-                t.name_string(),
-                t.op_desc(),
-                d.split.describe(),
-                if reduce_at[k] {
-                    "  -> AllReduce"
-                } else if d.reduce {
-                    "  (partial sums)"
-                } else {
-                    ""
-                },
-                if zeroed[k].is_empty() {
-                    String::new()
-                } else {
-                    format!("  (zero on devices {:?})", zeroed[k])
-                }
-            );
-        }
+        log_nodes(&kept, &reduce_at, &zeroed)?;
     }
     let zeroed_anywhere: Vec<bool> = zeroed.iter().map(|z| !z.is_empty()).collect();
     let bounds: Vec<(usize, usize, bool)> = plan::sub_graphs(&reduce_at, &zeroed_anywhere)
@@ -694,12 +666,43 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
     }
     Ok(GraphPlan {
         nodes,
-        generation,
+        stamp,
         subgraphs,
         reductions: planned,
         zeros: vec![0; zero_bytes],
         _arena: arena,
     })
+}
+
+/// `GGML_META_DEBUG`: every kept node of a plan, its split and whether the graph is cut after it.
+fn log_nodes(
+    kept: &[(Tensor, Vec<Tensor>)],
+    reduce_at: &[bool],
+    zeroed: &[Vec<usize>],
+) -> Result<(), String> {
+    for (k, (t, _)) in kept.iter().enumerate() {
+        let d = facts::derived(*t)?;
+        log_info!(
+            "meta plan: {:4} {:24} {:16} {}{}{}",
+            k,
+            t.name_string(),
+            t.op_desc(),
+            d.split.describe(),
+            if reduce_at[k] {
+                "  -> AllReduce"
+            } else if d.reduce {
+                "  (partial sums)"
+            } else {
+                ""
+            },
+            if zeroed[k].is_empty() {
+                String::new()
+            } else {
+                format!("  (zero on devices {:?})", zeroed[k])
+            }
+        );
+    }
+    Ok(())
 }
 
 /// A matmul with a non-empty result whose weight slice on this device is empty.
@@ -762,10 +765,10 @@ impl plan::Nodes for NodeView<'_> {
         if buffer::holding(n).is_none() {
             return Ok(None);
         }
-        buffer::derived(n).map(|d| Some(d.split))
+        facts::derived(n).map(|d| Some(d.split))
     }
     fn reduces(&self, n: Tensor) -> Result<bool, String> {
-        buffer::derived(n).map(|d| d.reduce)
+        facts::derived(n).map(|d| d.reduce)
     }
     fn ne(&self, n: Tensor, dim: usize) -> i64 {
         n.ne(dim)

@@ -3,13 +3,22 @@
 //! as the tensor's [`Split`] says, and its backend runs each graph on all simple backends,
 //! summing partial results (AllReduce) where a matmul's contraction was split.
 //!
-//! * [`split`]: split states; [`rules`]: how splits propagate through ops and views;
-//! * [`device`]: device, buffer type and a small private registry (thread counts);
-//! * [`buffer`]: meta buffers, per-device tensors, data transfers;
-//! * [`backend`]: the meta backend and its graph plans; `workers`: threads that let CPU devices
-//!   inside a meta device compute at the same time;
-//! * [`allreduce`]: the AllReduce paths; [`exchange`]: the copy/add schedule and summation
-//!   order they share; `cuda`: our CUDA kernels (driver loaded at run time).
+//! Modules, each using only those above it:
+//!
+//! * [`split`]: split states; `rules` (the core's): how splits propagate through ops and views;
+//! * [`device`]: the device's state (simple devices, split policy, the memo of its tensors'
+//!   splits);
+//! * [`buffer`]: a meta buffer's state (simple buffers, per-device tensors of its tensors);
+//! * [`facts`]: split inference, the edge: tensors read into the core's facts, one pass of
+//!   `core::infer` per question (a tensor, a tensor being initialised, a reserved graph);
+//! * [`slices`]: per-device tensors and the memory of each device's slices;
+//! * [`transfer`]: host <-> meta tensor transfers, one routine for every direction and queue;
+//! * `arena`: graph metadata; [`allreduce`]: the AllReduce paths, with `cuda` (our kernels,
+//!   driver loaded at run time) and [`exchange`] (the copy/add schedule and summation order);
+//! * [`backend`]: the meta backend and its graph plans; `workers`: threads that let CPU
+//!   devices inside a meta device compute at the same time;
+//! * [`buffer_iface`], [`device_iface`]: the C objects (buffers; devices, buffer types and a
+//!   small private registry) and their vtables.
 //!
 //! Meta objects are recognised by address, and their Rust state is found the same way:
 //! devices and buffer types are never freed and sit in an append-only table with their
@@ -23,11 +32,17 @@
 //! the ggml core calls (metadata contexts and graphs) and the split-state callback.
 
 pub mod allreduce;
+mod arena;
 pub mod backend;
 pub mod buffer;
+pub mod buffer_iface;
 mod cuda;
 pub mod device;
+pub mod device_iface;
+pub mod facts;
+pub mod slices;
 pub mod split;
+pub mod transfer;
 mod workers;
 
 pub use ggml_backend_rs_core::{exchange, rules};

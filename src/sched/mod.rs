@@ -340,7 +340,7 @@ impl Sched {
         self.check_capacity(graph, "ggml_backend_sched_reserve");
         self.synchronize();
         self.split_graph(graph);
-        if let Err(e) = self.check_meta_splits() {
+        if let Err(e) = self.check_reserve() {
             log_error!("ggml_backend_sched_reserve: {e}");
             return false;
         }
@@ -361,24 +361,31 @@ impl Sched {
         true
     }
 
-    /// Whether the meta backends can split every node the graph gives them (see
-    /// `meta::buffer::check_unallocated`): a reserve is where libllama learns whether a
+    /// Whether every backend with a reserve check (the meta backends: can they split every
+    /// node they are given?) accepts its nodes: a reserve is where libllama learns whether a
     /// context can run, and the place to say that one cannot.
-    fn check_meta_splits(&mut self) -> Result<(), String> {
-        // one table per meta backend: a split reads what its earlier splits computed
-        let mut tables: HashMap<usize, HashMap<usize, crate::meta::split::Split>> = HashMap::new();
+    fn check_reserve(&mut self) -> Result<(), String> {
+        // all of one backend's splits together: a split reads what earlier ones computed
+        let mut graphs: Vec<(usize, Vec<Tensor>)> = Vec::new();
         for split in &mut self.splits {
-            let Some(meta) = crate::meta::backend::of(self.backends[split.backend]) else {
+            if crate::backend::extension(self.backends[split.backend]).is_none() {
                 continue;
-            };
+            }
             // SAFETY: the split's graph struct lives in `self.splits` during this call, and
             // its node array points into the graph being reserved, which the caller keeps
             // alive for the whole reserve.
             let Some(graph) = (unsafe { Graph::from_ptr(&mut split.graph) }) else {
                 continue;
             };
-            let table = tables.entry(split.backend).or_default();
-            crate::meta::buffer::check_unallocated(graph.nodes(), meta.simple.len(), table)?;
+            match graphs.iter_mut().find(|(b, _)| *b == split.backend) {
+                Some((_, nodes)) => nodes.extend(graph.nodes()),
+                None => graphs.push((split.backend, graph.nodes().collect())),
+            }
+        }
+        for (backend, nodes) in graphs {
+            if let Some(ext) = crate::backend::extension(self.backends[backend]) {
+                ext.check_reserve(nodes)?;
+            }
         }
         Ok(())
     }

@@ -35,6 +35,7 @@
 pub mod assign;
 pub mod chunk;
 pub mod exchange;
+pub mod infer;
 pub mod names;
 pub mod op;
 pub mod owned;

@@ -9,16 +9,42 @@
 //! [`Arc`], so the value outlives every use that started before the object was freed. Nothing
 //! here is `unsafe`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// Live objects of one kind: C address → Rust value.
+/// A hasher for addresses: one multiplication spreads their bits (alignment leaves the low
+/// ones zero), where the default SipHash costs more than the rest of a lookup. Addresses come
+/// from this process's allocator, not from an adversary.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AddrHasher(u64);
+
+impl std::hash::Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.0 = (i as u64 ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A map keyed by addresses.
+pub type AddrMap<V> = HashMap<usize, V, BuildHasherDefault<AddrHasher>>;
+/// A set of addresses.
+pub type AddrSet = HashSet<usize, BuildHasherDefault<AddrHasher>>;
+
 pub struct Registry<T: ?Sized> {
     /// Whether anything was ever registered: programs that never make an object of this kind
     /// (no meta device) answer every lookup without touching the lock.
     used: AtomicBool,
-    map: RwLock<Option<HashMap<usize, Arc<T>>>>,
+    map: RwLock<Option<AddrMap<Arc<T>>>>,
 }
 
 impl<T: ?Sized> Registry<T> {
@@ -32,7 +58,7 @@ impl<T: ?Sized> Registry<T> {
     /// Registers the value of the C object at `addr`, replacing any earlier one.
     pub fn insert(&self, addr: usize, value: Arc<T>) {
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
-        map.get_or_insert_with(HashMap::new).insert(addr, value);
+        map.get_or_insert_with(AddrMap::default).insert(addr, value);
         self.used.store(true, Ordering::Release);
     }
 
@@ -47,11 +73,7 @@ impl<T: ?Sized> Registry<T> {
     }
 
     /// `f` over the live objects, unless `addr` is NULL or nothing was ever registered.
-    fn lookup<R>(
-        &self,
-        addr: usize,
-        f: impl FnOnce(&HashMap<usize, Arc<T>>) -> Option<R>,
-    ) -> Option<R> {
+    fn lookup<R>(&self, addr: usize, f: impl FnOnce(&AddrMap<Arc<T>>) -> Option<R>) -> Option<R> {
         if addr == 0 || !self.used.load(Ordering::Acquire) {
             return None;
         }

@@ -176,7 +176,8 @@ impl Split {
     /// values do not matter). Element-wise combination needs exactly this.
     pub fn same_as(&self, other: &Split) -> bool {
         match (self, other) {
-            (Split::Dim(a), Split::Dim(b)) => a.axis == b.axis && a.places_like(b),
+            // equal splits place alike; only different segmentations need the intervals
+            (Split::Dim(a), Split::Dim(b)) => a.axis == b.axis && (a == b || a.places_like(b)),
             (a, b) => a == b,
         }
     }

@@ -523,7 +523,7 @@ unsafe extern "C" fn meta_buft_alloc_buffer_n(
     for &t in &list {
         dev.observe(t);
     }
-    crate::meta::buffer::alloc_tensors(list, dev)
+    crate::meta::buffer_iface::alloc_tensors(list, dev)
 }
 
 /// The caller's tensor list, every entry checked non-NULL.

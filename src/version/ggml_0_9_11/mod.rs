@@ -287,7 +287,7 @@ pub unsafe extern "C" fn ggml_backend_meta_alloc_ctx_tensors_from_buft(
     let dev = crate::ffi::meta::meta_buft(buft, F);
     // SAFETY: a non-NULL context, live per this function's contract.
     let tensors = unsafe { context_tensors(ctx) };
-    crate::meta::buffer::alloc_tensors(tensors, dev)
+    crate::meta::buffer_iface::alloc_tensors(tensors, dev)
 }
 
 /// The tensors of a context, in its order.

@@ -1,0 +1,389 @@
+//! The C object of a meta buffer and its vtable: making buffers (compute, deferred, packed
+//! weights and caches), initialising tensors in them, transfers, copies, clearing and reset.
+
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use std::collections::HashMap;
+
+use super::buffer::{holding, of, Deferred, MetaBuffer, Tensors, META_BASE};
+use super::device::MetaDevice;
+use super::facts;
+use super::slices::{self, alloc_full, init_simple, pack};
+use super::transfer::{self, Bytes, Queue};
+use crate::abi::*;
+use crate::log::{abort, ggml_assert, log_error};
+
+fn new_buffer(
+    dev: &'static MetaDevice,
+    simple: Option<Vec<Option<Buffer>>>,
+    size: usize,
+    deferred: bool,
+) -> Buffer {
+    let mb = Arc::new(MetaBuffer {
+        dev,
+        simple: simple.map_or_else(OnceLock::new, OnceLock::from),
+        tensors: Mutex::new(Tensors {
+            map: HashMap::new(),
+            epoch: 0,
+        }),
+        deferred: deferred.then(|| Mutex::new(Deferred::default())),
+        packed: std::sync::atomic::AtomicBool::new(false),
+    });
+    // The context is the state's address for identification only; the state is found through
+    // the registry (`of`, `ctx`).
+    let context = Arc::as_ptr(&mb) as *mut c_void;
+    let buffer = crate::buffer::init(dev.buft, BUFFER_IFACE, context, size);
+    super::BUFFERS.insert(buffer.as_ptr() as usize, mb.clone());
+    crate::buffer::extend(buffer, mb);
+    buffer
+}
+
+/// A compute buffer: every device gets a simple buffer of the full size.
+pub fn alloc(dev: &'static MetaDevice, size: usize) -> ggml_backend_buffer_t {
+    match alloc_full(dev, size) {
+        Some(simple) => new_buffer(dev, Some(simple), size, false).as_ptr(),
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// A buffer of a plugin device, whose memory is made when first needed. Programs built
+/// against upstream ggml allocate weights and caches on a plugin device the generic way
+/// (`alloc_buffer`, then every tensor at its offset): they cannot know it is a meta device
+/// and call `ggml_backend_meta_alloc_ctx_tensors_from_buft`. So the first tensor decides:
+/// in a compute buffer (usage COMPUTE, which ggml-alloc sets before it places tensors)
+/// every device gets the full size, as in [`alloc`]; otherwise the tensors are collected and
+/// each device allocates only its slices, packed, when the buffer is first used (its data
+/// is written, read or cleared, or a graph needs its tensors). An allocation failure there
+/// aborts with a message: the buffer's callers can no longer be told.
+pub fn alloc_deferred(dev: &'static MetaDevice, size: usize) -> ggml_backend_buffer_t {
+    new_buffer(dev, None, size, true).as_ptr()
+}
+
+/// Allocates the unallocated tensors of a context (`tensors`: all of them, in the context's
+/// order) in a new meta buffer of `dev`, each device holding only its slices. NULL when no
+/// tensor needs memory, or when a device cannot allocate its slices (logged; nothing kept).
+pub fn alloc_tensors(tensors: Vec<Tensor>, dev: &'static MetaDevice) -> ggml_backend_buffer_t {
+    let (own, views): (Vec<Tensor>, Vec<Tensor>) = tensors
+        .into_iter()
+        .filter(|t| t.data().is_null() && t.buffer().is_null())
+        .partition(|t| t.view_src().is_none());
+    if own.is_empty() {
+        return std::ptr::null_mut();
+    }
+    let meta_buf = new_buffer(dev, None, 0, false);
+    let Some(mb) = of(meta_buf) else {
+        unreachable!("registered in new_buffer")
+    };
+    for &t in &own {
+        t.attach(meta_buf, META_BASE as *mut c_void);
+        if let Err(e) = init_simple(&mb, t, None) {
+            abort(file!(), line!(), &e);
+        }
+    }
+    let (simple, max_total) = match pack(&mb, &own) {
+        Ok(p) => p,
+        Err(e) => {
+            log_error!("{e}");
+            // Undo: the tensors' placement and the meta buffer.
+            for &t in own.iter().chain(views.iter()) {
+                t.detach();
+            }
+            // SAFETY: created above and referenced nowhere else.
+            unsafe { crate::buffer::free(meta_buf) };
+            return std::ptr::null_mut();
+        }
+    };
+    mb.packed.store(true, Ordering::Release);
+    let placed = mb.simple.set(simple).is_ok();
+    ggml_assert!(placed, "meta buffer: slices placed twice");
+    meta_buf.set_size_field(max_total);
+    for &v in &views {
+        let src = v.view_src().expect("partitioned on view_src");
+        let data = (src.data() as *mut u8).wrapping_add(v.view_offs()) as *mut c_void;
+        v.attach(meta_buf, data);
+        if let Err(e) = init_simple(&mb, v, None) {
+            abort(file!(), line!(), &e);
+        }
+    }
+    meta_buf.as_ptr()
+}
+
+// --- buffer vtable ------------------------------------------------------------------------
+
+const BUFFER_IFACE: ggml_backend_buffer_i = ggml_backend_buffer_i {
+    free_buffer: Some(free_buffer),
+    get_base: Some(get_base),
+    init_tensor: Some(init_tensor),
+    memset_tensor: Some(memset_tensor),
+    set_tensor: Some(set_tensor),
+    get_tensor: Some(get_tensor),
+    set_tensor_2d: None,
+    get_tensor_2d: None,
+    cpy_tensor: Some(cpy_tensor),
+    clear: Some(clear),
+    reset: Some(reset),
+};
+
+/// The meta buffer behind a buffer vtable entry's argument: only meta buffers carry that
+/// vtable, so anything else is a caller's error.
+fn ctx(buffer: ggml_backend_buffer_t) -> Arc<MetaBuffer> {
+    super::BUFFERS.get(buffer as usize).unwrap_or_else(|| {
+        abort(
+            file!(),
+            line!(),
+            &format!("meta buffer vtable called with {buffer:p}, which is not a live meta buffer"),
+        )
+    })
+}
+
+unsafe extern "C" fn free_buffer(buffer: ggml_backend_buffer_t) {
+    let mb = ctx(buffer);
+    super::BUFFERS.remove(buffer as usize);
+    // SAFETY: ggml frees a buffer once, through this entry, with the live buffer.
+    if let Some(b) = unsafe { Buffer::from_ptr(buffer) } {
+        crate::buffer::unextend(b);
+    }
+    for b in mb.owned_buffers() {
+        // SAFETY: the simple buffers belong to this meta buffer alone and go with it.
+        unsafe { crate::buffer::free(b) };
+    }
+    let ids: Vec<usize> = mb.lock().map.keys().copied().collect();
+    mb.dev.splits(|m| {
+        ids.into_iter().for_each(|id| m.forget(id));
+        m.touch();
+    });
+}
+
+unsafe extern "C" fn get_base(_buffer: ggml_backend_buffer_t) -> *mut c_void {
+    META_BASE as *mut c_void
+}
+
+unsafe extern "C" fn init_tensor(
+    buffer: ggml_backend_buffer_t,
+    tensor: *mut ggml_tensor,
+) -> ggml_status {
+    let mb = ctx(buffer);
+    // SAFETY: ggml_backend_buffer_init_tensor passes NULL or a live tensor.
+    let Some(t) = (unsafe { Tensor::from_ptr(tensor) }) else {
+        return GGML_STATUS_FAILED;
+    };
+    if let Some(d) = &mb.deferred {
+        // SAFETY: ggml passes the live buffer that `tensor` is being placed in.
+        let compute =
+            unsafe { Buffer::from_ptr(buffer) }.is_some_and(|b| b.usage() == USAGE_COMPUTE);
+        if compute {
+            // full-size memory per device, as `alloc` makes it
+            if mb.simple.get().is_none() {
+                let Some(simple) = alloc_full(mb.dev, buffer_size(buffer)) else {
+                    return GGML_STATUS_ALLOC_FAILED;
+                };
+                // The host's `ggml_backend_buffer_set_usage` does not tell us; backends
+                // (CUDA's padding rules) look at their own buffer's usage.
+                for b in simple.iter().flatten() {
+                    crate::buffer::set_usage(*b, USAGE_COMPUTE);
+                }
+                if let Err(unused) = mb.simple.set(simple) {
+                    for b in unused.into_iter().flatten() {
+                        // SAFETY: allocated just now and never shared.
+                        unsafe { crate::buffer::free(b) };
+                    }
+                }
+            }
+        } else {
+            // Weights or caches. Until the buffer is used they are collected (under the lock
+            // that placing takes, so none is missed) and placed together.
+            let mut g = super::lock(d);
+            if mb.simple.get().is_none() {
+                // own tensors need no other tensor's slices: init_simple does not place
+                if t.view_src().is_none() {
+                    if let Err(e) = init_simple(&mb, t, None) {
+                        abort(file!(), line!(), &e);
+                    }
+                }
+                if !g.pending.contains(&t) {
+                    g.pending.push(t);
+                }
+                return GGML_STATUS_SUCCESS;
+            }
+            drop(g);
+            if t.view_src().is_none() && mb.placed_as(t) != Some(true) {
+                // A tensor placed in a buffer that is in use already (or a new tensor at the
+                // address of one whose slices have another shape): its slices get buffers of
+                // their own.
+                mb.forget(t);
+                if let Err(e) = init_simple(&mb, t, None) {
+                    abort(file!(), line!(), &e);
+                }
+                match pack(&mb, &[t]) {
+                    Ok((bufs, _)) => super::lock(d).late.extend(bufs.into_iter().flatten()),
+                    Err(e) => {
+                        log_error!("{e}");
+                        // no half-placed tensor: using it reports that it is not initialised
+                        mb.forget(t);
+                        return GGML_STATUS_ALLOC_FAILED;
+                    }
+                }
+                return GGML_STATUS_SUCCESS;
+            }
+        }
+    } else if mb.packed.load(Ordering::Acquire)
+        && t.view_src().is_none()
+        && mb.placed_as(t) == Some(false)
+    {
+        abort(
+            file!(),
+            line!(),
+            &format!(
+                "meta buffer: tensor '{}' is initialised again with another shape in a buffer \
+                 whose slices are packed (weights, caches); it cannot be placed there",
+                t.name_string()
+            ),
+        );
+    }
+    let place = if t.view_src().is_none() && !mb.packed.load(Ordering::Acquire) {
+        Some((t.data() as usize).wrapping_sub(META_BASE))
+    } else {
+        None
+    };
+    if let Err(e) = init_simple(&mb, t, place) {
+        abort(file!(), line!(), &e);
+    }
+    GGML_STATUS_SUCCESS
+}
+
+unsafe extern "C" fn set_tensor(
+    _buffer: ggml_backend_buffer_t,
+    tensor: *mut ggml_tensor,
+    data: *const c_void,
+    offset: usize,
+    size: usize,
+) {
+    // SAFETY: ggml_backend_tensor_set checked the tensor and passes it live.
+    let t = unsafe { Tensor::from_ptr(tensor) }.expect("checked by ggml_backend_tensor_set");
+    // SAFETY: `data` is readable for `size` bytes (the entry's contract).
+    unsafe {
+        transfer::execute(
+            t,
+            offset,
+            size,
+            Bytes::To(data),
+            Queue::Host,
+            "ggml_backend_tensor_set",
+        )
+    }
+}
+
+unsafe extern "C" fn get_tensor(
+    _buffer: ggml_backend_buffer_t,
+    tensor: *const ggml_tensor,
+    data: *mut c_void,
+    offset: usize,
+    size: usize,
+) {
+    // SAFETY: ggml_backend_tensor_get checked the tensor and passes it live.
+    let t = unsafe { Tensor::from_ptr(tensor as *mut ggml_tensor) }
+        .expect("checked by ggml_backend_tensor_get");
+    // SAFETY: `data` is writable for `size` bytes (the entry's contract).
+    unsafe {
+        transfer::execute(
+            t,
+            offset,
+            size,
+            Bytes::From(data),
+            Queue::Host,
+            "ggml_backend_tensor_get",
+        )
+    }
+}
+
+unsafe extern "C" fn memset_tensor(
+    _buffer: ggml_backend_buffer_t,
+    tensor: *mut ggml_tensor,
+    value: u8,
+    offset: usize,
+    size: usize,
+) {
+    // SAFETY: ggml_backend_tensor_memset checked the tensor and passes it live.
+    let t = unsafe { Tensor::from_ptr(tensor) }.expect("checked by ggml_backend_tensor_memset");
+    transfer::fill(t, offset, size, value, "ggml_backend_tensor_memset")
+}
+
+unsafe extern "C" fn cpy_tensor(
+    _buffer: ggml_backend_buffer_t,
+    src: *const ggml_tensor,
+    dst: *mut ggml_tensor,
+) -> bool {
+    // Meta to meta with the same split: device by device. Anything else goes through the
+    // host (the core's fallback uses get/set, which scatter and gather).
+    // SAFETY: ggml_backend_tensor_copy passes NULL or live tensors.
+    let (Some(s), Some(d)) = (
+        unsafe { Tensor::from_ptr(src as *mut ggml_tensor) },
+        unsafe { Tensor::from_ptr(dst) },
+    ) else {
+        return false;
+    };
+    if holding(s).is_none() {
+        return false;
+    }
+    let (Ok(ds), Ok(dd)) = (facts::derived(s), facts::derived(d)) else {
+        return false;
+    };
+    // (packed results: device by device only into the same packing)
+    let packed_alike = facts::packing(s) == facts::packing(d);
+    if !ds.split.same_as(&dd.split) || ds.reduce != dd.reduce || !packed_alike {
+        return false;
+    }
+    let (Some(ss), Some(sd)) = (
+        holding(s).and_then(|m| slices::simple_tensors(&m, s)),
+        holding(d).and_then(|m| slices::simple_tensors(&m, d)),
+    ) else {
+        return false;
+    };
+    // devices holding an empty slice have nothing (and no memory) to copy
+    for (a, b) in ss.into_iter().zip(sd).filter(|(a, _)| a.nbytes() > 0) {
+        crate::tensor::copy(a, b);
+    }
+    true
+}
+
+unsafe extern "C" fn clear(buffer: ggml_backend_buffer_t, value: u8) {
+    let mb = ctx(buffer);
+    slices::place_deferred(&mb);
+    for b in mb.owned_buffers() {
+        crate::buffer::clear(b, value);
+    }
+}
+
+/// The size field of a live buffer.
+fn buffer_size(buffer: ggml_backend_buffer_t) -> usize {
+    // SAFETY: the vtable entries pass their own live buffer.
+    unsafe { Buffer::from_ptr(buffer) }.map_or(0, |b| b.size())
+}
+
+unsafe extern "C" fn reset(buffer: ggml_backend_buffer_t) {
+    let mb = ctx(buffer);
+    for b in mb.simple().iter().flatten() {
+        b.reset();
+    }
+    // Drop the per-device tensors of tensors not initialised since the previous reset:
+    // ggml re-initialises every live tensor of a compute buffer after a reset.
+    let mut g = mb.lock();
+    let keep_from = g.epoch;
+    let gone: Vec<usize> = g
+        .map
+        .iter()
+        .filter(|(_, e)| e.epoch < keep_from)
+        .map(|(&id, _)| id)
+        .collect();
+    for id in &gone {
+        g.map.remove(id);
+    }
+    g.epoch += 1;
+    drop(g);
+    if !gone.is_empty() {
+        mb.dev
+            .splits(|m| gone.into_iter().for_each(|id| m.forget(id)));
+    }
+}

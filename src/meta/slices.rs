@@ -1,0 +1,412 @@
+//! Placing a meta tensor on the devices: its per-device tensors (headers for each device's
+//! slice, views of their sources' slices) and the simple buffers' memory they live in.
+
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+
+use super::buffer::{holding, Entry, MetaBuffer};
+use super::device::MetaDevice;
+use super::facts::{self, named};
+use super::rules::{self, DeviceLayout};
+use super::split::{DimSplit, Split};
+use crate::abi::*;
+use crate::log::{abort, ggml_assert, log_error};
+use ggml_backend_rs_core::infer;
+use ggml_backend_rs_core::infer::Entry as Inferred;
+use ggml_backend_rs_core::op::Op;
+use ggml_backend_rs_core::rules::Derived;
+
+/// The per-device tensors of `t`, if `t` was initialised in this buffer (placed first,
+/// if the buffer is deferred).
+pub fn simple_tensors(mb: &MetaBuffer, t: Tensor) -> Option<Vec<Tensor>> {
+    place_deferred(mb);
+    mb.entry_tensors(t)
+}
+
+/// Makes a deferred buffer's memory for the tensors initialised so far (a no-op for
+/// other buffers and once made): each device's slices packed, as `alloc_tensors`
+/// does; the views among them then point into their sources' slices.
+pub fn place_deferred(mb: &MetaBuffer) {
+    let Some(d) = &mb.deferred else { return };
+    if mb.simple.get().is_some() {
+        return;
+    }
+    let views: Vec<Tensor> = {
+        let mut g = super::lock(d);
+        if mb.simple.get().is_some() {
+            return;
+        }
+        let (views, own): (Vec<Tensor>, Vec<Tensor>) = std::mem::take(&mut g.pending)
+            .into_iter()
+            .partition(|t| t.view_src().is_some());
+        let simple = pack(mb, &own)
+            .unwrap_or_else(|e| abort(file!(), line!(), &e))
+            .0;
+        // packed first: an initialisation that sees the slices must not place by offset
+        mb.packed.store(true, Ordering::Release);
+        let placed = mb.simple.set(simple).is_ok();
+        ggml_assert!(placed, "meta buffer: slices placed twice");
+        views
+    };
+    for v in views {
+        if let Err(e) = init_simple(mb, v, None) {
+            abort(file!(), line!(), &e);
+        }
+    }
+}
+
+/// A simple buffer of `size` bytes on every device of `dev`; None (logged) when one fails.
+pub(super) fn alloc_full(dev: &'static MetaDevice, size: usize) -> Option<Vec<Option<Buffer>>> {
+    let mut simple = Vec::with_capacity(dev.n());
+    for j in 0..dev.n() {
+        let buft = dev.simple_buft(j);
+        let b = crate::buffer::alloc(buft, size);
+        // SAFETY: a buffer returned by a buffer type is live until freed.
+        match unsafe { Buffer::from_ptr(b) } {
+            Some(b) => simple.push(Some(b)),
+            None => {
+                log_error!(
+                    "meta buffer: failed to allocate {size} bytes on {}",
+                    dev.simple[j].name_string()
+                );
+                for b in simple.into_iter().flatten() {
+                    // SAFETY: allocated above, not shared yet.
+                    unsafe { crate::buffer::free(b) };
+                }
+                return None;
+            }
+        }
+    }
+    Some(simple)
+}
+
+/// Device `j`'s slice of `full` (its whole copy of a mirrored tensor) as `want` places it: a
+/// view of its one run of indices along `want.axis`, a leaf of the device's graph.
+fn slice_header(full: Tensor, want: &DimSplit, j: usize) -> Result<ggml_tensor, String> {
+    let (start, len) = want
+        .intervals()
+        .into_iter()
+        .find(|iv| iv.device == j)
+        .map_or((0, 0), |iv| (iv.host_start, iv.len));
+    let blck = if want.axis == 0 { full.blck_size() } else { 1 };
+    if start % blck != 0 || len % blck != 0 {
+        return Err(format!(
+            "its slice {start}..{} of '{}' is not whole blocks of {blck}",
+            start + len,
+            full.name_string()
+        ));
+    }
+    let mut h = full.header();
+    let offs = (start / blck) as usize * h.nb[want.axis];
+    h.ne[want.axis] = len;
+    h.op = Op::None as i32;
+    h.op_params = [0; 16];
+    h.src = [std::ptr::null_mut(); GGML_MAX_SRC];
+    h.flags = 0;
+    h.view_src = full.view_src().map_or(full.as_ptr(), |v| v.as_ptr());
+    h.view_offs = full.view_src().map_or(0, |_| full.view_offs()) + offs;
+    h.data = if full.data().is_null() {
+        std::ptr::null_mut()
+    } else {
+        (full.data() as *mut u8).wrapping_add(offs) as *mut c_void
+    };
+    Ok(h)
+}
+
+/// Creates or refreshes the per-device tensors of `t` (which lives in `mb`), placing
+/// non-views at `offset` in each simple buffer when `place` is set.
+pub(super) fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), String> {
+    let fresh = facts::derive_fresh(t, mb)?;
+    let (layouts, bases) = device_layouts(t, &fresh, mb.n())?;
+    let srcs = device_sources(t)?;
+    let slices = source_slices(t, &fresh.derived, &srcs, mb.n())?;
+    let placing = Placing {
+        layouts,
+        bases,
+        srcs,
+        slices,
+        place,
+    };
+    let simple = write_headers(mb, t, placing);
+    for st in simple {
+        if let Some(buf) = st.own_buffer() {
+            if !st.data().is_null() {
+                let status = buf.init_tensor(st);
+                if status != GGML_STATUS_SUCCESS {
+                    return Err(named(
+                        t,
+                        format!("the simple buffer failed to initialise it ({status})"),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Each device's layout of `t`, and for a view each device's view source.
+fn device_layouts(
+    t: Tensor,
+    fresh: &Inferred,
+    n: usize,
+) -> Result<(Vec<DeviceLayout>, Option<Vec<Tensor>>), String> {
+    Ok(match t.view_src() {
+        Some(base) => {
+            let bmb = holding(base).ok_or_else(|| named(t, "view source not in a meta buffer"))?;
+            let bases = simple_tensors(&bmb, base).ok_or_else(|| {
+                named(
+                    t,
+                    format!("view source '{}' is not initialised", base.name_string()),
+                )
+            })?;
+            let l = match fresh.view_layouts.clone() {
+                Some(l) => l,
+                None => {
+                    let bs = facts::derived(base)?;
+                    infer::map_view(&facts::facts(base), &bs.split, &fresh.facts, n)
+                        .map_err(|e| named(t, e))?
+                        .1
+                }
+            };
+            (l, Some(bases))
+        }
+        None => {
+            let physical = if fresh.derived.reduce {
+                Split::Partial
+            } else {
+                fresh.derived.split.clone()
+            };
+            (
+                rules::own_layouts(&fresh.facts.layout, &physical, n).map_err(|e| named(t, e))?,
+                None,
+            )
+        }
+    })
+}
+
+/// Each source of `t` on every device (a tensor that reads itself is left out).
+fn device_sources(t: Tensor) -> Result<Vec<Option<Vec<Tensor>>>, String> {
+    let mut srcs: Vec<Option<Vec<Tensor>>> = vec![None; GGML_MAX_SRC];
+    for (i, s) in t.srcs_indexed() {
+        if s == t {
+            continue;
+        }
+        let smb = holding(s).ok_or_else(|| {
+            named(
+                t,
+                format!("source '{}' is not in a meta buffer", s.name_string()),
+            )
+        })?;
+        srcs[i] = Some(simple_tensors(&smb, s).ok_or_else(|| {
+            named(
+                t,
+                format!("source '{}' is not initialised", s.name_string()),
+            )
+        })?);
+    }
+
+    Ok(srcs)
+}
+
+/// Per device, the slices of whole sources the op reads split (`Derived::sliced`): each
+/// device reads a view of its copy.
+fn source_slices(
+    t: Tensor,
+    d: &Derived,
+    srcs: &[Option<Vec<Tensor>>],
+    n: usize,
+) -> Result<Vec<(usize, Vec<ggml_tensor>)>, String> {
+    let mut slices: Vec<(usize, Vec<ggml_tensor>)> = Vec::with_capacity(d.sliced.len());
+    for (slot, want) in &d.sliced {
+        let full = srcs
+            .get(*slot)
+            .and_then(|s| s.as_ref())
+            .ok_or_else(|| named(t, format!("source {slot} to slice is missing")))?;
+        let headers = (0..n)
+            .map(|j| slice_header(full[j], want, j))
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|e| named(t, e))?;
+        slices.push((*slot, headers));
+    }
+    Ok(slices)
+}
+
+/// What [`write_headers`] writes into each device's tensor.
+struct Placing {
+    layouts: Vec<DeviceLayout>,
+    /// For a view: each device's view source.
+    bases: Option<Vec<Tensor>>,
+    srcs: Vec<Option<Vec<Tensor>>>,
+    slices: Vec<(usize, Vec<ggml_tensor>)>,
+    /// The offset in each compute buffer (not for views, nor where slices are packed).
+    place: Option<usize>,
+}
+
+/// Writes `t`'s per-device tensors into `mb`'s entry for it (made on first use, reused after),
+/// and returns them.
+fn write_headers(mb: &MetaBuffer, t: Tensor, p: Placing) -> Vec<Tensor> {
+    let n = mb.n();
+    let header = t.header();
+    let Placing {
+        layouts,
+        bases,
+        srcs,
+        slices,
+        place,
+    } = p;
+    let mut g = mb.lock();
+    let epoch = g.epoch;
+    let mut made = false;
+    let entry = g.map.entry(t.as_ptr() as usize).or_insert_with(|| Entry {
+        made_for: (header.type_, header.ne),
+        simple: Headers::new(),
+        slices: Vec::new(),
+        epoch,
+    });
+    entry.epoch = epoch;
+    entry.made_for = (header.type_, header.ne);
+    if entry.simple.len() != n {
+        entry.simple = Headers::zeroed(n);
+        made = true;
+    }
+    let same_slots = entry.slices.len() == slices.len()
+        && entry.slices.iter().zip(&slices).all(|(a, b)| a.0 == b.0);
+    if !same_slots {
+        entry.slices = slices
+            .iter()
+            .map(|(slot, _)| (*slot, Headers::zeroed(n)))
+            .collect();
+        made = true;
+    }
+    for ((_, stored), (_, fresh)) in entry.slices.iter_mut().zip(&slices) {
+        for (j, h) in fresh.iter().enumerate() {
+            stored.update(j, |s| *s = *h);
+        }
+    }
+    for j in 0..n {
+        let self_ptr = entry.simple.tensor(j).as_ptr();
+        let mut st = ggml_tensor {
+            ne: layouts[j].ne,
+            nb: layouts[j].nb,
+            buffer: std::ptr::null_mut(),
+            data: std::ptr::null_mut(),
+            view_src: std::ptr::null_mut(),
+            view_offs: 0,
+            src: [std::ptr::null_mut(); GGML_MAX_SRC],
+            ..header
+        };
+        for (i, s) in t.srcs_indexed() {
+            st.src[i] = if s == t {
+                self_ptr
+            } else if let Some((_, h)) = entry.slices.iter().find(|(slot, _)| *slot == i) {
+                h.tensor(j).as_ptr()
+            } else {
+                srcs[i].as_ref().expect("collected above")[j].as_ptr()
+            };
+        }
+        if let Some(bases) = &bases {
+            let b = bases[j];
+            st.view_src = b.as_ptr();
+            st.view_offs = layouts[j].offs;
+            st.buffer = b.buffer();
+            st.data = if b.data().is_null() {
+                std::ptr::null_mut()
+            } else {
+                (b.data() as *mut u8).wrapping_add(layouts[j].offs) as *mut c_void
+            };
+        } else if let (Some(offset), Some(buf)) = (place, mb.simple().get(j).copied().flatten()) {
+            st.buffer = buf.as_ptr();
+            st.data = (crate::buffer::base(buf) as *mut u8).wrapping_add(offset) as *mut c_void;
+        } else if !entry.simple.is_empty() {
+            // initialised again where its slices are packed: they stay where they are
+            let old = entry.simple.tensor(j);
+            st.buffer = old.buffer();
+            st.data = old.data();
+        }
+        entry.simple.update(j, |h| *h = st);
+    }
+    let simple: Vec<Tensor> = entry.simple.tensors().collect();
+    drop(g);
+    if made {
+        mb.dev.touch();
+    }
+    simple
+}
+
+/// Packs each device's slices of `own` (initialised in `mb`, not yet placed) into buffers of
+/// that device: one buffer per device, or a multi-buffer when the buffer type's maximum size
+/// asks for several. Returns them with the largest per-device total; on failure, frees what
+/// it allocated and says what failed.
+pub(super) fn pack(
+    mb: &MetaBuffer,
+    own: &[Tensor],
+) -> Result<(Vec<Option<Buffer>>, usize), String> {
+    let dev = mb.dev;
+    let n = dev.n();
+    let mut simple: Vec<Option<Buffer>> = vec![None; n];
+    let mut max_total = 0usize;
+    for j in 0..n {
+        let buft = dev.simple_buft(j);
+        let align = buft.alignment().max(1);
+        let max_size = buft.max_size();
+        let parts: Vec<Tensor> = own
+            .iter()
+            .map(|&t| mb.entry_tensors(t).expect("initialised before packing")[j])
+            .collect();
+        // chunks of (tensor, offset) below the buffer type's maximum size
+        let mut chunks: Vec<(Vec<(Tensor, usize)>, usize)> = vec![(Vec::new(), 0)];
+        for &p in &parts {
+            let size = buft.alloc_size(p);
+            let cur = chunks.last_mut().expect("non-empty");
+            if size == 0 {
+                // an empty slice still gets a buffer and an address: backends look at the
+                // buffer of every source, empty or not
+                cur.0.push((p, 0));
+                continue;
+            }
+            let off = cur.1.next_multiple_of(align);
+            if off + size > max_size && !cur.0.is_empty() {
+                chunks.push((vec![(p, 0)], size));
+            } else {
+                cur.0.push((p, off));
+                cur.1 = off + size;
+            }
+        }
+        let total: usize = chunks.iter().map(|c| c.1).sum();
+        max_total = max_total.max(total);
+        let mut bufs = Vec::new();
+        for (members, size) in &chunks {
+            let b = crate::buffer::alloc(buft, if *size == 0 { align } else { *size });
+            // SAFETY: returned by the buffer type; live until freed.
+            let Some(b) = (unsafe { Buffer::from_ptr(b) }) else {
+                // SAFETY: these buffers were created above and are referenced nowhere else
+                // (the slices placed in them belong to tensors that are being given up).
+                unsafe {
+                    for b in simple.iter().flatten().chain(bufs.iter()) {
+                        crate::buffer::free(*b);
+                    }
+                }
+                return Err(format!(
+                    "meta buffer: failed to allocate {size} bytes on {}",
+                    dev.simple[j].name_string()
+                ));
+            };
+            let base = crate::buffer::base(b) as *mut u8;
+            for &(p, off) in members {
+                let status =
+                    crate::backend::tensor_alloc(b, p, base.wrapping_add(off) as *mut c_void);
+                ggml_assert!(
+                    status == GGML_STATUS_SUCCESS,
+                    "meta buffer: placing a slice failed ({status})"
+                );
+            }
+            bufs.push(b);
+        }
+        simple[j] = Some(if bufs.len() == 1 {
+            bufs[0]
+        } else {
+            crate::buffer::multi::alloc(bufs)
+        });
+    }
+    Ok((simple, max_total))
+}

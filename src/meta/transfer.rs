@@ -1,0 +1,293 @@
+//! Data transfers between the host and a meta tensor: one routine for every direction and
+//! queue. A transfer is planned once (which bytes go to or come from which device, from the
+//! tensor's split) and then carried out on the host (the buffer's entry points, which wait)
+//! or on each device's backend (the meta backend's asynchronous entry points).
+
+use std::ffi::c_void;
+
+use super::buffer::{holding, MetaBuffer};
+use super::facts::{self, named};
+use super::slices;
+use super::split::Split;
+use crate::abi::*;
+use crate::log::{abort, ggml_assert};
+use ggml_backend_rs_core::packed;
+use ggml_backend_rs_core::transfer::{pieces, Piece, Strided};
+
+/// The host side of a transfer.
+#[derive(Clone, Copy)]
+pub enum Bytes {
+    /// Host to tensor: `size` readable bytes.
+    To(*const c_void),
+    /// Tensor to host: `size` writable bytes.
+    From(*mut c_void),
+}
+
+/// Who carries out the per-device copies.
+#[derive(Clone, Copy)]
+pub enum Queue<'a> {
+    /// The host, waiting for each copy.
+    Host,
+    /// Each device's backend (by device index), in its stream order; the host memory must
+    /// stay valid until they are synchronized.
+    Backends(&'a [Backend]),
+}
+
+impl Queue<'_> {
+    /// # Safety
+    /// `data` is readable for `size` bytes (until the queue is synchronized).
+    unsafe fn set(self, j: usize, t: Tensor, data: *const c_void, offset: usize, size: usize) {
+        match self {
+            // SAFETY: this function's contract.
+            Queue::Host => unsafe { crate::tensor::set(t, data, offset, size) },
+            // SAFETY: this function's contract.
+            Queue::Backends(b) => unsafe { crate::tensor::set_async(b[j], t, data, offset, size) },
+        }
+    }
+
+    /// # Safety
+    /// `data` is writable for `size` bytes (until the queue is synchronized).
+    unsafe fn get(self, j: usize, t: Tensor, data: *mut c_void, offset: usize, size: usize) {
+        match self {
+            // SAFETY: this function's contract.
+            Queue::Host => unsafe { crate::tensor::get(t, data, offset, size) },
+            // SAFETY: this function's contract.
+            Queue::Backends(b) => unsafe { crate::tensor::get_async(b[j], t, data, offset, size) },
+        }
+    }
+
+    /// # Safety
+    /// Every host block of `s` from `data` is readable (until the queue is synchronized).
+    unsafe fn set_2d(self, j: usize, t: Tensor, data: *const c_void, s: Strided) {
+        match self {
+            // SAFETY: this function's contract.
+            Queue::Host => unsafe { crate::tensor::set_2d(t, data, s) },
+            // SAFETY: this function's contract.
+            Queue::Backends(b) => unsafe { crate::tensor::set_2d_async(b[j], t, data, s) },
+        }
+    }
+
+    /// # Safety
+    /// Every host block of `s` from `data` is writable (until the queue is synchronized).
+    unsafe fn get_2d(self, j: usize, t: Tensor, data: *mut c_void, s: Strided) {
+        match self {
+            // SAFETY: this function's contract.
+            Queue::Host => unsafe { crate::tensor::get_2d(t, data, s) },
+            // SAFETY: this function's contract.
+            Queue::Backends(b) => unsafe { crate::tensor::get_2d_async(b[j], t, data, s) },
+        }
+    }
+
+    /// Waits for the queued work (partial sums are combined on the host).
+    fn drain(self) {
+        if let Queue::Backends(b) = self {
+            b.iter().for_each(|b| b.synchronize());
+        }
+    }
+}
+
+/// Moves bytes `[offset, offset + size)` of meta tensor `t` between the host and its devices,
+/// as `t`'s split places them. `what` names the entry point in messages.
+///
+/// # Safety
+/// The host memory of `bytes` holds `size` bytes, readable (`To`) or writable (`From`), and
+/// stays so until `queue` is synchronized.
+pub unsafe fn execute(
+    t: Tensor,
+    offset: usize,
+    size: usize,
+    bytes: Bytes,
+    queue: Queue,
+    what: &str,
+) {
+    let (plan, simple) = plan(t, offset, size, what);
+    // Every piece below lies inside `[0, size)` of the host memory (`transfer::pieces`), and
+    // the per-device tensors are live while `t` is: with the contract above, that is what
+    // each copy's own contract asks.
+    match (plan, bytes) {
+        (Plan::Mirrored, Bytes::To(data)) => {
+            for (j, s) in simple.into_iter().enumerate() {
+                // SAFETY: as stated above the match.
+                unsafe { queue.set(j, s, data, offset, size) };
+            }
+        }
+        // reads come from device 0
+        // SAFETY: as stated above the match.
+        (Plan::Mirrored, Bytes::From(data)) => unsafe {
+            queue.get(0, simple[0], data, offset, size)
+        },
+        // rare (partial biases): on the host, after the queued work
+        (Plan::Partial, Bytes::To(data)) => {
+            queue.drain();
+            // SAFETY: as stated above the match.
+            unsafe { set_partial(&simple, data, offset, size) };
+        }
+        (Plan::Partial, Bytes::From(data)) => {
+            queue.drain();
+            // SAFETY: as stated above the match.
+            unsafe { get_partial_sum(t, &simple, data, offset, size) };
+        }
+        (Plan::Pieces(pieces), Bytes::To(data)) => {
+            for p in pieces {
+                let src = (data as *const u8).wrapping_add(p.host_offset) as *const c_void;
+                // SAFETY: as stated above the match.
+                unsafe { queue.set_2d(p.device, simple[p.device], src, p.strided) };
+            }
+        }
+        (Plan::Pieces(pieces), Bytes::From(data)) => {
+            for p in pieces {
+                let dst = (data as *mut u8).wrapping_add(p.host_offset) as *mut c_void;
+                // SAFETY: as stated above the match.
+                unsafe { queue.get_2d(p.device, simple[p.device], dst, p.strided) };
+            }
+        }
+    }
+}
+
+/// Sets bytes `[offset, offset + size)` of `t` to `value` on every device that holds them.
+pub fn fill(t: Tensor, offset: usize, size: usize, value: u8, what: &str) {
+    let (plan, simple) = plan(t, offset, size, what);
+    // one host copy of the pattern serves every write (no piece is longer than the range)
+    let bytes = vec![value; size];
+    let src = bytes.as_ptr() as *const c_void;
+    // Below, `bytes` holds `size` bytes, and no write is longer.
+    match plan {
+        Plan::Mirrored => simple
+            .iter()
+            // SAFETY: as stated above the match.
+            .for_each(|&s| unsafe { crate::tensor::set(s, src, offset, size) }),
+        // SAFETY: as stated above the match.
+        Plan::Partial => unsafe { set_partial(&simple, src, offset, size) },
+        Plan::Pieces(pieces) => {
+            for p in pieces {
+                let s = p.strided;
+                for i in 0..s.n_copies {
+                    // SAFETY: as stated above the match.
+                    unsafe {
+                        crate::tensor::set(
+                            simple[p.device],
+                            src,
+                            s.offset + i * s.stride_tensor,
+                            s.size,
+                        )
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// How a transfer of `t` is carried out: per device, what to do.
+enum Plan {
+    /// The same bytes on every device (reads come from device 0).
+    Mirrored,
+    /// Device 0 holds the value, the others zero (writes); the sum over devices (reads).
+    Partial,
+    Pieces(Vec<Piece>),
+}
+
+/// The plan for moving bytes `[offset, offset+size)` of meta tensor `t`, with the per-device
+/// tensors the plan's offsets are in. A split view moves the bytes it spans in its view
+/// source, which is contiguous and owns the slices: what ggml moves for a view (the
+/// scheduler copies a permuted view's span whole, with its strides).
+fn plan(t: Tensor, offset: usize, size: usize, what: &str) -> (Plan, Vec<Tensor>) {
+    let fail = |e: String| -> ! { abort(file!(), line!(), &format!("{what}: {}", named(t, e))) };
+    let Some(mb) = holding(t) else {
+        fail("not in a meta buffer".into())
+    };
+    let d = facts::derived(t).unwrap_or_else(|e| fail(e));
+    let initialised = |mb: &MetaBuffer, x: Tensor| {
+        slices::simple_tensors(mb, x).unwrap_or_else(|| {
+            fail(format!(
+                "'{}' is not initialised in its meta buffer",
+                x.name_string()
+            ))
+        })
+    };
+    let Split::Dim(_) = &d.split else {
+        // (a reduced matmul result reads as mirrored: the backend reduced it after computing it)
+        let plan = if d.split == Split::Partial {
+            Plan::Partial
+        } else {
+            Plan::Mirrored
+        };
+        return (plan, initialised(&mb, t));
+    };
+    let (owner, at) = match t.view_src() {
+        Some(base) => (base, t.view_offs() + offset),
+        None => (t, offset),
+    };
+    let owner_split = if owner == t {
+        d.split
+    } else {
+        facts::derived(owner).unwrap_or_else(|e| fail(e)).split
+    };
+    let Split::Dim(ds) = &owner_split else {
+        fail(format!(
+            "a split view of '{}', which is {}",
+            owner.name_string(),
+            owner_split.describe()
+        ))
+    };
+    if !owner.is_contiguous() {
+        fail("transfers of a split tensor need a contiguous tensor".into());
+    }
+    let owner_layout = facts::layout(owner);
+    let ps = match facts::packing(owner) {
+        Some(p) => packed::pieces(p, &owner_layout, ds, at, size).map_err(|e| e.to_string()),
+        None => pieces(&owner_layout, ds, at, size).map_err(|e| e.to_string()),
+    };
+    let owner_mb = if owner == t {
+        mb
+    } else {
+        holding(owner).unwrap_or_else(|| fail("view source not in a meta buffer".into()))
+    };
+    let simple = initialised(&owner_mb, owner);
+    (Plan::Pieces(ps.unwrap_or_else(|e| fail(e))), simple)
+}
+
+/// Writes a partial-sum tensor's value: device 0 takes the bytes, the others zeros, so the sum
+/// over devices is the value exactly, whatever the type.
+///
+/// # Safety
+/// `data` is readable for `size` bytes.
+unsafe fn set_partial(simple: &[Tensor], data: *const c_void, offset: usize, size: usize) {
+    // SAFETY: `data` is readable for `size` bytes (the contract above).
+    unsafe { crate::tensor::set(simple[0], data, offset, size) };
+    let zeros = vec![0u8; size];
+    for &s in &simple[1..] {
+        // SAFETY: `zeros` holds `size` bytes.
+        unsafe { crate::tensor::set(s, zeros.as_ptr() as *const c_void, offset, size) };
+    }
+}
+
+/// Reads a partial-sum tensor as its value: the sum over devices, in device order (F32).
+///
+/// # Safety
+/// `data` is writable for `size` bytes (any alignment).
+unsafe fn get_partial_sum(
+    t: Tensor,
+    simple: &[Tensor],
+    data: *mut c_void,
+    offset: usize,
+    size: usize,
+) {
+    ggml_assert!(
+        t.type_() == GGML_TYPE_F32 && offset % 4 == 0 && size % 4 == 0,
+        "meta backend: reading partial sums of '{}' needs an F32 tensor and a range of whole floats",
+        t.name_string()
+    );
+    let n = size / 4;
+    let mut sum = vec![0f32; n];
+    let mut part = vec![0f32; n];
+    for &s in simple {
+        // SAFETY: `part` holds `n` floats, i.e. `size` bytes.
+        unsafe { crate::tensor::get(s, part.as_mut_ptr() as *mut c_void, offset, size) };
+        for (o, x) in sum.iter_mut().zip(&part) {
+            *o += *x;
+        }
+    }
+    // SAFETY: `sum` holds `size` bytes; `data` is writable for `size` bytes (the contract
+    // above), a caller's buffer that cannot overlap our vector; bytes need no alignment.
+    unsafe { std::ptr::copy_nonoverlapping(sum.as_ptr() as *const u8, data as *mut u8, size) };
+}
