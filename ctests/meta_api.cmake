@@ -11,7 +11,7 @@ target_include_directories(meta_api PRIVATE ${GGML_BACKEND_RS_API_INCLUDES} "${C
 target_link_libraries(meta_api PRIVATE ggml ggml-cpu)
 
 foreach(case device backend set_get partial memset copies copies_zero_slice async compute_split
-        null_callback)
+        compute_other_device null_callback)
     add_test(NAME meta/api/${case} COMMAND meta_api ${case})
 endforeach()
 
@@ -22,6 +22,7 @@ set(meta_api_aborts
     "abort_extents=meta backend: cannot split tensor 'bad' \\(NONE\\) across devices: extents add up to 3 but the tensor has 4 along axis 1"
     "abort_axis=meta backend: cannot split tensor 'bad' \\(NONE\\) across devices: invalid split axis 7"
     "abort_split_changes=meta backend: cannot split tensor 'w' \\(NONE\\) across devices: the split-state callback now answers AXIS_1\\{1,3\\} for it, but its slices were placed as AXIS_1\\{2,2\\}"
+    "abort_split_changes_renamed=ggml_backend_tensor_set: meta backend: cannot split tensor 'w2' \\(NONE\\) across devices: the split-state callback now answers AXIS_1\\{1,3\\} for it, but its slices were placed as AXIS_1\\{2,2\\}"
     "abort_null_device=ggml_backend_meta_device: devs\\[1\\] is NULL"
     "abort_nested=ggml_backend_meta_device: a meta device cannot wrap another meta device"
     "abort_n_devs_0=ggml_backend_meta_device: n_devs must be 1\\.\\.=16, got 0"

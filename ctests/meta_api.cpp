@@ -739,6 +739,21 @@ int abort_split_changes() {
     return did_not_abort("a split-state callback that changed its answer");
 }
 
+// The same, when the policy is asked again because the weight was renamed: a transfer of it
+// must stop, not scatter its bytes as the new answer says into slices placed for the old one.
+int abort_split_changes_renamed() {
+    Meta m(2);
+    Weights w(m);
+    ggml_tensor * t = w.add("w", GGML_TYPE_F32, { 8, 4, 1, 1 }, dim(1, { 2, 2 }));
+    w.alloc();
+    std::vector<float> data(32, 1.0f);
+    ggml_backend_tensor_set(t, data.data(), 0, ggml_nbytes(t));
+    m.table["w2"] = dim(1, { 1, 3 });
+    ggml_set_name(t, "w2");
+    ggml_backend_tensor_set(t, data.data(), 0, ggml_nbytes(t));
+    return did_not_abort("a transfer after the split-state callback changed its answer");
+}
+
 int abort_null_device() {
     ggml_backend_dev_t devs[2] = { cpu_dev(), nullptr };
     SplitTable t;
@@ -851,6 +866,39 @@ int case_compute_split() {
     return g_failures;
 }
 
+// Two meta devices over the same CPU devices, with their own split tables: a weight in one
+// device's buffer, read by a graph computed on the other (its buffer type serves both). The
+// weight's split is the one its own device placed it with.
+int case_compute_other_device() {
+    const int64_t K = 64, R = 48, T = 5;
+    Meta a(2), b(2);
+    Weights wb(b);
+    ggml_tensor * w = wb.add("w", GGML_TYPE_F32, { K, R, 1, 1 }, dim(1, { 16, 32 }));
+    ggml_tensor * x = wb.add("x", GGML_TYPE_F32, { K, T, 1, 1 }, mirrored());
+    if (!wb.alloc()) return g_failures;
+    CHECK(ggml_backend_dev_supports_buft(a.dev, b.buft), "a meta device serves another's buffer type");
+    Bytes vw = float_bytes(K * R, -3.0f), vx = float_bytes(K * T, 0.125f);
+    for (auto & v : { &vw, &vx })
+        for (size_t i = 0; i < v->size() / 4; i++) ((float *) v->data())[i] *= 0.01f;
+    set(w, vw), set(x, vx);
+
+    ggml_context * ctx = ggml_init({ 8 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true });
+    ggml_tensor * y = ggml_mul_mat(ctx, w, x);
+    ggml_set_name(y, "y");
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, y);
+    ggml_gallocr_t galloc = ggml_gallocr_new(a.buft);
+    CHECK(ggml_gallocr_alloc_graph(galloc, gf), "gallocr failed");
+    check_split_state(y, false, dim(0, { 16, 32 }), 2);
+    ggml_backend_t be = ggml_backend_dev_init(a.dev, nullptr);
+    CHECK(be && ggml_backend_graph_compute(be, gf) == GGML_STATUS_SUCCESS, "compute failed");
+    check_values(y, matmul_ref(vw, vx, K, R, T));
+    ggml_backend_free(be);
+    ggml_gallocr_free(galloc);
+    ggml_free(ctx);
+    return g_failures;
+}
+
 // --- driver -----------------------------------------------------------------------------------
 
 const std::map<std::string, std::function<int()>> & cases() {
@@ -865,6 +913,7 @@ const std::map<std::string, std::function<int()>> & cases() {
         { "copies_zero_slice", [] { return copies({ 3, 0, 5 }); } },
         { "async", case_async },
         { "compute_split", case_compute_split },
+        { "compute_other_device", case_compute_other_device },
         { "abort_simple_backend_index",
           [] {
               Meta m(2);
@@ -879,6 +928,7 @@ const std::map<std::string, std::function<int()>> & cases() {
         { "abort_extents", [] { return abort_bad_split(dim(1, { 2, 1 }), "extents 2+1 for 4 rows"); } },
         { "abort_axis", [] { return abort_bad_split(with_axis(dim(1, { 2, 2 }), 7), "split axis 7"); } },
         { "abort_split_changes", abort_split_changes },
+        { "abort_split_changes_renamed", abort_split_changes_renamed },
         { "abort_null_device", abort_null_device },
         { "abort_nested", abort_nested },
         { "null_callback", null_callback },

@@ -9,7 +9,8 @@
 #   llama.cpp of ggml 0.9.11 (pin 0.1.146): the shared tree, with its differential, meta and
 #     plugin tests (the static and DL trees exercise no code of ours that differs per version).
 #
-# Before the builds: cargo fmt --check and clippy for both versions.
+# Before the builds: cargo fmt --check and clippy for both versions. After them: the GPU benchmark
+# program's unit tests (bench/gpubench, Python) and the generated headers' check.
 #
 #   ./scripts/test.sh              build dirs: build/shared, build/static, build/dl (0.26) and
 #                                  build/shared-0.9.11 (kept between runs)
@@ -112,6 +113,9 @@ GGML_BACKEND_RS_TEST_LIBS="$(cat build/static/rust-test-libs.txt)" \
     cargo test --release "${cargo_features[@]}" --target-dir "$root/build/cargo-test"
 
 # The committed headers in include/ggml-<version>/ must be what cbindgen generates now.
+step "GPU benchmark program: its unit tests (settings, logits parsing, tables from results)"
+python3 -m unittest discover bench
+
 step "generated headers up to date"
 cargo test --release --manifest-path tools/gen-headers/Cargo.toml --target-dir "$root/build/cargo-gen-headers"
 

@@ -3,8 +3,9 @@
 //! an AllReduce that leaves the full sum on every device.
 //!
 //! A graph's plan (per-device sub-graphs, cut points, reductions) is cached and reused while the
-//! graph has the same nodes and no meta buffer changed its per-device tensors; several plans are
-//! kept (the scheduler hands the meta backend one graph per split, and libllama alternates
+//! graph has the same nodes and the memo generation of every meta device it reads is unchanged
+//! (no split, graph structure or per-device tensor changed there; see `Stamp`); several plans
+//! are kept (the scheduler hands the meta backend one graph per split, and libllama alternates
 //! between prompt and decode graphs).
 //!
 //! A run of a plan queues work and returns: sub-graphs, copies and AllReduces are ordered on
@@ -160,7 +161,6 @@ pub unsafe fn init(dev: &'static MetaDevice, params: *const c_char) -> ggml_back
 impl crate::backend::Extension for MetaBackend {
     /// Every node can be split over the devices (see `facts::check_reserve`).
     fn check_reserve(&self, nodes: Vec<Tensor>) -> Result<(), String> {
-        self.dev.splits(|m| m.begin_reserve());
         facts::check_reserve(self.dev, nodes)
     }
 }
@@ -253,22 +253,11 @@ unsafe extern "C" fn set_tensor_async(
     offset: usize,
     size: usize,
 ) {
-    let m = ctx(backend);
-    // SAFETY: ggml_backend_tensor_set_async checked the tensor and passes it live.
-    let t = unsafe { Tensor::from_ptr(tensor) }.expect("checked by ggml_backend_tensor_set_async");
-    let (bytes, queue) = (Bytes::To(data), Queue::Backends(&m.simple));
-    // SAFETY: `data` is readable for `size` bytes until the backend is synchronized (the
-    // entry's contract), which synchronizes every simple backend.
-    unsafe {
-        transfer::execute(
-            t,
-            offset,
-            size,
-            bytes,
-            queue,
-            "ggml_backend_tensor_set_async",
-        )
-    }
+    let (to, queue) = (Bytes::To(data), Queue::Backends(&ctx(backend).simple));
+    let what = "ggml_backend_tensor_set_async";
+    // SAFETY: ggml passes a live tensor and `size` bytes readable until the backend is
+    // synchronized, which synchronizes every simple backend.
+    unsafe { transfer::execute(tensor, offset, size, to, queue, what) }
 }
 
 unsafe extern "C" fn get_tensor_async(
@@ -278,23 +267,11 @@ unsafe extern "C" fn get_tensor_async(
     offset: usize,
     size: usize,
 ) {
-    let m = ctx(backend);
-    // SAFETY: ggml_backend_tensor_get_async checked the tensor and passes it live.
-    let t = unsafe { Tensor::from_ptr(tensor as *mut ggml_tensor) }
-        .expect("checked by ggml_backend_tensor_get_async");
-    let (bytes, queue) = (Bytes::From(data), Queue::Backends(&m.simple));
-    // SAFETY: `data` is writable for `size` bytes until the backend is synchronized (the
-    // entry's contract), which synchronizes every simple backend.
-    unsafe {
-        transfer::execute(
-            t,
-            offset,
-            size,
-            bytes,
-            queue,
-            "ggml_backend_tensor_get_async",
-        )
-    }
+    let (from, queue) = (Bytes::From(data), Queue::Backends(&ctx(backend).simple));
+    let what = "ggml_backend_tensor_get_async";
+    // SAFETY: ggml passes a live tensor and `size` bytes writable until the backend is
+    // synchronized, which synchronizes every simple backend.
+    unsafe { transfer::execute(tensor, offset, size, from, queue, what) }
 }
 
 /// # Safety
@@ -546,6 +523,9 @@ fn device_nodes(
             let tk = all[k];
             let mbk = buffer::holding(tk).ok_or("meta backend: MoE tail outside meta buffers")?;
             stamp.add(mbk.dev);
+            for s in tk.srcs().filter_map(buffer::holding) {
+                stamp.add(s.dev);
+            }
             facts::derived(tk)?;
             let sk = slices::simple_tensors(&mbk, tk).ok_or_else(|| {
                 format!(

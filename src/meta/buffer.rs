@@ -9,9 +9,10 @@
 //! Per-device tensor headers are owned here (`abi::Headers`, stable addresses) and reused
 //! when ggml initialises the same tensor again, so repeated graph allocation does not grow
 //! memory. How they are made is `slices`; the C buffer object and its vtable are
-//! `buffer_iface`; splits live in the device's memo (`facts`).
+//! `buffer_iface`; splits live in the device's memo (`device`), asked through `facts`.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::device::MetaDevice;
@@ -54,7 +55,7 @@ pub struct MetaBuffer {
     pub(super) simple: OnceLock<Vec<Option<Buffer>>>,
     pub(super) tensors: Mutex<Tensors>,
     /// Buffers a plugin device allocated through `alloc_buffer`, whose memory is made when it
-    /// is first needed (see [`alloc_deferred`]); None for every other buffer.
+    /// is first needed (see `buffer_iface::alloc_deferred`); None for every other buffer.
     pub(super) deferred: Option<Mutex<Deferred>>,
     /// Each device's slices are packed (weights and caches): a tensor's offset in the meta
     /// buffer says nothing about where its slices are.
@@ -110,6 +111,14 @@ impl MetaBuffer {
         Some(e.made_for == (t.type_(), t.ne_all()))
     }
 
+    /// Sets the simple buffers that hold each device's slices packed (weights, caches).
+    pub(super) fn set_packed(&self, simple: Vec<Option<Buffer>>) {
+        // packed first: an initialisation that sees the slices must not place by offset
+        self.packed.store(true, Ordering::Release);
+        let placed = self.simple.set(simple).is_ok();
+        crate::log::ggml_assert!(placed, "meta buffer: slices placed twice");
+    }
+
     /// Whether `t`'s slices are in place on some device.
     pub fn holds_placed(&self, t: Tensor) -> bool {
         self.lock()
@@ -140,6 +149,11 @@ impl MetaBuffer {
 /// The meta buffer of a C buffer, if it is a live one.
 pub fn of(buffer: Buffer) -> Option<Arc<MetaBuffer>> {
     super::BUFFERS.get(buffer.as_ptr() as usize)
+}
+
+/// Whether `buffer` is a live meta buffer (without taking a reference to it).
+pub fn is_meta(buffer: Buffer) -> bool {
+    super::BUFFERS.contains(buffer.as_ptr() as usize)
 }
 
 /// The meta buffer that holds `t`'s data (its own buffer, or its view source's).

@@ -13,7 +13,7 @@ use super::facts;
 use super::slices::{self, alloc_full, init_simple, pack};
 use super::transfer::{self, Bytes, Queue};
 use crate::abi::*;
-use crate::log::{abort, ggml_assert, log_error};
+use crate::log::{abort, log_error};
 
 fn new_buffer(
     dev: &'static MetaDevice,
@@ -95,9 +95,7 @@ pub fn alloc_tensors(tensors: Vec<Tensor>, dev: &'static MetaDevice) -> ggml_bac
             return std::ptr::null_mut();
         }
     };
-    mb.packed.store(true, Ordering::Release);
-    let placed = mb.simple.set(simple).is_ok();
-    ggml_assert!(placed, "meta buffer: slices placed twice");
+    mb.set_packed(simple);
     meta_buf.set_size_field(max_total);
     for &v in &views {
         let src = v.view_src().expect("partitioned on view_src");
@@ -260,15 +258,14 @@ unsafe extern "C" fn set_tensor(
     offset: usize,
     size: usize,
 ) {
-    // SAFETY: ggml_backend_tensor_set checked the tensor and passes it live.
-    let t = unsafe { Tensor::from_ptr(tensor) }.expect("checked by ggml_backend_tensor_set");
-    // SAFETY: `data` is readable for `size` bytes (the entry's contract).
+    let to = Bytes::To(data);
+    // SAFETY: ggml_backend_tensor_set passes a live tensor and `size` readable bytes.
     unsafe {
         transfer::execute(
-            t,
+            tensor,
             offset,
             size,
-            Bytes::To(data),
+            to,
             Queue::Host,
             "ggml_backend_tensor_set",
         )
@@ -282,16 +279,14 @@ unsafe extern "C" fn get_tensor(
     offset: usize,
     size: usize,
 ) {
-    // SAFETY: ggml_backend_tensor_get checked the tensor and passes it live.
-    let t = unsafe { Tensor::from_ptr(tensor as *mut ggml_tensor) }
-        .expect("checked by ggml_backend_tensor_get");
-    // SAFETY: `data` is writable for `size` bytes (the entry's contract).
+    let from = Bytes::From(data);
+    // SAFETY: ggml_backend_tensor_get passes a live tensor and `size` writable bytes.
     unsafe {
         transfer::execute(
-            t,
+            tensor,
             offset,
             size,
-            Bytes::From(data),
+            from,
             Queue::Host,
             "ggml_backend_tensor_get",
         )
@@ -305,9 +300,8 @@ unsafe extern "C" fn memset_tensor(
     offset: usize,
     size: usize,
 ) {
-    // SAFETY: ggml_backend_tensor_memset checked the tensor and passes it live.
-    let t = unsafe { Tensor::from_ptr(tensor) }.expect("checked by ggml_backend_tensor_memset");
-    transfer::fill(t, offset, size, value, "ggml_backend_tensor_memset")
+    // SAFETY: ggml_backend_tensor_memset passes a live tensor.
+    unsafe { transfer::fill(tensor, offset, size, value, "ggml_backend_tensor_memset") }
 }
 
 unsafe extern "C" fn cpy_tensor(
@@ -383,7 +377,10 @@ unsafe extern "C" fn reset(buffer: ggml_backend_buffer_t) {
     g.epoch += 1;
     drop(g);
     if !gone.is_empty() {
-        mb.dev
-            .splits(|m| gone.into_iter().for_each(|id| m.forget(id)));
+        // per-device tensors went: plans that hold them are stale
+        mb.dev.splits(|m| {
+            gone.into_iter().for_each(|id| m.forget(id));
+            m.touch();
+        });
     }
 }

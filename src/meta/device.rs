@@ -77,6 +77,7 @@ impl MetaDevice {
         description: CString,
     ) -> MetaDevice {
         MetaDevice {
+            splits: Mutex::new(SplitMemo::new(simple.len())),
             simple,
             policy,
             face,
@@ -84,7 +85,6 @@ impl MetaDevice {
             description,
             device: ptr::null_mut(),
             buft: ptr::null_mut(),
-            splits: Mutex::new(SplitMemo::new()),
         }
     }
 
@@ -167,18 +167,18 @@ pub fn of_buft(buft: Buft) -> Option<&'static MetaDevice> {
 impl MetaDevice {
     /// Runs `f` on the device's split memo. (Never call into C inside: the memo's lock is
     /// not reentrant.)
-    pub fn splits<R>(&self, f: impl FnOnce(&mut SplitMemo) -> R) -> R {
+    pub(super) fn splits<R>(&self, f: impl FnOnce(&mut SplitMemo) -> R) -> R {
         f(&mut lock(&self.splits))
     }
 
     /// Advances when anything this device's graph plans were built from changes: a split,
     /// the graph's structure, or a per-device tensor made or dropped.
-    pub fn generation(&self) -> u64 {
+    pub(super) fn generation(&self) -> u64 {
         self.splits(|m| m.generation())
     }
 
     /// Marks this device's graph plans stale (per-device tensors were made or dropped).
-    pub fn touch(&self) {
+    pub(super) fn touch(&self) {
         self.splits(SplitMemo::touch)
     }
 

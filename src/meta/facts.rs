@@ -2,25 +2,28 @@
 //! ([`ggml_backend_rs_core::infer`]) and asks the meta device's memo, in one trip per question.
 //!
 //! * [`derived`]: a tensor's split as consumers see it (transfers, plans, copies);
-//! * [`derive_fresh`]: the same, recomputed, for a tensor being initialised in a meta buffer;
+//! * [`derive_fresh`]: the same, derived again, for a tensor being initialised in a meta buffer;
 //! * [`check_reserve`]: every node of a graph a meta backend is given, before it has memory.
 //!
-//! Each collects the tensor (or graph) and whatever of its ancestry the memo does not hold
-//! with the same facts, sources before consumers, and hands the list to the core's one pass.
+//! Each lists the tensor (or graph) and whatever of its ancestry the memo does not answer with
+//! the same facts, sources before consumers, and hands the list to the core's one pass.
 
 use std::hash::Hasher;
+use std::ptr;
 
-use super::buffer::{self, MetaBuffer};
+use super::buffer;
 use super::device::MetaDevice;
 use super::split::Split;
 use crate::abi::*;
-use ggml_backend_rs_core::infer::{self, Entry, InferError, InferErrorKind, Input, NodeFacts};
+use ggml_backend_rs_core::infer::{self, Derivation, InferError, InferErrorKind, Input, NodeFacts};
 use ggml_backend_rs_core::op::Op;
 use ggml_backend_rs_core::owned::{AddrHasher, AddrSet};
 use ggml_backend_rs_core::packed::Packed;
 use ggml_backend_rs_core::rules::{Derived, Layout};
 
-pub use ggml_backend_rs_core::infer::Origin;
+use infer::Origin;
+
+const _: () = assert!(GGML_MAX_SRC == infer::MAX_SRC);
 
 pub fn layout(t: Tensor) -> Layout {
     Layout {
@@ -38,24 +41,18 @@ pub fn packing(t: Tensor) -> Option<Packed> {
     }
 }
 
-/// Where `t`'s split comes from: a view or a tensor without memory from its op (a view's
-/// memory decides in the core), a meta buffer's weights and caches from the placement
-/// policy, any other memory is copied to the meta device whole.
+/// Where `t`'s memory is (a view: where its own facts say; the memory it views decides).
 fn origin(t: Tensor) -> Origin {
     if t.view_src().is_some() {
-        return Origin::Op;
+        return Origin::Compute;
     }
     match t.own_buffer() {
-        None => Origin::Op,
-        Some(b) => match buffer::of(b) {
-            Some(_) if b.usage() != USAGE_COMPUTE => Origin::Placed,
-            Some(_) => Origin::Op,
-            None => Origin::Foreign,
-        },
+        None => Origin::Compute,
+        Some(b) if !buffer::is_meta(b) => Origin::Elsewhere,
+        Some(b) if b.usage() == USAGE_COMPUTE => Origin::Compute,
+        Some(_) => Origin::Placed,
     }
 }
-
-const _: () = assert!(GGML_MAX_SRC == infer::MAX_SRC);
 
 /// `t` as the core sees it.
 pub fn facts(t: Tensor) -> NodeFacts {
@@ -99,134 +96,153 @@ pub fn named(t: Tensor, e: impl std::fmt::Display) -> String {
     )
 }
 
-/// Which tensors a walk lists again even when the memo holds them with the same facts.
+/// Which tensors a walk lists again even when the memo answers them with the same facts.
 #[derive(Clone, Copy, PartialEq)]
-enum Fresh {
+enum Relist {
     /// None: the memo's answers stand.
-    None,
+    Nothing,
     /// The walk's roots.
     Roots,
-    /// Every tensor computed on the meta device (`Origin::Op`); weights and other memory
+    /// Every tensor the meta device computes (`Origin::Compute`); weights and other memory
     /// keep their answers.
     Computed,
 }
 
-/// The tensors of a walk, each with its facts, in dependency order.
+/// How `dev`'s pass learns `t`'s split, and whether the walk goes on to `t`'s sources.
+fn input(dev: &MetaDevice, t: Tensor, f: NodeFacts) -> Result<(Input, bool), String> {
+    // another meta device's tensor (its buffer type serves this device too): that device's
+    // memo and policy decide, for this pass only
+    if let Some(holder) = buffer::holding(t).filter(|mb| !ptr::eq(mb.dev, dev)) {
+        let derived = derived_in(holder.dev, t)?;
+        return Ok((Input::Given { facts: f, derived }, false));
+    }
+    let empty = f.layout.ne.iter().product::<i64>() == 0;
+    Ok(match f.origin {
+        // copied to the meta device whole by the scheduler
+        Origin::Elsewhere => {
+            let derived = Derived {
+                split: Split::Mirrored,
+                reduce: false,
+                sliced: Vec::new(),
+            };
+            (Input::Given { facts: f, derived }, false)
+        }
+        Origin::Placed => {
+            // (an empty tensor is mirrored whatever the policy says)
+            let split = if empty {
+                Split::Mirrored
+            } else {
+                dev.callback_split(t).map_err(|e| named(t, e))?
+            };
+            let in_place = buffer::holding(t).is_some_and(|mb| mb.holds_placed(t));
+            let placed = Input::Placed {
+                facts: f,
+                split,
+                in_place,
+            };
+            (placed, false)
+        }
+        Origin::Compute => {
+            // views made by view ops and ggml_view_tensor (op NONE) are their memory alone; an
+            // empty result is mirrored whatever its sources
+            let memory_only =
+                f.view.is_some() && f.op.is_ok_and(|op| op.is_view() || op == Op::None);
+            (Input::Derive(f), !memory_only && !empty)
+        }
+    })
+}
+
+/// The tensors a walk visits after `t`: its view source, and its sources when `with_sources`.
+fn next(t: Tensor, with_sources: bool) -> impl Iterator<Item = Tensor> {
+    let srcs = t
+        .srcs_by_slot()
+        .map(|(_, s)| s)
+        .filter(move |&s| with_sources && s != t);
+    // pushed in reverse, so that they are listed in slot order, the view source first
+    let mut all: Vec<Tensor> = t.view_src().into_iter().chain(srcs).collect();
+    all.reverse();
+    all.into_iter()
+}
+
+/// The tensors of a walk, each with how its split is known, in dependency order.
 struct Walk {
-    n: usize,
     inputs: Vec<Input>,
     /// The tensor of each input, for messages.
     tensors: Vec<Tensor>,
 }
 
 impl Walk {
-    /// Lists `roots` and the part of their ancestry the memo cannot answer. `scope` says
-    /// where the answers go, and so where the walk looks for answers given before.
+    /// Lists `roots` and the part of their ancestry `dev`'s memo does not answer.
     fn new(
         dev: &MetaDevice,
         roots: impl IntoIterator<Item = Tensor>,
-        fresh: Fresh,
-        scope: infer::Scope,
+        relist: Relist,
     ) -> Result<Walk, String> {
         let mut walk = Walk {
-            n: dev.n(),
             inputs: Vec::new(),
             tensors: Vec::new(),
         };
         let mut seen = AddrSet::default();
         // Depth-first, sources before consumers, without recursion (graphs are deep). A tensor
-        // is pushed once to be looked at, and again, with its facts, to be listed once its
+        // is pushed once to be looked at, and again, with its input, to be listed once its
         // sources are.
-        let mut stack: Vec<(Tensor, bool, Option<NodeFacts>)> = Vec::new();
+        let mut stack: Vec<(Tensor, bool, Option<Input>)> = Vec::new();
         for root in roots {
             stack.push((root, true, None));
-            while let Some((t, is_root, expanded)) = stack.pop() {
+            while let Some((t, is_root, looked_at)) = stack.pop() {
                 let id = t.as_ptr() as usize;
                 if seen.contains(&id) {
                     continue;
                 }
-                let Some(f) = expanded else {
+                let Some(input) = looked_at else {
                     let f = facts(t);
-                    let listed = match fresh {
-                        Fresh::Roots => is_root,
-                        Fresh::Computed => f.origin == Origin::Op,
-                        Fresh::None => false,
+                    let listed = match relist {
+                        Relist::Roots => is_root,
+                        Relist::Computed => f.origin == Origin::Compute,
+                        Relist::Nothing => false,
                     };
-                    if !listed && dev.splits(|m| m.answers(&f, scope)) {
+                    if !listed && dev.splits(|m| m.current(&f).is_some()) {
                         seen.insert(id);
                         continue;
                     }
-                    let sources = sources_to_walk(t, &f);
-                    stack.push((t, is_root, Some(f)));
+                    let (input, with_sources) = input(dev, t, f)?;
+                    stack.push((t, is_root, Some(input)));
                     stack.extend(
-                        sources
+                        next(t, with_sources)
                             .filter(|s| !seen.contains(&(s.as_ptr() as usize)))
                             .map(|s| (s, false, None)),
                     );
                     continue;
                 };
                 seen.insert(id);
-                let placed = placement(dev, t, &f)?;
                 walk.tensors.push(t);
-                walk.inputs.push(Input { facts: f, placed });
+                walk.inputs.push(input);
             }
         }
         Ok(walk)
     }
 
-    /// The walk of one tensor whose sources the memo answers in `scope`; None when it does
-    /// not (the common case of allocation, where sources come first, without a walk's sets).
-    fn single(dev: &MetaDevice, t: Tensor, scope: infer::Scope) -> Result<Option<Walk>, String> {
+    /// The walk of one tensor whose sources `dev`'s memo answers; None when it does not (the
+    /// common case of allocation, where sources come first, without a walk's sets).
+    fn single(dev: &MetaDevice, t: Tensor) -> Result<Option<Walk>, String> {
         let f = facts(t);
-        let known = dev.splits(|m| sources_to_walk(t, &f).all(|s| m.answers(&facts(s), scope)));
-        if !known {
+        let (input, with_sources) = input(dev, t, f)?;
+        let answered = |s: Tensor| dev.splits(|m| m.current(&facts(s)).is_some());
+        if !next(t, with_sources).all(answered) {
             return Ok(None);
         }
-        let placed = placement(dev, t, &f)?;
         Ok(Some(Walk {
-            n: dev.n(),
-            inputs: vec![Input { facts: f, placed }],
+            inputs: vec![input],
             tensors: vec![t],
         }))
     }
 
-    /// Runs the core's pass over the list, stores the answers in `scope` and returns `take` of
-    /// the last tensor's entry.
-    fn derive<R>(
-        self,
-        dev: &MetaDevice,
-        scope: infer::Scope,
-        take: impl FnOnce(Option<&Entry>) -> R,
-    ) -> Result<R, String> {
-        let Walk { n, inputs, tensors } = self;
-        dev.splits(|m| m.derive(inputs, n, scope).map(take))
+    /// Derives the listed tensors in `dev`'s memo and returns the last one's derivation.
+    fn derive(self, dev: &MetaDevice) -> Result<Option<Derivation>, String> {
+        let Walk { inputs, tensors } = self;
+        dev.splits(|m| m.derive(inputs))
             .map_err(|e| describe(&tensors, e))
     }
-}
-
-/// The placement policy's split of a placed tensor with elements.
-fn placement(dev: &MetaDevice, t: Tensor, f: &NodeFacts) -> Result<Option<Split>, String> {
-    match f.origin {
-        Origin::Placed if f.layout.ne.iter().product::<i64>() != 0 => {
-            dev.callback_split(t).map(Some).map_err(|e| named(t, e))
-        }
-        _ => Ok(None),
-    }
-}
-
-/// The tensors whose splits `t`'s split needs: a view's base, and the sources of a tensor the
-/// meta device computes (an empty one is mirrored whatever its sources). Weights, caches and
-/// other backends' memory have their splits without their sources.
-fn sources_to_walk(t: Tensor, f: &NodeFacts) -> impl Iterator<Item = Tensor> {
-    // views made by view ops and ggml_view_tensor (op NONE) are their memory alone
-    let memory_only = f.view.is_some() && f.op.is_ok_and(|op| op.is_view() || op == Op::None);
-    let computed =
-        f.origin == Origin::Op && !memory_only && f.layout.ne.iter().product::<i64>() != 0;
-    let srcs = t
-        .srcs_by_slot()
-        .map(|(_, s)| s)
-        .filter(move |&s| computed && s != t);
-    t.view_src().into_iter().chain(srcs)
 }
 
 /// The error of the core's pass, with the tensors' names.
@@ -263,47 +279,27 @@ pub fn derived(t: Tensor) -> Result<Derived, String> {
     let Some(mb) = buffer::holding(t) else {
         return Err(named(t, "not in a meta buffer"));
     };
-    let dev = mb.dev;
-    let f = facts(t);
-    if let Some(d) = dev.splits(|m| m.current(&f).map(|e| e.derived.clone())) {
+    derived_in(mb.dev, t)
+}
+
+/// [`derived`] for `t` in a buffer of `dev`.
+fn derived_in(dev: &MetaDevice, t: Tensor) -> Result<Derived, String> {
+    if let Some(d) = dev.splits(|m| m.current(&facts(t)).map(|e| e.derived.clone())) {
         return Ok(d);
     }
-    Walk::new(dev, [t], Fresh::None, infer::Scope::Kept)?
-        .derive(dev, infer::Scope::Kept, |e| e.map(|e| e.derived.clone()))?
+    Walk::new(dev, [t], Relist::Nothing)?
+        .derive(dev)?
+        .map(|e| e.derived)
         .ok_or_else(|| named(t, "its split was not stored"))
 }
 
-/// Derives `t`'s split afresh (it is being initialised in `mb`) and returns the memo's entry.
-/// The slices of a placed weight or cache are where its split put them: a split-state
-/// callback that now answers differently for the same tensor is an error, not a move.
-pub fn derive_fresh(t: Tensor, mb: &MetaBuffer) -> Result<Entry, String> {
-    let dev = mb.dev;
-    let id = t.as_ptr() as usize;
-    let kept = infer::Scope::Kept;
-    let walk = match Walk::single(dev, t, kept)? {
+/// Derives `t`'s split afresh (it is being initialised in a buffer of `dev`).
+pub fn derive_fresh(dev: &MetaDevice, t: Tensor) -> Result<Derivation, String> {
+    let walk = match Walk::single(dev, t)? {
         Some(w) => w,
-        None => Walk::new(dev, [t], Fresh::Roots, kept)?,
+        None => Walk::new(dev, [t], Relist::Roots)?,
     };
-    if let Some(new) = walk.inputs.last().and_then(|i| i.placed.clone()) {
-        let old = dev.splits(|m| m.get(id).cloned());
-        if let Some(old) = old {
-            let f = &walk.inputs.last().expect("the root is listed").facts;
-            let same_tensor =
-                old.facts.type_code == f.type_code && old.facts.layout.ne == f.layout.ne;
-            if same_tensor && !old.derived.split.same_as(&new) && mb.holds_placed(t) {
-                return Err(named(
-                    t,
-                    format!(
-                        "the split-state callback now answers {} for it, but its slices were \
-                         placed as {}",
-                        new.describe(),
-                        old.derived.split.describe()
-                    ),
-                ));
-            }
-        }
-    }
-    walk.derive(dev, infer::Scope::Kept, |e| e.cloned())?
+    walk.derive(dev)?
         .ok_or_else(|| named(t, "its split was not stored"))
 }
 
@@ -313,15 +309,12 @@ pub fn derive_fresh(t: Tensor, mb: &MetaBuffer) -> Result<Entry, String> {
 /// so that a model the meta device cannot run fails there and not in the first decode.
 /// Compute tensors, graph inputs, the scheduler's copies and views are derived again here (a
 /// graph reserved again may have moved them); weights and caches keep their placed splits.
+/// The answers are not kept: the tensors get memory, and their splits, when allocated.
 pub fn check_reserve(
     dev: &MetaDevice,
     nodes: impl IntoIterator<Item = Tensor>,
 ) -> Result<(), String> {
-    let scope = infer::Scope::Reserve;
-    Walk::new(dev, nodes, Fresh::Computed, scope)?.derive(dev, scope, |_| ())
-}
-
-/// The split of `s`, which `t` reads, or why it has none; for messages.
-pub fn split_of(s: Tensor) -> Result<Split, String> {
-    derived(s).map(|d| d.split)
+    let Walk { inputs, tensors } = Walk::new(dev, nodes, Relist::Computed)?;
+    dev.splits(|m| m.check(inputs))
+        .map_err(|e| describe(&tensors, e))
 }

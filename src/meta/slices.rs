@@ -2,7 +2,6 @@
 //! slice, views of their sources' slices) and the simple buffers' memory they live in.
 
 use std::ffi::c_void;
-use std::sync::atomic::Ordering;
 
 use super::buffer::{holding, Entry, MetaBuffer};
 use super::device::MetaDevice;
@@ -12,7 +11,7 @@ use super::split::{DimSplit, Split};
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log_error};
 use ggml_backend_rs_core::infer;
-use ggml_backend_rs_core::infer::Entry as Inferred;
+use ggml_backend_rs_core::infer::Derivation;
 use ggml_backend_rs_core::op::Op;
 use ggml_backend_rs_core::rules::Derived;
 
@@ -42,10 +41,7 @@ pub fn place_deferred(mb: &MetaBuffer) {
         let simple = pack(mb, &own)
             .unwrap_or_else(|e| abort(file!(), line!(), &e))
             .0;
-        // packed first: an initialisation that sees the slices must not place by offset
-        mb.packed.store(true, Ordering::Release);
-        let placed = mb.simple.set(simple).is_ok();
-        ggml_assert!(placed, "meta buffer: slices placed twice");
+        mb.set_packed(simple);
         views
     };
     for v in views {
@@ -116,8 +112,8 @@ fn slice_header(full: Tensor, want: &DimSplit, j: usize) -> Result<ggml_tensor, 
 /// Creates or refreshes the per-device tensors of `t` (which lives in `mb`), placing
 /// non-views at `offset` in each simple buffer when `place` is set.
 pub(super) fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), String> {
-    let fresh = facts::derive_fresh(t, mb)?;
-    let (layouts, bases) = device_layouts(t, &fresh, mb.n())?;
+    let mut fresh = facts::derive_fresh(mb.dev, t)?;
+    let (layouts, bases) = device_layouts(t, &mut fresh, mb.n())?;
     let srcs = device_sources(t)?;
     let slices = source_slices(t, &fresh.derived, &srcs, mb.n())?;
     let placing = Placing {
@@ -147,7 +143,7 @@ pub(super) fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> R
 /// Each device's layout of `t`, and for a view each device's view source.
 fn device_layouts(
     t: Tensor,
-    fresh: &Inferred,
+    fresh: &mut Derivation,
     n: usize,
 ) -> Result<(Vec<DeviceLayout>, Option<Vec<Tensor>>), String> {
     Ok(match t.view_src() {
@@ -159,7 +155,7 @@ fn device_layouts(
                     format!("view source '{}' is not initialised", base.name_string()),
                 )
             })?;
-            let l = match fresh.view_layouts.clone() {
+            let l = match fresh.view_layouts.take() {
                 Some(l) => l,
                 None => {
                     let bs = facts::derived(base)?;

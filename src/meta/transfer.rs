@@ -86,20 +86,25 @@ impl Queue<'_> {
     }
 }
 
-/// Moves bytes `[offset, offset + size)` of meta tensor `t` between the host and its devices,
-/// as `t`'s split places them. `what` names the entry point in messages.
+/// Moves bytes `[offset, offset + size)` of meta tensor `tensor` between the host and its
+/// devices, as its split places them. `what` names the entry point in messages.
 ///
 /// # Safety
-/// The host memory of `bytes` holds `size` bytes, readable (`To`) or writable (`From`), and
-/// stays so until `queue` is synchronized.
+/// `tensor` is a live tensor (the entry points' callers checked it); the host memory of
+/// `bytes` holds `size` bytes, readable (`To`) or writable (`From`), and stays so until `queue`
+/// is synchronized.
 pub unsafe fn execute(
-    t: Tensor,
+    tensor: *const ggml_tensor,
     offset: usize,
     size: usize,
     bytes: Bytes,
     queue: Queue,
     what: &str,
 ) {
+    // SAFETY: live (this function's contract).
+    let Some(t) = (unsafe { Tensor::from_ptr(tensor as *mut ggml_tensor) }) else {
+        abort(file!(), line!(), &format!("{what}: the tensor is NULL"))
+    };
     let (plan, simple) = plan(t, offset, size, what);
     // Every piece below lies inside `[0, size)` of the host memory (`transfer::pieces`), and
     // the per-device tensors are live while `t` is: with the contract above, that is what
@@ -144,8 +149,15 @@ pub unsafe fn execute(
     }
 }
 
-/// Sets bytes `[offset, offset + size)` of `t` to `value` on every device that holds them.
-pub fn fill(t: Tensor, offset: usize, size: usize, value: u8, what: &str) {
+/// Sets bytes `[offset, offset + size)` of `tensor` to `value` on every device that holds them.
+///
+/// # Safety
+/// `tensor` is a live tensor (the entry point's caller checked it).
+pub unsafe fn fill(tensor: *mut ggml_tensor, offset: usize, size: usize, value: u8, what: &str) {
+    // SAFETY: live (this function's contract).
+    let Some(t) = (unsafe { Tensor::from_ptr(tensor) }) else {
+        abort(file!(), line!(), &format!("{what}: the tensor is NULL"))
+    };
     let (plan, simple) = plan(t, offset, size, what);
     // one host copy of the pattern serves every write (no piece is longer than the range)
     let bytes = vec![value; size];
@@ -192,10 +204,12 @@ enum Plan {
 /// scheduler copies a permuted view's span whole, with its strides).
 fn plan(t: Tensor, offset: usize, size: usize, what: &str) -> (Plan, Vec<Tensor>) {
     let fail = |e: String| -> ! { abort(file!(), line!(), &format!("{what}: {}", named(t, e))) };
+    // (the split's errors name their tensor already)
+    let unsplittable = |e: String| -> ! { abort(file!(), line!(), &format!("{what}: {e}")) };
     let Some(mb) = holding(t) else {
         fail("not in a meta buffer".into())
     };
-    let d = facts::derived(t).unwrap_or_else(|e| fail(e));
+    let d = facts::derived(t).unwrap_or_else(|e| unsplittable(e));
     let initialised = |mb: &MetaBuffer, x: Tensor| {
         slices::simple_tensors(mb, x).unwrap_or_else(|| {
             fail(format!(
@@ -220,7 +234,9 @@ fn plan(t: Tensor, offset: usize, size: usize, what: &str) -> (Plan, Vec<Tensor>
     let owner_split = if owner == t {
         d.split
     } else {
-        facts::derived(owner).unwrap_or_else(|e| fail(e)).split
+        facts::derived(owner)
+            .unwrap_or_else(|e| unsplittable(e))
+            .split
     };
     let Split::Dim(ds) = &owner_split else {
         fail(format!(

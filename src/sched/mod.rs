@@ -18,6 +18,7 @@ mod partition;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log_error};
@@ -366,26 +367,24 @@ impl Sched {
     /// context can run, and the place to say that one cannot.
     fn check_reserve(&mut self) -> Result<(), String> {
         // all of one backend's splits together: a split reads what earlier ones computed
-        let mut graphs: Vec<(usize, Vec<Tensor>)> = Vec::new();
+        let mut graphs: Vec<(usize, Arc<dyn crate::backend::Extension>, Vec<Tensor>)> = Vec::new();
         for split in &mut self.splits {
-            if crate::backend::extension(self.backends[split.backend]).is_none() {
+            let Some(ext) = crate::backend::extension(self.backends[split.backend]) else {
                 continue;
-            }
+            };
             // SAFETY: the split's graph struct lives in `self.splits` during this call, and
             // its node array points into the graph being reserved, which the caller keeps
             // alive for the whole reserve.
             let Some(graph) = (unsafe { Graph::from_ptr(&mut split.graph) }) else {
                 continue;
             };
-            match graphs.iter_mut().find(|(b, _)| *b == split.backend) {
-                Some((_, nodes)) => nodes.extend(graph.nodes()),
-                None => graphs.push((split.backend, graph.nodes().collect())),
+            match graphs.iter_mut().find(|(b, _, _)| *b == split.backend) {
+                Some((_, _, nodes)) => nodes.extend(graph.nodes()),
+                None => graphs.push((split.backend, ext, graph.nodes().collect())),
             }
         }
-        for (backend, nodes) in graphs {
-            if let Some(ext) = crate::backend::extension(self.backends[backend]) {
-                ext.check_reserve(nodes)?;
-            }
+        for (_, ext, nodes) in graphs {
+            ext.check_reserve(nodes)?;
         }
         Ok(())
     }

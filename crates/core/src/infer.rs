@@ -1,12 +1,13 @@
 //! Split inference: the split of every tensor a meta device touches, derived in one memoised
 //! pass over plain facts.
 //!
-//! The edge reads each tensor once into a [`NodeFacts`] (op, parameters, layout, view source,
+//! The edge reads each tensor once into [`NodeFacts`] (op, parameters, layout, view source,
 //! sources, where its memory is) and hands the core a list in which every tensor comes after
 //! the tensors it reads. [`SplitMemo::derive`] walks that list once: a tensor's split follows
-//! from its facts and from the splits of its sources, which are either earlier in the list or
-//! already in the memo. The allocation path, the reserve check and the plan builder all read
-//! and fill the same memo, so a tensor's split is decided in exactly one place.
+//! from its facts and from the splits of its sources, which are earlier in the list or already
+//! in the memo. The allocation path, the plan builder and transfers read and fill the same
+//! memo (one per meta device); a reserve's check ([`SplitMemo::check`]) reads it and keeps its
+//! own answers to itself, so a tensor's split is decided in exactly one place.
 //!
 //! The memo keeps each tensor's facts beside its split: an entry answers only while the
 //! tensor's facts are unchanged ([`SplitMemo::current`]). Changes that graph plans depend on
@@ -30,17 +31,16 @@ pub type Id = usize;
 /// checks it at compile time).
 pub const MAX_SRC: usize = 10;
 
-/// Where a tensor's split comes from.
+/// Where a tensor's memory is. Part of the facts, so that a tensor whose memory changed kind
+/// at the same address is derived again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
-    /// Computed by the meta device (or not allocated yet): its op's rule decides; a view
-    /// takes the split of the memory it views.
-    Op,
-    /// Weights and caches in a meta buffer: the split the placement policy gave it, which
-    /// the edge passes along with the facts ([`Input::placed`]).
+    /// A compute buffer of the meta device, or no memory yet.
+    Compute,
+    /// Weights and caches in a meta buffer: the placement policy decides their split.
     Placed,
-    /// Memory of another backend: the scheduler copies it whole to the meta device.
-    Foreign,
+    /// Memory outside the meta device's buffers (another backend's, another meta device's).
+    Elsewhere,
 }
 
 /// What the core needs to know of a view: which tensor's memory, and where in it.
@@ -76,16 +76,34 @@ impl NodeFacts {
     }
 }
 
-/// One item of a pass: a tensor's facts, and for [`Origin::Placed`] the policy's split.
+/// One item of a pass: a tensor's facts and how its split is known.
 #[derive(Clone, Debug)]
-pub struct Input {
-    pub facts: NodeFacts,
-    pub placed: Option<Split>,
+pub enum Input {
+    /// From its facts: its op's rule over its sources, or for a view the memory it views.
+    Derive(NodeFacts),
+    /// A weight or cache: the placement policy's split. `in_place`: its slices already sit on
+    /// the devices, so an answer other than the one they were placed with is an error.
+    Placed {
+        facts: NodeFacts,
+        split: Split,
+        in_place: bool,
+    },
+    /// Decided outside this memo (another meta device's memo; mirrored for another backend's
+    /// memory): used by this pass, not kept.
+    Given { facts: NodeFacts, derived: Derived },
 }
 
-/// A memo entry: the facts a split was derived from, and the answer.
+impl Input {
+    pub fn facts(&self) -> &NodeFacts {
+        match self {
+            Input::Derive(f) | Input::Placed { facts: f, .. } | Input::Given { facts: f, .. } => f,
+        }
+    }
+}
+
+/// What the memo knows of a tensor: the facts its split was derived from, and the answer.
 #[derive(Clone, Debug)]
-pub struct Entry {
+pub struct Derivation {
     pub facts: NodeFacts,
     pub derived: Derived,
     /// For a view: each device's layout of it in its base's slice. `None` for other
@@ -104,14 +122,10 @@ pub struct InferError {
 pub enum InferErrorKind {
     /// The op's rule, or the view mapping, refused.
     Rule(Box<rules::RuleError>),
-    /// The view mapping of a packed result refused.
-    Packed(String),
     UnknownOp(i32),
     /// A source is neither earlier in the pass nor in the memo: the edge's list is not in
     /// dependency order.
     MissingSource(Id),
-    /// A placed tensor came without the policy's split.
-    MissingPlacement,
     /// It reads `src`, a packed result, other than through a view.
     ReadsPacked {
         src: Id,
@@ -122,19 +136,20 @@ pub enum InferErrorKind {
         yields: String,
         memory: String,
     },
+    /// The placement policy now answers `now` for a tensor whose slices were placed as `was`.
+    PlacementChanged {
+        now: String,
+        was: String,
+    },
 }
 
 impl fmt::Display for InferErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             InferErrorKind::Rule(e) => e.fmt(f),
-            InferErrorKind::Packed(e) => f.write_str(e),
             InferErrorKind::UnknownOp(op) => UnknownOp(*op).fmt(f),
             InferErrorKind::MissingSource(_) => {
                 f.write_str("a source's split is unknown (internal ordering error)")
-            }
-            InferErrorKind::MissingPlacement => {
-                f.write_str("its placement policy gave no split (internal error)")
             }
             // the edge names the source (it knows the names)
             InferErrorKind::ReadsPacked { .. } => f.write_str(
@@ -145,32 +160,37 @@ impl fmt::Display for InferErrorKind {
                 f,
                 "the op yields {yields} but writes into a view split as {memory}"
             ),
+            InferErrorKind::PlacementChanged { now, was } => write!(
+                f,
+                "the split-state callback now answers {now} for it, but its slices were placed \
+                 as {was}"
+            ),
         }
     }
 }
 
-/// Which store a pass writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
-    /// Tensors that live in meta buffers: kept until the edge forgets them.
-    Kept,
-    /// A reserve's graph, whose compute tensors have no memory yet: kept beside the main store
-    /// until the next reserve ([`SplitMemo::begin_reserve`]), so a reserve never replaces what
-    /// allocated tensors and the plans built on them rely on.
-    Reserve,
-}
-
 /// The splits of one meta device's tensors.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SplitMemo {
-    kept: AddrMap<Entry>,
-    reserve: AddrMap<Entry>,
+    n: usize,
+    kept: AddrMap<Derivation>,
     generation: u64,
 }
 
+/// Where a pass stores its answers: the memo's own store, or a reserve's.
+enum Store<'a> {
+    Kept,
+    Apart(&'a mut AddrMap<Derivation>),
+}
+
 impl SplitMemo {
-    pub fn new() -> SplitMemo {
-        SplitMemo::default()
+    /// The memo of a meta device over `n` devices.
+    pub fn new(n: usize) -> SplitMemo {
+        SplitMemo {
+            n,
+            kept: AddrMap::default(),
+            generation: 0,
+        }
     }
 
     /// Advances whenever something graph plans depend on changes: a split, a reduction, the
@@ -185,65 +205,80 @@ impl SplitMemo {
         self.generation += 1;
     }
 
-    /// The kept entry of `id`, whatever its facts.
-    pub fn get(&self, id: Id) -> Option<&Entry> {
-        self.kept.get(&id)
-    }
-
-    /// The kept split of a tensor whose facts are `facts`, if it was derived from the same.
-    pub fn current(&self, facts: &NodeFacts) -> Option<&Entry> {
+    /// The kept answer for a tensor whose facts are `facts`, if it was derived from the same.
+    pub fn current(&self, facts: &NodeFacts) -> Option<&Derivation> {
         self.kept.get(&facts.id).filter(|e| e.facts == *facts)
     }
 
-    /// Whether a pass in `scope` would find `facts`' tensor answered: stored there (a reserve
-    /// also reads the kept store) from the same facts.
-    pub fn answers(&self, facts: &NodeFacts, scope: Scope) -> bool {
-        self.lookup(facts.id, scope)
-            .is_some_and(|e| e.facts == *facts)
-    }
-
-    /// Drops the kept entry of `id` (the tensor left its buffer).
+    /// Drops the kept answer of `id` (the tensor left its buffer).
     pub fn forget(&mut self, id: Id) {
         if self.kept.remove(&id).is_some() {
             self.touch();
         }
     }
 
-    /// Starts a reserve: the previous reserve's entries go.
-    pub fn begin_reserve(&mut self) {
-        self.reserve.clear();
+    /// Derives every tensor of `inputs` in order and keeps the answers (those of
+    /// [`Input::Given`] only for the pass). Each tensor's sources (and a view's base) must be
+    /// earlier in `inputs` or kept already. Returns the last tensor's derivation. Stops at the
+    /// first tensor that cannot be split; the ones before it are kept.
+    pub fn derive(&mut self, inputs: Vec<Input>) -> Result<Option<Derivation>, InferError> {
+        self.pass(inputs, Store::Kept)
     }
 
-    /// The split as a reserve sees it: its own entries first, then the kept ones.
-    fn lookup(&self, id: Id, scope: Scope) -> Option<&Entry> {
-        match scope {
-            Scope::Reserve => self.reserve.get(&id).or_else(|| self.kept.get(&id)),
-            Scope::Kept => self.kept.get(&id),
-        }
+    /// Checks that every tensor of `inputs` (a reserved graph, in dependency order) can be
+    /// split, reading the kept answers but keeping none of its own: a reserve's tensors have no
+    /// memory yet, and what allocated tensors and built plans rely on must not change.
+    pub fn check(&mut self, inputs: Vec<Input>) -> Result<(), InferError> {
+        let mut apart = AddrMap::default();
+        self.pass(inputs, Store::Apart(&mut apart)).map(|_| ())
     }
 
-    /// Derives every tensor of `inputs` in order and stores the answers in `scope`. Each
-    /// tensor's sources (and a view's base) must be earlier in `inputs` or in the memo.
-    /// Returns the last tensor's entry. Stops at the first tensor that cannot be split; the
-    /// ones before it are stored.
-    pub fn derive(
+    fn pass(
         &mut self,
         inputs: Vec<Input>,
-        n: usize,
-        scope: Scope,
-    ) -> Result<Option<&Entry>, InferError> {
+        mut store: Store,
+    ) -> Result<Option<Derivation>, InferError> {
+        // answers given from outside, for this pass only
+        let mut given: AddrMap<Derivation> = AddrMap::default();
         let mut last = None;
         for input in inputs {
-            let id = input.facts.id;
+            let id = input.facts().id;
             let fail = |kind| InferError { node: id, kind };
-            let (derived, view_layouts) = self.derive_one(&input, n, scope).map_err(fail)?;
-            let entry = Entry {
-                facts: input.facts,
+            let lookup = |id: Id| {
+                given
+                    .get(&id)
+                    .or_else(|| match &store {
+                        Store::Apart(a) => a.get(&id),
+                        Store::Kept => None,
+                    })
+                    .or_else(|| self.kept.get(&id))
+            };
+            let (derived, view_layouts, keep) = match &input {
+                Input::Given { derived, .. } => (derived.clone(), None, false),
+                _ => {
+                    let (d, l) = self.derive_one(&input, &lookup).map_err(fail)?;
+                    (d, l, true)
+                }
+            };
+            let facts = match input {
+                Input::Derive(f)
+                | Input::Placed { facts: f, .. }
+                | Input::Given { facts: f, .. } => f,
+            };
+            let entry = Derivation {
+                facts,
                 derived,
                 view_layouts,
             };
-            match scope {
-                Scope::Kept => {
+            last = Some((id, keep));
+            match (&mut store, keep) {
+                (_, false) => {
+                    given.insert(id, entry);
+                }
+                (Store::Apart(a), true) => {
+                    a.insert(id, entry);
+                }
+                (Store::Kept, true) => {
                     if self
                         .kept
                         .get(&id)
@@ -253,26 +288,26 @@ impl SplitMemo {
                     }
                     self.kept.insert(id, entry);
                 }
-                Scope::Reserve => {
-                    self.reserve.insert(id, entry);
-                }
             }
-            last = Some(id);
         }
-        Ok(last.and_then(|id| self.lookup(id, scope)))
+        Ok(last.and_then(|(id, keep)| match (keep, &store) {
+            (false, _) => given.remove(&id),
+            (true, Store::Apart(a)) => a.get(&id).cloned(),
+            (true, Store::Kept) => self.kept.get(&id).cloned(),
+        }))
     }
 
-    fn derive_one(
+    fn derive_one<'a>(
         &self,
         input: &Input,
-        n: usize,
-        scope: Scope,
-    ) -> Result<(Derived, Option<Vec<DeviceLayout>>), InferErrorKind> {
-        let f = &input.facts;
-        let known = |id: Id| {
-            self.lookup(id, scope)
-                .ok_or(InferErrorKind::MissingSource(id))
-        };
+        lookup: &impl Fn(Id) -> Option<&'a Derivation>,
+    ) -> Result<(Derived, Option<Vec<DeviceLayout>>), InferErrorKind>
+    where
+        Self: 'a,
+    {
+        let n = self.n;
+        let f = input.facts();
+        let known = |id: Id| lookup(id).ok_or(InferErrorKind::MissingSource(id));
         if let Some(view) = f.view {
             let base = known(view.base)?;
             let mapped = map_view(&base.facts, &base.derived.split, f, n);
@@ -288,7 +323,7 @@ impl SplitMemo {
             }
             // an op whose result is a view (a copy into a cache, an in-place op) must yield
             // its values where that memory already places them, as one value
-            let d = self.op_rule(f, op, n, scope)?;
+            let d = op_rule(f, op, n, &known)?;
             if !d.split.same_as(&memory) || d.reduce {
                 return Err(InferErrorKind::WritesIntoView {
                     yields: d.split.describe(),
@@ -300,60 +335,66 @@ impl SplitMemo {
         if f.nelements() == 0 {
             return Ok((plain(Split::Mirrored), None));
         }
-        let d = match f.origin {
-            Origin::Foreign => plain(Split::Mirrored),
-            Origin::Placed => plain(
-                input
-                    .placed
-                    .clone()
-                    .ok_or(InferErrorKind::MissingPlacement)?,
-            ),
-            Origin::Op => {
+        let d = match input {
+            Input::Placed {
+                split, in_place, ..
+            } => {
+                // the slices are where the split they were placed with put them
+                if let Some(old) = self.kept.get(&f.id) {
+                    let same_tensor =
+                        old.facts.type_code == f.type_code && old.facts.layout.ne == f.layout.ne;
+                    if *in_place && same_tensor && !old.derived.split.same_as(split) {
+                        return Err(InferErrorKind::PlacementChanged {
+                            now: split.describe(),
+                            was: old.derived.split.describe(),
+                        });
+                    }
+                }
+                plain(split.clone())
+            }
+            _ => {
                 let op = f.op.map_err(InferErrorKind::UnknownOp)?;
-                self.op_rule(f, op, n, scope)?
+                op_rule(f, op, n, &known)?
             }
         };
         Ok((d, None))
     }
+}
 
-    /// `f`'s op rule over its sources' splits.
-    fn op_rule(
-        &self,
-        f: &NodeFacts,
-        op: Op,
-        n: usize,
-        scope: Scope,
-    ) -> Result<Derived, InferErrorKind> {
-        let mut srcs: Vec<Option<Src>> = vec![None; MAX_SRC];
-        for (slot, id) in f.srcs.iter().enumerate() {
-            let Some(id) = *id else { continue };
-            let s = self
-                .lookup(id, scope)
-                .ok_or(InferErrorKind::MissingSource(id))?;
-            let split = if s.facts.nelements() == 0 {
-                Split::Mirrored
-            } else {
-                s.derived.split.clone()
-            };
-            // a packed result's device slices are not its split's slices: only views, which
-            // map each part through its own layout, may read it
-            if matches!(split, Split::Dim(_)) && s.facts.packing.is_some() {
-                return Err(InferErrorKind::ReadsPacked { src: id });
-            }
-            srcs[slot] = Some(Src {
-                split,
-                ne: s.facts.layout.ne,
-            });
+/// `f`'s op rule over its sources' splits.
+fn op_rule<'a>(
+    f: &NodeFacts,
+    op: Op,
+    n: usize,
+    known: &impl Fn(Id) -> Result<&'a Derivation, InferErrorKind>,
+) -> Result<Derived, InferErrorKind> {
+    let mut srcs: Vec<Option<Src>> = vec![None; MAX_SRC];
+    for (slot, id) in f.srcs.iter().enumerate() {
+        let Some(id) = *id else { continue };
+        let s = known(id)?;
+        let split = if s.facts.nelements() == 0 {
+            Split::Mirrored
+        } else {
+            s.derived.split.clone()
+        };
+        // a packed result's device slices are not its split's slices: only views, which map
+        // each part through its own layout, may read it
+        if matches!(split, Split::Dim(_)) && s.facts.packing.is_some() {
+            return Err(InferErrorKind::ReadsPacked { src: id });
         }
-        rules::derive(op, &f.op_params, f.layout.ne, &srcs, n)
-            .map_err(|e| InferErrorKind::Rule(Box::new(e)))
+        srcs[slot] = Some(Src {
+            split,
+            ne: s.facts.layout.ne,
+        });
     }
+    rules::derive(op, &f.op_params, f.layout.ne, &srcs, n)
+        .map_err(|e| InferErrorKind::Rule(Box::new(e)))
 }
 
 /// Whether replacing `old` by `new` changes what a graph plan was built from: the graph's
 /// structure (op, sources, view source) or the split. Shapes and offsets are read from the
 /// tensors when a plan runs.
-fn affects_plans(old: &Entry, new: &Entry) -> bool {
+fn affects_plans(old: &Derivation, new: &Derivation) -> bool {
     old.facts.op != new.facts.op
         || old.facts.srcs != new.facts.srcs
         || old.facts.view.map(|v| v.base) != new.facts.view.map(|v| v.base)
@@ -379,11 +420,10 @@ pub fn map_view(
 ) -> Result<(Split, Vec<DeviceLayout>), InferErrorKind> {
     let offs = v.view.map_or(0, |w| w.offs);
     match base.packing {
-        Some(p) => packed::map_view(p, &base.layout, split, &v.layout, offs, n)
-            .map_err(|e| InferErrorKind::Packed(e.to_string())),
-        None => rules::map_view(&base.layout, split, &v.layout, offs, n)
-            .map_err(|e| InferErrorKind::Rule(Box::new(e))),
+        Some(p) => packed::map_view(p, &base.layout, split, &v.layout, offs, n),
+        None => rules::map_view(&base.layout, split, &v.layout, offs, n),
     }
+    .map_err(|e| InferErrorKind::Rule(Box::new(e)))
 }
 
 #[cfg(test)]
@@ -417,17 +457,15 @@ mod tests {
         nb
     }
 
-    fn input(facts: NodeFacts) -> Input {
-        Input {
-            facts,
-            placed: None,
-        }
+    fn derive(facts: NodeFacts) -> Input {
+        Input::Derive(facts)
     }
 
     fn placed(facts: NodeFacts, split: Split) -> Input {
-        Input {
+        Input::Placed {
             facts,
-            placed: Some(split),
+            split,
+            in_place: true,
         }
     }
 
@@ -435,146 +473,187 @@ mod tests {
         Split::dim(axis, vec![total / 2, total / 2])
     }
 
+    fn kept(memo: &SplitMemo, id: Id) -> &Derivation {
+        memo.kept.get(&id).expect("kept")
+    }
+
+    fn facts_mut(i: &mut Input) -> &mut NodeFacts {
+        match i {
+            Input::Derive(f) | Input::Placed { facts: f, .. } | Input::Given { facts: f, .. } => f,
+        }
+    }
+
     /// A column-parallel then row-parallel pair of matmuls (attention's Q and output
     /// projections): the first result is split by rows, the second holds partial sums.
     fn two_matmuls() -> Vec<Input> {
         let w1 = facts(1, Op::None, [64, 96, 1, 1], &[], Origin::Placed);
-        let x = facts(2, Op::None, [64, 5, 1, 1], &[], Origin::Op);
-        let y = facts(3, Op::MulMat, [96, 5, 1, 1], &[1, 2], Origin::Op);
+        let x = facts(2, Op::None, [64, 5, 1, 1], &[], Origin::Compute);
+        let y = facts(3, Op::MulMat, [96, 5, 1, 1], &[1, 2], Origin::Compute);
         let w2 = facts(4, Op::None, [96, 64, 1, 1], &[], Origin::Placed);
-        let z = facts(5, Op::MulMat, [64, 5, 1, 1], &[4, 3], Origin::Op);
+        let z = facts(5, Op::MulMat, [64, 5, 1, 1], &[4, 3], Origin::Compute);
         vec![
             placed(w1, halves(1, 96)),
-            input(x),
-            input(y),
+            derive(x),
+            derive(y),
             placed(w2, halves(0, 96)),
-            input(z),
+            derive(z),
         ]
     }
 
     #[test]
     fn one_pass_derives_a_chain_in_order() {
-        let mut memo = SplitMemo::new();
-        memo.derive(two_matmuls(), 2, Scope::Kept).unwrap();
-        let y = &memo.get(3).unwrap().derived;
+        let mut memo = SplitMemo::new(2);
+        let last = memo.derive(two_matmuls()).unwrap().unwrap();
+        assert_eq!(last.facts.id, 5);
+        let y = &kept(&memo, 3).derived;
         assert!(y.split.same_as(&halves(0, 96)));
         assert!(!y.reduce);
-        let z = &memo.get(5).unwrap().derived;
         assert!(
-            z.reduce,
+            kept(&memo, 5).derived.reduce,
             "a contraction over split columns yields partial sums"
         );
     }
 
     #[test]
     fn sources_must_come_first() {
-        let mut memo = SplitMemo::new();
+        let mut memo = SplitMemo::new(2);
         let mut inputs = two_matmuls();
         let y = inputs.remove(2);
         inputs.push(y);
-        let e = memo.derive(inputs, 2, Scope::Kept).unwrap_err();
+        let e = memo.derive(inputs).unwrap_err();
         assert_eq!(e.node, 5);
         assert_eq!(e.kind, InferErrorKind::MissingSource(3));
     }
 
     #[test]
-    fn entries_answer_while_their_facts_are_unchanged() {
-        let mut memo = SplitMemo::new();
-        memo.derive(two_matmuls(), 2, Scope::Kept).unwrap();
-        let mut f = memo.get(3).unwrap().facts.clone();
+    fn answers_stand_while_the_facts_are_unchanged() {
+        let mut memo = SplitMemo::new(2);
+        memo.derive(two_matmuls()).unwrap();
+        let mut f = kept(&memo, 3).facts.clone();
         assert!(memo.current(&f).is_some());
         f.op_params[0] = 1;
         assert!(memo.current(&f).is_none());
+        memo.forget(3);
+        assert!(!memo.kept.contains_key(&3));
     }
 
     #[test]
     fn generation_moves_only_with_what_plans_depend_on() {
-        let mut memo = SplitMemo::new();
-        memo.derive(two_matmuls(), 2, Scope::Kept).unwrap();
+        let mut memo = SplitMemo::new(2);
+        memo.derive(two_matmuls()).unwrap();
         let g = memo.generation();
         // the same graph again: nothing changed
-        memo.derive(two_matmuls(), 2, Scope::Kept).unwrap();
+        memo.derive(two_matmuls()).unwrap();
         assert_eq!(memo.generation(), g);
         // another batch size: shapes are read when a plan runs
         let mut inputs = two_matmuls();
         for i in &mut inputs[1..] {
-            if i.facts.layout.ne[1] == 5 {
-                i.facts.layout.ne[1] = 7;
+            let f = facts_mut(i);
+            if f.layout.ne[1] == 5 {
+                f.layout.ne[1] = 7;
             }
         }
-        memo.derive(inputs, 2, Scope::Kept).unwrap();
+        memo.derive(inputs).unwrap();
         assert_eq!(memo.generation(), g);
-        // another split of the first weight
+        // another split of the first weight (its slices not placed yet)
         let mut inputs = two_matmuls();
-        inputs[0].placed = Some(Split::Mirrored);
-        memo.derive(inputs, 2, Scope::Kept).unwrap();
+        inputs[0] = Input::Placed {
+            facts: facts_mut(&mut inputs[0]).clone(),
+            split: Split::Mirrored,
+            in_place: false,
+        };
+        memo.derive(inputs).unwrap();
         assert!(memo.generation() > g);
     }
 
     #[test]
-    fn a_reserve_never_replaces_kept_entries() {
-        let mut memo = SplitMemo::new();
-        memo.derive(two_matmuls(), 2, Scope::Kept).unwrap();
-        let g = memo.generation();
-        memo.begin_reserve();
-        // the reserve sees the kept weights and derives its own compute tensors
-        let mut inputs = two_matmuls().split_off(1);
-        inputs.remove(2); // w2 is kept already
-        inputs[0].facts.layout.ne[1] = 9;
-        inputs[1].facts.layout.ne[1] = 9;
-        inputs[2].facts.layout.ne[1] = 9;
-        memo.derive(inputs, 2, Scope::Reserve).unwrap();
-        assert_eq!(memo.generation(), g);
-        assert_eq!(memo.get(5).unwrap().facts.layout.ne[1], 5);
+    fn placed_slices_keep_their_split() {
+        let mut memo = SplitMemo::new(2);
+        memo.derive(two_matmuls()).unwrap();
+        let w1 = kept(&memo, 1).facts.clone();
+        let e = memo
+            .derive(vec![placed(w1.clone(), Split::Mirrored)])
+            .unwrap_err();
+        assert_eq!(e.node, 1);
+        assert_eq!(
+            e.kind.to_string(),
+            "the split-state callback now answers MIRRORED for it, but its slices were placed \
+             as AXIS_1{48,48}"
+        );
+        // another shape at the same address is another tensor
+        let mut other = w1;
+        other.layout.ne[1] = 32;
+        memo.derive(vec![placed(other, Split::Mirrored)]).unwrap();
     }
 
     #[test]
-    fn foreign_memory_is_mirrored_and_empty_tensors_too() {
-        let mut memo = SplitMemo::new();
-        let a = facts(1, Op::Add, [8, 2, 1, 1], &[], Origin::Foreign);
-        let e = facts(2, Op::MulMat, [0, 2, 1, 1], &[], Origin::Op);
-        memo.derive(vec![input(a), input(e)], 2, Scope::Kept)
-            .unwrap();
-        assert_eq!(memo.get(1).unwrap().derived.split, Split::Mirrored);
-        assert_eq!(memo.get(2).unwrap().derived.split, Split::Mirrored);
+    fn a_check_keeps_nothing() {
+        let mut memo = SplitMemo::new(2);
+        memo.derive(two_matmuls()).unwrap();
+        let g = memo.generation();
+        // the reserve of another batch size reads the kept weights, derives its own tensors
+        let mut inputs = two_matmuls().split_off(1);
+        inputs.remove(2); // w2 is kept already
+        for i in &mut inputs {
+            facts_mut(i).layout.ne[1] = 9;
+        }
+        memo.check(inputs).unwrap();
+        assert_eq!(memo.generation(), g);
+        assert_eq!(kept(&memo, 5).facts.layout.ne[1], 5);
+        // and reports what cannot be split, naming the tensor
+        let mut bad = two_matmuls();
+        facts_mut(&mut bad[4]).op = Err(999);
+        let e = memo.check(bad).unwrap_err();
+        assert_eq!((e.node, e.kind), (5, InferErrorKind::UnknownOp(999)));
+    }
+
+    #[test]
+    fn given_answers_serve_one_pass() {
+        let mut memo = SplitMemo::new(2);
+        // another meta device's weight, split by rows
+        let w = facts(1, Op::None, [64, 96, 1, 1], &[], Origin::Elsewhere);
+        let x = facts(2, Op::None, [64, 5, 1, 1], &[], Origin::Compute);
+        let y = facts(3, Op::MulMat, [96, 5, 1, 1], &[1, 2], Origin::Compute);
+        let given = Input::Given {
+            facts: w,
+            derived: plain(halves(1, 96)),
+        };
+        memo.derive(vec![given, derive(x), derive(y)]).unwrap();
+        assert!(kept(&memo, 3).derived.split.same_as(&halves(0, 96)));
+        assert!(!memo.kept.contains_key(&1), "not kept");
+    }
+
+    #[test]
+    fn empty_tensors_are_mirrored() {
+        let mut memo = SplitMemo::new(2);
+        let e = facts(2, Op::MulMat, [0, 2, 1, 1], &[], Origin::Compute);
+        memo.derive(vec![derive(e)]).unwrap();
+        assert_eq!(kept(&memo, 2).derived.split, Split::Mirrored);
     }
 
     #[test]
     fn views_take_their_memorys_split_and_writes_must_match_it() {
-        let mut memo = SplitMemo::new();
+        let mut memo = SplitMemo::new(2);
         let cache = facts(1, Op::None, [64, 8, 1, 1], &[], Origin::Placed);
         // a view of the first four cache rows, split like the cache
-        let mut v = facts(2, Op::View, [64, 4, 1, 1], &[1], Origin::Op);
+        let mut v = facts(2, Op::View, [64, 4, 1, 1], &[1], Origin::Compute);
         v.layout.nb = cache.layout.nb;
         v.view = Some(ViewOf { base: 1, offs: 0 });
         // a copy of mirrored values into that view: yields mirrored into split memory
-        let x = facts(3, Op::None, [64, 4, 1, 1], &[], Origin::Op);
-        let mut cpy = facts(4, Op::Cpy, [64, 4, 1, 1], &[3, 2], Origin::Op);
+        let x = facts(3, Op::None, [64, 4, 1, 1], &[], Origin::Compute);
+        let mut cpy = facts(4, Op::Cpy, [64, 4, 1, 1], &[3, 2], Origin::Compute);
         cpy.layout.nb = cache.layout.nb;
         cpy.view = Some(ViewOf { base: 2, offs: 0 });
         let split = halves(0, 64);
-        memo.derive(
-            vec![placed(cache, split.clone()), input(v), input(x)],
-            2,
-            Scope::Kept,
-        )
-        .unwrap();
-        assert!(memo.get(2).unwrap().derived.split.same_as(&split));
-        assert_eq!(memo.get(2).unwrap().view_layouts.as_ref().unwrap().len(), 2);
-        let e = memo.derive(vec![input(cpy)], 2, Scope::Kept).unwrap_err();
+        memo.derive(vec![placed(cache, split.clone()), derive(v), derive(x)])
+            .unwrap();
+        assert!(kept(&memo, 2).derived.split.same_as(&split));
+        assert_eq!(kept(&memo, 2).view_layouts.as_ref().unwrap().len(), 2);
+        let e = memo.derive(vec![derive(cpy)]).unwrap_err();
         assert_eq!(e.node, 4);
         assert!(
             matches!(e.kind, InferErrorKind::WritesIntoView { .. }),
             "{e:?}"
         );
-    }
-
-    #[test]
-    fn unknown_ops_are_named() {
-        let mut memo = SplitMemo::new();
-        let mut f = facts(1, Op::Add, [8, 2, 1, 1], &[], Origin::Op);
-        f.op = Err(999);
-        let e = memo.derive(vec![input(f)], 2, Scope::Kept).unwrap_err();
-        assert_eq!(e.kind, InferErrorKind::UnknownOp(999));
     }
 }

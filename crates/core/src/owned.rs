@@ -14,16 +14,16 @@ use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-/// Live objects of one kind: C address → Rust value.
-/// A hasher for addresses: one multiplication spreads their bits (alignment leaves the low
-/// ones zero), where the default SipHash costs more than the rest of a lookup. Addresses come
-/// from this process's allocator, not from an adversary.
+/// A hasher for addresses, where the default SipHash costs more than the rest of a lookup
+/// (addresses come from this process's allocator, not from an adversary). A multiplication
+/// mixes the bits upwards; `finish` rotates the well-mixed high bits down, because hash tables
+/// take their bucket from the low bits, which alignment leaves zero in an address.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AddrHasher(u64);
 
 impl std::hash::Hasher for AddrHasher {
     fn finish(&self) -> u64 {
-        self.0
+        self.0.rotate_left(26)
     }
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
@@ -40,6 +40,7 @@ pub type AddrMap<V> = HashMap<usize, V, BuildHasherDefault<AddrHasher>>;
 /// A set of addresses.
 pub type AddrSet = HashSet<usize, BuildHasherDefault<AddrHasher>>;
 
+/// Live objects of one kind: C address → Rust value.
 pub struct Registry<T: ?Sized> {
     /// Whether anything was ever registered: programs that never make an object of this kind
     /// (no meta device) answer every lookup without touching the lock.
