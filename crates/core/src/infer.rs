@@ -278,16 +278,22 @@ impl SplitMemo {
                 (Store::Apart(a), true) => {
                     a.insert(id, entry);
                 }
-                (Store::Kept, true) => {
-                    if self
-                        .kept
-                        .get(&id)
-                        .is_none_or(|old| affects_plans(old, &entry))
-                    {
-                        self.generation += 1;
+                (Store::Kept, true) => match self.kept.get_mut(&id) {
+                    // the common case of a graph allocated again: nothing to replace
+                    Some(old) if old.facts == entry.facts && old.derived == entry.derived => {
+                        old.view_layouts = entry.view_layouts;
                     }
-                    self.kept.insert(id, entry);
-                }
+                    Some(old) => {
+                        if affects_plans(old, &entry) {
+                            self.generation += 1;
+                        }
+                        *old = entry;
+                    }
+                    None => {
+                        self.generation += 1;
+                        self.kept.insert(id, entry);
+                    }
+                },
             }
         }
         Ok(last.and_then(|(id, keep)| match (keep, &store) {
