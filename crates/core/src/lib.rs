@@ -20,11 +20,12 @@
 //!   output and states);
 //! * [`exchange`]: the copy/add schedule of the AllReduce and the one summation order every
 //!   AllReduce path follows;
-//! * [`ptx`]: the text of our CUDA AllReduce kernels, which add in that order.
+//! * [`ptx`]: the text of our CUDA AllReduce kernels, which add in that order, and [`launch`]:
+//!   how their launches share an AllReduce among GPUs (one-shot, two-shot);
 //! * [`names`]: a split policy by GGUF tensor name, for the plugin's tensor-parallel devices
 //!   (libllama gives them no split callback);
-//! * [`plan`]: the decisions of the meta backend's graph plan (MoE tails, sub-graph cuts,
-//!   misplaced partial sums).
+//! * [`plan`]: the decisions of the meta backend's graph plan (MoE tails, sub-graph cuts, the
+//!   nodes an AllReduce takes over, misplaced partial sums).
 //!
 //! `cargo test` in the repository root runs these tests (and the property tests in
 //! `tests/`) without ggml, CMake or a C compiler.
@@ -36,6 +37,7 @@ pub mod assign;
 pub mod chunk;
 pub mod exchange;
 pub mod infer;
+pub mod launch;
 pub mod names;
 pub mod op;
 pub mod owned;

@@ -184,6 +184,74 @@ pub fn sub_graphs(reduce_at: &[bool], zeroed: &[bool]) -> Vec<Bound> {
     bounds
 }
 
+/// Work an AllReduce can do besides the sum, taken from the nodes right after its cut (the
+/// first nodes of the next sub-graph), which then leave the per-device graphs: the residual
+/// add, and the RMS norm with its weight behind it. Indices are into the kept node list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fusion {
+    /// `kept[add]` adds the reduced node and a mirrored tensor of the same shape.
+    pub add: usize,
+    /// The source slot (0 or 1) of the mirrored operand (the residual) in the add.
+    pub residual_slot: usize,
+    /// `kept[norm]` is `rms_norm(kept[add])` (used only by the next node) and `kept[norm + 1]`
+    /// multiplies it by a mirrored weight of one row.
+    pub norm: Option<usize>,
+    /// The reduced node is read by other nodes too, so its sum is stored as well.
+    pub keeps_sum: bool,
+}
+
+impl Fusion {
+    /// The kept nodes the AllReduce computes instead of the sub-graph.
+    pub fn nodes(&self) -> std::ops::Range<usize> {
+        self.add..self.norm.map_or(self.add + 1, |k| k + 2)
+    }
+}
+
+/// What the AllReduce after `kept[cut]` can take over from the sub-graph `kept[cut + 1..end]`
+/// behind it (see [`Fusion`]). Only its first nodes qualify: memory the allocator gave them may
+/// have belonged to tensors that nodes before them in the same sub-graph still read. Types and
+/// memory layout (contiguous f32 everywhere) are the caller's to check.
+pub fn fusion<N: Nodes>(g: &N, kept: &[N::Node], cut: usize, end: usize) -> Option<Fusion> {
+    let p = *kept.get(cut)?;
+    let add = cut + 1;
+    let a = *kept.get(add).filter(|_| add < end)?;
+    let same_shape = |x: N::Node, y: N::Node| (0..4).all(|d| g.ne(x, d) == g.ne(y, d));
+    let mirrored = |x: N::Node| matches!(g.split(x), Ok(Some(Split::Mirrored)));
+    if g.op(a) != Some(Op::Add) {
+        return None;
+    }
+    let residual_slot = match (g.src(a, 0), g.src(a, 1)) {
+        (Some(x), Some(r)) if x == p && r != p => 1,
+        (Some(r), Some(x)) if x == p && r != p => 0,
+        _ => return None,
+    };
+    let r = g.src(a, residual_slot)?;
+    if !mirrored(r) || !same_shape(a, p) || !same_shape(a, r) {
+        return None;
+    }
+    let norm = (add + 2 < end)
+        .then(|| (kept[add + 1], kept[add + 2]))
+        .filter(|&(nrm, mul)| {
+            let w = g.src(mul, 1);
+            g.op(nrm) == Some(Op::RmsNorm)
+                && g.src(nrm, 0) == Some(a)
+                && g.uses(nrm) == 1
+                && g.op(mul) == Some(Op::Mul)
+                && g.src(mul, 0) == Some(nrm)
+                && same_shape(mul, a)
+                && w.is_some_and(|w| {
+                    mirrored(w) && g.ne(w, 0) == g.ne(a, 0) && (1..4).all(|d| g.ne(w, d) == 1)
+                })
+        })
+        .map(|_| add + 1);
+    Some(Fusion {
+        add,
+        residual_slot,
+        norm,
+        keeps_sum: g.uses(p) > 1,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,7 +278,7 @@ mod tests {
         );
     }
 
-    /// A mock graph: per node, op, sources, uses, split, reduce flag, ne[0..2], nb[1], offs.
+    /// A mock graph: per node, op, sources, uses, split, reduce flag, ne, nb[1], offs.
     #[derive(Clone)]
     struct N {
         op: Op,
@@ -218,7 +286,7 @@ mod tests {
         uses: i32,
         split: Option<Split>,
         reduce: bool,
-        ne: [i64; 2],
+        ne: [i64; 4],
         nb1: usize,
         offs: usize,
     }
@@ -230,7 +298,7 @@ mod tests {
             uses,
             split: Some(Split::Mirrored),
             reduce: false,
-            ne: [8, 1],
+            ne: [8, 1, 1, 1],
             nb1: 32,
             offs: 0,
         }
@@ -285,7 +353,7 @@ mod tests {
             },
             n(Op::AddId, vec![3, 1], 1),
             N {
-                ne: [8, 2],
+                ne: [8, 2, 1, 1],
                 ..n(Op::Mul, vec![4, 2], 2)
             },
         ];
@@ -328,5 +396,93 @@ mod tests {
                 partial: 1
             }))
         );
+    }
+
+    /// residual 0, weight 1 (one row), norm weight 2; matmul 3 (reduced) → add 4 → rms_norm 5
+    /// → mul 6 → matmul 7.
+    fn block() -> (G, Vec<usize>) {
+        let g = G(vec![
+            n(Op::None, vec![], 1),
+            n(Op::None, vec![], 1),
+            N {
+                ne: [8, 1, 1, 1],
+                ..n(Op::None, vec![], 1)
+            },
+            N {
+                reduce: true,
+                ..n(Op::MulMat, vec![1, 0], 1)
+            },
+            n(Op::Add, vec![3, 0], 2),
+            n(Op::RmsNorm, vec![4], 1),
+            n(Op::Mul, vec![5, 2], 1),
+            n(Op::MulMat, vec![1, 6], 1),
+        ]);
+        (g, vec![3, 4, 5, 6, 7])
+    }
+
+    #[test]
+    fn the_residual_add_and_the_norm_behind_a_cut_fuse() {
+        let (g, kept) = block();
+        let f = fusion(&g, &kept, 0, 5).expect("fuses");
+        assert_eq!(
+            f,
+            Fusion {
+                add: 1,
+                residual_slot: 1,
+                norm: Some(2),
+                keeps_sum: false
+            }
+        );
+        assert_eq!(f.nodes(), 1..4);
+        // the norm must lie inside the next sub-graph
+        let f = fusion(&g, &kept, 0, 3).expect("the add alone");
+        assert_eq!((f.norm, f.nodes()), (None, 1..2));
+        assert_eq!(fusion(&g, &kept, 0, 1), None, "nothing after the cut");
+        // operands the other way round
+        let mut g2 = block().0;
+        g2.0[4].src = vec![0, 3];
+        assert_eq!(fusion(&g2, &kept, 0, 5).map(|f| f.residual_slot), Some(0));
+        // the sum read elsewhere too
+        let mut g3 = block().0;
+        g3.0[3].uses = 2;
+        assert!(fusion(&g3, &kept, 0, 5).is_some_and(|f| f.keeps_sum));
+    }
+
+    #[test]
+    fn what_does_not_fuse() {
+        let kept = [3, 4, 5, 6, 7];
+        // a residual split over the devices
+        let mut g = block().0;
+        g.0[0].split = Some(Split::Partial);
+        assert_eq!(fusion(&g, &kept, 0, 5), None);
+        // broadcasting add
+        let mut g = block().0;
+        g.0[0].ne = [8, 2, 1, 1];
+        assert_eq!(fusion(&g, &kept, 0, 5), None);
+        // the reduced node added to itself
+        let mut g = block().0;
+        g.0[4].src = vec![3, 3];
+        assert_eq!(fusion(&g, &kept, 0, 5), None);
+        // not an add
+        let mut g = block().0;
+        g.0[4].op = Op::Mul;
+        assert_eq!(fusion(&g, &kept, 0, 5), None);
+        // the add is not the first node of the next sub-graph
+        let (g, _) = block();
+        assert_eq!(fusion(&g, &[3, 7, 4, 5, 6], 0, 5), None);
+        // a norm whose result is read elsewhere, or a weight of more than one row, or another
+        // norm, keep the norm in the graph
+        let mut g = block().0;
+        g.0[5].uses = 2;
+        assert_eq!(fusion(&g, &kept, 0, 5).map(|f| f.norm), Some(None));
+        let mut g = block().0;
+        g.0[2].ne = [8, 2, 1, 1];
+        assert_eq!(fusion(&g, &kept, 0, 5).map(|f| f.norm), Some(None));
+        let mut g = block().0;
+        g.0[5].op = Op::Norm;
+        assert_eq!(fusion(&g, &kept, 0, 5).map(|f| f.norm), Some(None));
+        let mut g = block().0;
+        g.0[2].split = Some(Split::Partial);
+        assert_eq!(fusion(&g, &kept, 0, 5).map(|f| f.norm), Some(None));
     }
 }
