@@ -7,6 +7,7 @@
 # `system:` lines (llama_print_system_info: the features of the CPU backend that was loaded,
 # i.e. which variant) must be equal too. EXPECT_A / EXPECT_B: a regular expression side A / B's
 # output (stdout and stderr) must match; REJECT_A / REJECT_B: one it must not match.
+# ENV_A / ENV_B: `VAR=value` items set for that side's run only.
 
 foreach(var DRIVER_A ARGS_A COMPARE TOL WORK_DIR)
     if(NOT DEFINED ${var})
@@ -27,9 +28,19 @@ foreach(side A B)
     if(DEFINED CWD_${side})
         set(cwd WORKING_DIRECTORY "${CWD_${side}}")
     endif()
+    set(side_env "")
+    foreach(item IN LISTS ENV_${side})
+        string(REGEX REPLACE "=.*" "" var "${item}")
+        string(REGEX REPLACE "^[^=]*=" "" value "${item}")
+        set(ENV{${var}} "${value}")
+        list(APPEND side_env ${var})
+    endforeach()
     execute_process(COMMAND "${DRIVER_${side}}" ${ARGS_${side}} --logits-out "${WORK_DIR}/${side}.bin"
         ${cwd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-    message("--- ${side}: ${DRIVER_${side}} ${ARGS_${side}}\n${out}${err}")
+    foreach(var IN LISTS side_env)
+        unset(ENV{${var}})
+    endforeach()
+    message("--- ${side}: ${ENV_${side}} ${DRIVER_${side}} ${ARGS_${side}}\n${out}${err}")
     if(NOT rc EQUAL 0)
         message(FATAL_ERROR "driver ${side} failed (${rc})")
     endif()

@@ -11,6 +11,9 @@
 #   meta/e2e/tiny-gqa-f32/tgpu2_no_fa_runs_attention_on_cpu  the scheduler puts attention on the CPU
 #   meta/threads/*, meta/long/*           two contexts at once; 10 000 tokens (llama_threads.cpp)
 #   differential/llama/qwen35-f32/cpu     Qwen3.5 on one CPU, this build vs upstream's
+#   meta/fusion/<model>/cpu2_host_vs_copies  the host AllReduce taking over the nodes behind its
+#                                         cuts gives the copies path's bits (those nodes in the
+#                                         graph), and its plan says which cuts took them
 
 if(CMAKE_SCRIPT_MODE_FILE)
     # cmake -DEXES=<exe;exe> -DARGS=<a;b> -DEXPECT=<regex> -P meta_e2e.cmake
@@ -262,3 +265,25 @@ if(TARGET ggml_ref::llama)
 endif()
 ctests_use_model(tiny-gqa-f32 ${threads_tests})
 
+# The AllReduce's epilogue (src/meta/host.rs): run B (the host path, its plans logged) must take
+# over the residual add and the RMS norm behind a cut and give run A's bits (the copies path,
+# which leaves those nodes in the sub-graphs). The models: plain, MoE, Q/K norms; and parallel
+# attention and FFN blocks with a layer norm (Cohere 2), where only the add is taken over.
+foreach(item tiny-gqa-f32:rms tiny-moe-f32:rms qwen3-f32:rms cohere2-f32:add)
+    string(REPLACE ":" ";" item "${item}")
+    list(GET item 0 model)
+    list(GET item 1 takes)
+    set(expect "Host [+] add, rms_norm, mul")
+    if(takes STREQUAL "add")
+        set(expect "Host [+] add\n")
+    endif()
+    set(args --model "${model_dir}/${model}.gguf" ${meta_common} --split-mode tensor --devices CPU,CPU)
+    set(test meta/fusion/${model}/cpu2_host_vs_copies)
+    add_test(NAME ${test} COMMAND "${CMAKE_COMMAND}"
+        -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "ARGS_A=${args}" -D "ARGS_B=${args};--verbose"
+        -D "ENV_A=GGML_META_ALLREDUCE=copies" -D "ENV_B=GGML_META_DEBUG=1"
+        -D "EXPECT_B=AllReduce +[0-9]+ of '[^']+' .[0-9]+ bytes.: ${expect}"
+        -D "COMPARE=$<TARGET_FILE:compare_logits>" -D "TOL=0"
+        -D "WORK_DIR=${model_dir}/meta-fusion-${model}" -P "${run}")
+    ctests_use_model(${model} ${test})
+endforeach()

@@ -388,7 +388,7 @@ pub fn buffer_copy(src: Tensor, dst: Tensor) -> bool {
     data_buffer(dst, F).cpy_tensor(src, dst)
 }
 
-fn is_host(t: Tensor) -> bool {
+pub(crate) fn is_host(t: Tensor) -> bool {
     t.data_buffer()
         .map(|b| b.buft_handle().is_host())
         .unwrap_or(false)

@@ -1,7 +1,7 @@
 //! The meta backend's AllReduce: after a cut, every device holds a partial sum of the same
 //! tensor; afterwards every device holds the total, with the same bits everywhere.
 //!
-//! Four paths, chosen per cut when a graph plan is built ([`Reducer::choose`]):
+//! Five paths, chosen per cut when a graph plan is built ([`Reducer::choose`]):
 //! * **backend**: the simple backends' own AllReduce, as the ggml version offers it
 //!   ([`BackendAllReduce`]: 0.9.11's `ggml_backend_allreduce_tensor`, 0.26's communicator,
 //!   `ggml_backend_comm_*`; CUDA's use NCCL or, on 0.26, its internal kernel); where it declines
@@ -10,15 +10,21 @@
 //! * **own**: our CUDA kernels ([`super::cuda`]), for contiguous f32 tensors on CUDA devices;
 //!   preferred up to the version's `OWN_KERNEL_BEFORE_BACKEND_UP_TO` (0.9.11: decode sizes,
 //!   where NCCL's latency dominates; 0.26: always, its communicator rounds through BF16);
+//! * **host**: devices whose memory the host reads and writes (CPU backends), up to
+//!   [`host::HOST_MAX`] bytes per partial: the host sums after the sub-graphs ([`host`]);
 //! * **copies**: any backend — asynchronous copies between devices and in-place adds, staged as
 //!   [`exchange::schedule`] says (butterfly for powers of two, gather-and-add otherwise);
 //! * **direct** (forced only, until measured on GPUs): sub-graphs write their partials into
 //!   plan-owned slots and every device adds all of them, read in place, into its own target
 //!   ([`DirectPlan`]); for devices that compute on each other's memory.
 //!
-//! `GGML_META_ALLREDUCE=backend|comm|own|copies|direct` forces a path (for measurement; `comm`
-//! is another name for `backend`; an unavailable path falls back to copies).
+//! `GGML_META_ALLREDUCE=backend|comm|own|host|copies|direct` forces a path (for measurement;
+//! `comm` is another name for `backend`; an unavailable path falls back to copies).
 //! `GGML_META_NO_BACKEND_ALLREDUCE=1` (older switch) means: not the backend's.
+//!
+//! The own and host paths can also compute the nodes right behind a cut ([`Epilogue`]: the
+//! residual add, then the RMS norm times its weight), which then leave the next sub-graph;
+//! `GGML_META_FUSE=0` keeps them in the graph.
 //!
 //! Nothing is allocated per AllReduce: the copies path's scratch memory, tensor headers and
 //! one-node add graphs belong to the graph plan and are reused by every run of it (stable
@@ -41,6 +47,7 @@ use std::sync::Mutex;
 use super::arena::GraphArena;
 use super::cuda::CudaAllReduce;
 use super::exchange::{self, Loc};
+use super::host;
 use crate::abi::*;
 use crate::log::{abort, ggml_assert, log_info};
 use crate::version::BackendAllReduce;
@@ -50,6 +57,7 @@ use ggml_backend_rs_core::Op;
 pub enum Path {
     Backend,
     Own,
+    Host,
     Copies,
     Direct,
 }
@@ -59,6 +67,7 @@ impl Path {
         match s {
             "backend" | "comm" => Some(Path::Backend),
             "own" => Some(Path::Own),
+            "host" => Some(Path::Host),
             "copies" => Some(Path::Copies),
             "direct" => Some(Path::Direct),
             _ => None,
@@ -77,6 +86,9 @@ pub struct Reducer {
     /// One event per simple device ("received"), when every device has events.
     events: Option<Vec<Event>>,
     devices: Vec<Device>,
+    /// Whether a cut's AllReduce may take over the nodes behind it ([`Epilogue`];
+    /// `GGML_META_FUSE=0` turns it off, for measurement).
+    fuse: bool,
 }
 
 // SAFETY: function pointers and handles of objects shared with C; plans use them under the
@@ -93,7 +105,7 @@ impl Reducer {
         let mut forced = env.as_deref().and_then(Path::parse);
         if let (Some(v), None) = (&env, forced) {
             log_info!(
-                "meta backend: GGML_META_ALLREDUCE={v} is not backend|own|copies|direct; ignored"
+                "meta backend: GGML_META_ALLREDUCE={v} is not backend|own|host|copies|direct; ignored"
             );
         }
         let no_backend = std::env::var("GGML_META_NO_BACKEND_ALLREDUCE").is_ok_and(|v| v != "0");
@@ -165,7 +177,9 @@ impl Reducer {
             }
             None
         };
+        let fuse = std::env::var("GGML_META_FUSE").map_or(true, |v| v != "0");
         Reducer {
+            fuse,
             has_backend: backend.is_some(),
             backend: Mutex::new(backend),
             cuda,
@@ -185,15 +199,18 @@ impl Reducer {
         if direct_ok {
             return Path::Direct;
         }
-        self.choose_besides_direct(targets[0])
+        self.choose_besides_direct(targets)
     }
 
-    /// The path for a cut like `t` when the direct path is not an option.
-    pub fn choose_besides_direct(&self, t: Tensor) -> Path {
+    /// The path for a cut with these targets when the direct path is not an option.
+    pub fn choose_besides_direct(&self, targets: &[Tensor]) -> Path {
+        let t = targets[0];
         let own_ok = self.cuda.is_some() && CudaAllReduce::supports(t);
+        let host_ok = t.nbytes() <= host::HOST_MAX && targets.iter().all(|&t| host::supports(t));
         let backend_ok = self.has_backend;
         match self.forced {
             Some(Path::Own | Path::Direct) if own_ok => Path::Own,
+            Some(Path::Host) if host_ok => Path::Host,
             Some(Path::Backend) => Path::Backend,
             Some(_) => Path::Copies,
             None if own_ok
@@ -203,6 +220,7 @@ impl Reducer {
             {
                 Path::Own
             }
+            None if host_ok => Path::Host,
             None if backend_ok => Path::Backend,
             None => Path::Copies,
         }
@@ -257,10 +275,59 @@ fn direct_reads_ok(devices: &[Device], cuda_peer_access: bool) -> bool {
     })
 }
 
+/// What a cut's AllReduce computes besides the sum, in place of the nodes right after the cut
+/// (`plan::Fusion`), per device. Only our CUDA kernel runs it; on other paths the nodes stay
+/// in the sub-graphs.
+pub struct Epilogue {
+    /// The residual added to the sum: each device's copy of the mirrored operand.
+    pub residual: Vec<Tensor>,
+    /// Where `residual + sum` goes: the add node's tensors.
+    pub add_out: Vec<Tensor>,
+    pub norm: Option<NormEpilogue>,
+    /// The targets keep the sum too (other nodes read it).
+    pub keeps_sum: bool,
+}
+
+/// `rms_norm(residual + sum) * weight`, per device.
+pub struct NormEpilogue {
+    /// One row of `ncols` values on each device.
+    pub weight: Vec<Tensor>,
+    /// The multiplication's tensors.
+    pub out: Vec<Tensor>,
+    pub eps: f32,
+}
+
+impl Epilogue {
+    /// Every tensor the epilogue reads or writes.
+    fn tensors(&self) -> impl Iterator<Item = Tensor> + '_ {
+        let norm = self.norm.iter().flat_map(|m| m.weight.iter().chain(&m.out));
+        self.residual
+            .iter()
+            .chain(&self.add_out)
+            .chain(norm)
+            .copied()
+    }
+
+    /// Whether the tensors still have the shapes the fusion was decided for (plans outlive
+    /// shape changes): every operand as many elements as the sum, rows of the weight's length.
+    fn fits(&self, sum: Tensor) -> bool {
+        let n = sum.nelements();
+        let same = |ts: &[Tensor]| ts.iter().all(|t| t.nelements() == n);
+        same(&self.residual)
+            && same(&self.add_out)
+            && self.norm.as_ref().is_none_or(|m| {
+                let cols = m.weight[0].nelements();
+                same(&m.out) && cols > 0 && n % cols == 0
+            })
+    }
+}
+
 /// One cut's AllReduce, as the plan runs it.
 pub struct Reduction {
     pub targets: Vec<Tensor>,
     pub path: Path,
+    /// The nodes behind the cut that the AllReduce computes (on the own path only).
+    pub epilogue: Option<Epilogue>,
     /// The backend AllReduce declined this cut once: the plan does not ask again.
     declined: bool,
     /// Index into [`CopyPlan::cuts`] (for the copies path, and as the backend's fallback).
@@ -306,11 +373,16 @@ pub struct Planned {
     direct: Option<DirectPlan>,
 }
 
-/// Builds the reductions of a plan: `cuts[c]` are the per-device targets of cut `c`.
-pub fn plan(r: &Reducer, backends: &[Backend], cuts: Vec<Vec<Tensor>>) -> Planned {
+/// Builds the reductions of a plan: `cuts[c]` are the per-device targets of cut `c` and what
+/// its AllReduce could take over; [`Planned::fused`] says where it does.
+pub fn plan(
+    r: &Reducer,
+    backends: &[Backend],
+    cuts: Vec<(Vec<Tensor>, Option<Epilogue>)>,
+) -> Planned {
     let mut reductions: Vec<Reduction> = cuts
         .into_iter()
-        .map(|targets| {
+        .map(|(targets, epilogue)| {
             let t0 = targets[0];
             ggml_assert!(
                 targets
@@ -319,8 +391,18 @@ pub fn plan(r: &Reducer, backends: &[Backend], cuts: Vec<Vec<Tensor>>) -> Planne
                 "meta backend: AllReduce of '{}' needs contiguous tensors of one layout",
                 t0.name_string()
             );
+            let path = r.choose(&targets);
+            let epilogue = epilogue.filter(|e| {
+                r.fuse
+                    && match path {
+                        Path::Own => true,
+                        Path::Host => e.tensors().all(host::supports),
+                        _ => false,
+                    }
+            });
             Reduction {
-                path: r.choose(&targets),
+                path,
+                epilogue,
                 declined: false,
                 targets,
                 copies: None,
@@ -335,7 +417,7 @@ pub fn plan(r: &Reducer, backends: &[Backend], cuts: Vec<Vec<Tensor>>) -> Planne
         .collect();
     for red in reductions.iter_mut().filter(|x| x.path == Path::Direct) {
         if direct.len() < 2 || red.targets[0].nbytes() == 0 {
-            red.path = r.choose_besides_direct(red.targets[0]);
+            red.path = r.choose_besides_direct(&red.targets);
         }
     }
     let copies = plan_copies(backends, &mut reductions);
@@ -734,6 +816,11 @@ impl Planned {
         Some(self.direct.as_ref()?.cuts[d].partials[dev])
     }
 
+    /// Whether cut `cut`'s AllReduce computes the nodes behind it (they leave the sub-graph).
+    pub fn fused(&self, cut: usize) -> bool {
+        self.reductions[cut].epilogue.is_some()
+    }
+
     /// Whether the plan owns device memory (scratch) that queued work may use.
     pub fn owns_device_memory(&self) -> bool {
         self.copies.is_some() || self.direct.is_some()
@@ -748,7 +835,7 @@ impl Planned {
             match r.path {
                 Path::Copies | Path::Backend => empty || r.copies.is_some(),
                 Path::Direct => !empty && r.direct.is_some(),
-                Path::Own => true,
+                Path::Own | Path::Host => r.epilogue.as_ref().is_none_or(|e| e.fits(r.targets[0])),
             }
         });
         if !still_planned {
@@ -780,14 +867,19 @@ impl Planned {
         warned: &mut bool,
     ) -> ggml_status {
         let red = &mut self.reductions[cut];
-        // (a direct cut is never empty here: `fits` rebuilds the plan first)
+        // (a direct cut is never empty here: `fits` rebuilds the plan first; an empty cut
+        // with an epilogue has empty results too)
         if red.targets[0].nbytes() == 0 || backends.len() < 2 {
             return GGML_STATUS_SUCCESS;
         }
         match red.path {
             Path::Own => {
                 let cuda = r.cuda.as_ref().expect("chosen only with CUDA");
-                cuda.run(backends, &red.targets);
+                cuda.run(backends, &red.targets, red.epilogue.as_ref());
+                return GGML_STATUS_SUCCESS;
+            }
+            Path::Host => {
+                host::reduce(backends, &red.targets, red.epilogue.as_ref());
                 return GGML_STATUS_SUCCESS;
             }
             Path::Direct => {
@@ -831,7 +923,7 @@ impl Planned {
                     .as_ref()
                     .filter(|_| CudaAllReduce::supports(red.targets[0]))
                 {
-                    cuda.run(backends, &red.targets);
+                    cuda.run(backends, &red.targets, None);
                     return GGML_STATUS_SUCCESS;
                 }
             }

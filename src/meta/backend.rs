@@ -15,7 +15,7 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::allreduce::{self, Planned, Reducer, RunAll};
+use super::allreduce::{self, Epilogue, NormEpilogue, Planned, Reducer, RunAll};
 use super::arena::GraphArena;
 use super::buffer;
 use super::device::MetaDevice;
@@ -586,14 +586,32 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         .map(|b| (b.start, b.end, b.reduce))
         .collect();
     // The AllReduces first: the direct path moves each cut's partial sums out of the graph's
-    // memory (`Planned::output`), which the sub-graphs must then write.
+    // memory (`Planned::output`), which the sub-graphs must then write, and an AllReduce that
+    // takes over the nodes behind its cut takes them out of the next sub-graph.
     // (over one device there are no cuts: see the loop above)
-    let cuts: Vec<Vec<Tensor>> = bounds
-        .iter()
-        .filter(|&&(_, _, r)| r)
-        .map(|&(_, b, _)| kept[b - 1].1.clone())
-        .collect();
+    let kept_nodes: Vec<Tensor> = kept.iter().map(|(t, _)| *t).collect();
+    let view = NodeView { uses: &uses };
+    let mut fusions = Vec::new();
+    let mut cuts = Vec::new();
+    for (i, &(_, b, r)) in bounds.iter().enumerate() {
+        if !r {
+            continue;
+        }
+        let next_end = bounds.get(i + 1).map_or(b, |nb| nb.1);
+        let fused = plan::fusion(&view, &kept_nodes, b - 1, next_end)
+            .and_then(|f| epilogue(&kept, b - 1, f));
+        let (f, e) = fused.map_or((None, None), |(f, e)| (Some(f), Some(e)));
+        fusions.push(f);
+        cuts.push((kept[b - 1].1.clone(), e));
+    }
     let planned = allreduce::plan(&m.reducer, &m.simple, cuts);
+    // the kept nodes that an AllReduce computes instead of a sub-graph
+    let mut taken = vec![false; kept.len()];
+    for (c, f) in fusions.iter().enumerate() {
+        if let Some(f) = f.filter(|_| planned.fused(c)) {
+            taken[f.nodes()].iter_mut().for_each(|x| *x = true);
+        }
+    }
     let max_len = bounds.iter().map(|b| b.1 - b.0).max().unwrap_or(0);
     let arena = GraphArena::new(bounds.len() * n, max_len);
     let mut subgraphs = Vec::with_capacity(bounds.len());
@@ -613,7 +631,7 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         for j in 0..n {
             let graph = arena.graph(b - a);
             for (k, (t, _)) in kept.iter().enumerate().take(b).skip(a) {
-                if !zeroed[k].contains(&j) {
+                if !zeroed[k].contains(&j) && !taken[k] {
                     graph.push_node(out(k, j));
                     graph.note_use_count(out(k, j), uses_of(&uses, *t));
                 }
@@ -636,8 +654,13 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
     }
     if debug_enabled() {
         for (c, r) in planned.reductions.iter().enumerate() {
+            let takes = match &r.epilogue {
+                Some(e) if e.norm.is_some() => " + add, rms_norm, mul",
+                Some(_) => " + add",
+                None => "",
+            };
             log_info!(
-                "meta plan: AllReduce {c:3} of '{}' ({} bytes): {:?}",
+                "meta plan: AllReduce {c:3} of '{}' ({} bytes): {:?}{takes}",
                 r.targets[0].name_string(),
                 r.targets[0].nbytes(),
                 r.path
@@ -652,6 +675,46 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         zeros: vec![0; zero_bytes],
         _arena: arena,
     })
+}
+
+/// The per-device tensors of fusion `f` behind the cut after `kept[cut]`, when our kernel can
+/// compute them (contiguous f32 everywhere); the norm is left to the graph when only it cannot.
+fn epilogue(
+    kept: &[(Tensor, Vec<Tensor>)],
+    cut: usize,
+    mut f: plan::Fusion,
+) -> Option<(plan::Fusion, Epilogue)> {
+    use super::cuda::CudaAllReduce;
+    let per_device = |t: Tensor| {
+        let held = buffer::holding(t)?;
+        slices::simple_tensors(&held, t)
+    };
+    let ok = |ts: &[Tensor]| ts.iter().all(|&t| CudaAllReduce::supports(t));
+    let (add, add_out) = &kept[f.add];
+    let residual = per_device(add.src(f.residual_slot)?)?;
+    if !ok(&kept[cut].1) || !ok(add_out) || !ok(&residual) {
+        return None;
+    }
+    let norm = f.norm.and_then(|k| {
+        let (rms, _) = &kept[k];
+        let (mul, out) = &kept[k + 1];
+        let weight = per_device(mul.src(1)?)?;
+        (ok(&weight) && ok(out)).then(|| NormEpilogue {
+            weight,
+            out: out.clone(),
+            eps: f32::from_bits(rms.op_params()[0] as u32),
+        })
+    });
+    if norm.is_none() {
+        f.norm = None;
+    }
+    let e = Epilogue {
+        residual,
+        add_out: add_out.clone(),
+        norm,
+        keeps_sum: f.keeps_sum,
+    };
+    Some((f, e))
 }
 
 /// `GGML_META_DEBUG`: every kept node of a plan, its split and whether the graph is cut after it.

@@ -1,18 +1,27 @@
 //! The meta backend's own CUDA AllReduce: one small kernel per GPU that reads every device's
-//! partial sum directly (peer access; trivially on one GPU) and writes the total back to all
-//! of them, ordered against the CUDA backends' streams with events — no host waits, no NCCL,
+//! partial sum directly (peer access; trivially on one GPU) and writes the total to the
+//! devices, ordered against the CUDA backends' streams with events — no host waits, no NCCL,
 //! no scratch memory.
+//!
+//! The kernel can also compute the nodes right behind the cut (an [`Epilogue`], decided by
+//! `core::plan::fusion`): the residual add (`x = r + sum`), and after it the RMS norm times its
+//! weight (`z = rms_norm(x) * w`), which then leave the next sub-graph. That removes one or
+//! two kernels per cut from every device's critical path, where the CUDA backend of a single
+//! device fuses the residual add into the matmul before it.
 //!
 //! The CUDA driver is loaded at run time (cudarc's dynamic loading), so the crate builds and
 //! runs where there is no CUDA; [`CudaAllReduce::new`] declines when the driver or the devices
-//! are not there. The kernel is PTX generated here for the device count ([`ptx`]) and compiled
-//! by the driver when the meta backend starts.
+//! are not there. The kernels are PTX generated here for the device count ([`ptx`]) and
+//! compiled by the driver when the meta backend starts. How the GPUs share the work is
+//! `core::launch`'s: two-shot (each GPU a share, written to every device), or one-shot (each GPU
+//! everything, written to its own devices) for tensors up to `GGML_META_ONE_SHOT_MAX` bytes
+//! (256 KiB) where no result overwrites a partial sum that other GPUs still read.
 //!
 //! Ordering, per AllReduce over backends `b_0 .. b_{n-1}` (one per simple device):
 //! 1. on every `b_k`, a ggml event `ready_k` is recorded after its queued work (the sub-graph
 //!    that produced the partial);
 //! 2. on our stream of each launching GPU `j`: wait for every `ready_k`, launch the kernel for
-//!    its share of the elements, record `done_j`;
+//!    its units, record `done_j`;
 //! 3. every `b_k` waits for every `done_j` before its next work.
 //!
 //! The kernel reads all partials of an element before writing its sum anywhere, and every
@@ -35,9 +44,11 @@ use std::ptr;
 
 use cudarc::driver::sys;
 
+use super::allreduce::Epilogue;
 use crate::abi::*;
 use crate::log::{abort, log_info};
-use ggml_backend_rs_core::ptx::{kernel_name, ptx};
+use ggml_backend_rs_core::launch::{self, Shot};
+use ggml_backend_rs_core::ptx::{self, kernel_name, Epilogue as Kernel, Param};
 
 /// Elements per thread block.
 const BLOCK: u32 = 256;
@@ -45,13 +56,23 @@ const BLOCK: u32 = 256;
 const MAX_DEVICES: usize = GGML_BACKEND_META_MAX_DEVICES;
 /// Most blocks per launch: enough to fill an H200 (132 SMs) several times over.
 const MAX_BLOCKS: u32 = 1024;
+/// Most kernel parameters: partials, three output sets, residual, weight, eps, ncols, range.
+const MAX_PARAMS: usize = 4 * MAX_DEVICES + 6;
+/// The kernels of a module, in [`Launcher::kernels`] order.
+const KERNELS: [Kernel; 3] = [Kernel::Sum, Kernel::Add, Kernel::AddRmsNormMul];
+/// Bytes per partial up to which every GPU sums everything and writes its own devices
+/// (one-shot) rather than a share for all devices (two-shot); `GGML_META_ONE_SHOT_MAX`
+/// overrides it. A first guess for NVLink, where small messages are latency-bound; with one
+/// GPU there is a single launch either way.
+const ONE_SHOT_MAX: usize = 256 << 10;
 
-/// One GPU that launches kernels: its context, our stream, the kernel and the `done` event.
+/// One GPU that launches kernels: its context, our stream, the kernels and the `done` event.
 struct Launcher {
     ctx: sys::CUcontext,
     stream: sys::CUstream,
     module: sys::CUmodule,
-    kernel: sys::CUfunction,
+    /// One entry per [`KERNELS`] item.
+    kernels: [sys::CUfunction; 3],
     /// A ggml event around our `done` CUevent, so the CUDA backends can wait for it through
     /// their own `event_wait`.
     done: Box<ggml_backend_event>,
@@ -65,6 +86,10 @@ pub struct CudaAllReduce {
     ctxs: Vec<(i32, sys::CUdevice, sys::CUcontext)>,
     /// One launcher per distinct GPU (one for `CUDA0,CUDA0`).
     launchers: Vec<Launcher>,
+    /// Per simple device: the index of its GPU's launcher.
+    gpu_of: Vec<usize>,
+    /// See [`ONE_SHOT_MAX`].
+    one_shot_max: usize,
 }
 
 // SAFETY: the handles are driver objects usable from any thread; the meta backend calls
@@ -156,11 +181,17 @@ impl CudaAllReduce {
         }
         // SAFETY: cuInit may be called any number of times.
         check(unsafe { sys::cuInit(0) }, "cuInit")?;
+        let one_shot_max = std::env::var("GGML_META_ONE_SHOT_MAX")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(ONE_SHOT_MAX);
         let mut this = CudaAllReduce {
             ready: Vec::with_capacity(n),
             ready_devices: devices.to_vec(),
             ctxs: Vec::new(),
             launchers: Vec::new(),
+            gpu_of: Vec::with_capacity(n),
+            one_shot_max,
         };
         for &o in &ordinals {
             if this.ctxs.iter().any(|&(x, _, _)| x == o) {
@@ -177,6 +208,10 @@ impl CudaAllReduce {
             )?;
             this.ctxs.push((o, dev, ctx));
         }
+        this.gpu_of = ordinals
+            .iter()
+            .map(|&o| this.ctxs.iter().position(|&(x, _, _)| x == o).unwrap_or(0))
+            .collect();
         // Peer access between every pair of distinct GPUs (the CUDA backend enables it too).
         for &(a, dev_a, ctx_a) in &this.ctxs {
             let _cur = CurrentCtx::enter(ctx_a)?;
@@ -206,8 +241,11 @@ impl CudaAllReduce {
                 .ok_or_else(|| format!("{} has no events", d.name_string()))?;
             this.ready.push(e);
         }
-        let code = CString::new(ptx(n)).map_err(|e| e.to_string())?;
-        let name = CString::new(kernel_name(n)).map_err(|e| e.to_string())?;
+        let code = CString::new(ptx::ptx(n)).map_err(|e| e.to_string())?;
+        let names = KERNELS
+            .iter()
+            .map(|&k| CString::new(kernel_name(n, k)).map_err(|e| e.to_string()))
+            .collect::<Result<Vec<_>, _>>()?;
         for (i, &(o, _, ctx)) in this.ctxs.iter().enumerate() {
             let _cur = CurrentCtx::enter(ctx)?;
             let mut module = ptr::null_mut();
@@ -220,7 +258,7 @@ impl CudaAllReduce {
                 ctx,
                 stream: ptr::null_mut(),
                 module,
-                kernel: ptr::null_mut(),
+                kernels: [ptr::null_mut(); 3],
                 done: Box::new(ggml_backend_event {
                     device: devices[ordinals.iter().position(|&x| x == o).unwrap_or(i)].as_ptr(),
                     context: ptr::null_mut(),
@@ -228,31 +266,37 @@ impl CudaAllReduce {
             };
             // SAFETY: out-pointers to fields of `launcher`, which Drop releases when set.
             let r = unsafe {
-                check(
-                    sys::cuModuleGetFunction(&mut launcher.kernel, module, name.as_ptr()),
-                    "cuModuleGetFunction",
-                )
-                .and_then(|_| {
-                    check(
-                        sys::cuStreamCreate(
-                            &mut launcher.stream,
-                            sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
-                        ),
-                        "cuStreamCreate",
-                    )
-                })
-                .and_then(|_| {
-                    let mut ev = ptr::null_mut();
-                    let r = check(
-                        sys::cuEventCreate(
-                            &mut ev,
-                            sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32,
-                        ),
-                        "cuEventCreate",
-                    );
-                    launcher.done.context = ev as *mut c_void;
-                    r
-                })
+                launcher
+                    .kernels
+                    .iter_mut()
+                    .zip(&names)
+                    .try_for_each(|(k, name)| {
+                        check(
+                            sys::cuModuleGetFunction(k, module, name.as_ptr()),
+                            "cuModuleGetFunction",
+                        )
+                    })
+                    .and_then(|_| {
+                        check(
+                            sys::cuStreamCreate(
+                                &mut launcher.stream,
+                                sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+                            ),
+                            "cuStreamCreate",
+                        )
+                    })
+                    .and_then(|_| {
+                        let mut ev = ptr::null_mut();
+                        let r = check(
+                            sys::cuEventCreate(
+                                &mut ev,
+                                sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32,
+                            ),
+                            "cuEventCreate",
+                        );
+                        launcher.done.context = ev as *mut c_void;
+                        r
+                    })
             };
             this.launchers.push(launcher);
             r?;
@@ -275,9 +319,10 @@ impl CudaAllReduce {
     }
 
     /// Enqueues the AllReduce of `targets` (one per backend, same layout, supported type)
-    /// after the work queued on `backends`, and makes their later work wait for it.
-    pub fn run(&self, backends: &[Backend], targets: &[Tensor]) {
-        if let Err(e) = self.enqueue(backends, targets) {
+    /// after the work queued on `backends`, and makes their later work wait for it. With an
+    /// epilogue the kernel also computes the nodes behind the cut (see [`Epilogue`]).
+    pub fn run(&self, backends: &[Backend], targets: &[Tensor], epilogue: Option<&Epilogue>) {
+        if let Err(e) = self.enqueue(backends, targets, epilogue) {
             abort(
                 file!(),
                 line!(),
@@ -286,22 +331,38 @@ impl CudaAllReduce {
         }
     }
 
-    fn enqueue(&self, backends: &[Backend], targets: &[Tensor]) -> Result<(), String> {
-        let n = targets.len();
+    fn enqueue(
+        &self,
+        backends: &[Backend],
+        targets: &[Tensor],
+        epi: Option<&Epilogue>,
+    ) -> Result<(), String> {
+        let norm = epi.and_then(|e| e.norm.as_ref());
+        let kind = match (epi, norm) {
+            (None, _) => Kernel::Sum,
+            (Some(_), None) => Kernel::Add,
+            (Some(_), Some(_)) => Kernel::AddRmsNormMul,
+        };
+        let k_index = KERNELS.iter().position(|&k| k == kind).unwrap_or(0);
         let len = targets[0].nelements() as u64;
+        let ncols = norm.map_or(1, |m| m.weight[0].nelements() as u64).max(1);
+        let units = len / ncols;
+        let shot = if self.launchers.len() > 1 && one_shot_safe(targets, epi) {
+            Shot::for_size(targets[0].nbytes(), self.one_shot_max)
+        } else {
+            Shot::Two
+        };
+        let params = ptx::params(targets.len(), kind);
         for (b, &e) in backends.iter().zip(&self.ready) {
             b.event_record(e);
         }
-        // kernel parameters: the n partials' addresses, then begin and end
-        let mut params = [0u64; MAX_DEVICES + 2];
-        for (p, t) in params.iter_mut().zip(targets) {
-            *p = t.data() as u64;
-        }
-        let n_launch = self.launchers.len() as u64;
+        let data = |t: &Tensor| t.data() as u64;
         let cur = CurrentCtx::enter(self.launchers[0].ctx)?;
-        for (i, l) in self.launchers.iter().enumerate() {
-            let begin = len * i as u64 / n_launch;
-            let end = len * (i as u64 + 1) / n_launch;
+        for (i, run) in launch::launches(&self.gpu_of, units, shot)
+            .iter()
+            .enumerate()
+        {
+            let l = &self.launchers[run.gpu];
             if i > 0 {
                 cur.switch(l.ctx)?;
             }
@@ -312,27 +373,63 @@ impl CudaAllReduce {
                     "cuStreamWaitEvent",
                 )?;
             }
-            if end > begin {
-                params[n] = begin;
-                params[n + 1] = end;
-                let mut args = [ptr::null_mut::<c_void>(); MAX_DEVICES + 2];
-                for (a, p) in args.iter_mut().zip(params.iter_mut()) {
-                    *a = p as *mut u64 as *mut c_void;
+            if run.end > run.begin {
+                // output slot `s` of this launch is device `run.writes[s]` (a local one first:
+                // the kernel reads its own results back from slot 0); inputs come from the
+                // first written device's copies
+                let out = |ts: &[Tensor], s: usize| run.writes.get(s).map_or(0, |&k| data(&ts[k]));
+                let home = run.writes[0];
+                let mut vals = [0u64; MAX_PARAMS];
+                let mut eps = 0f32;
+                for (v, p) in vals.iter_mut().zip(&params) {
+                    *v = match *p {
+                        Param::Partial(k) => data(&targets[k]),
+                        Param::SumOut(s) if epi.is_none_or(|e| e.keeps_sum) => out(targets, s),
+                        Param::SumOut(_) => 0,
+                        Param::Residual => epi.map_or(0, |e| data(&e.residual[home])),
+                        Param::AddOut(s) => epi.map_or(0, |e| out(&e.add_out, s)),
+                        Param::Weight => norm.map_or(0, |m| data(&m.weight[home])),
+                        Param::NormOut(s) => norm.map_or(0, |m| out(&m.out, s)),
+                        Param::Eps => {
+                            eps = norm.map_or(0.0, |m| m.eps);
+                            0
+                        }
+                        Param::Ncols => ncols,
+                        Param::First => run.begin,
+                        Param::Limit => run.end,
+                    };
                 }
-                let blocks = (end - begin)
-                    .div_ceil(BLOCK as u64)
-                    .clamp(1, MAX_BLOCKS as u64) as u32;
+                let mut args = [ptr::null_mut::<c_void>(); MAX_PARAMS];
+                for ((a, v), p) in args.iter_mut().zip(vals.iter_mut()).zip(&params) {
+                    *a = match p {
+                        Param::Eps => &mut eps as *mut f32 as *mut c_void,
+                        _ => v as *mut u64 as *mut c_void,
+                    };
+                }
+                let span = run.end - run.begin;
+                let (blocks, threads) = match kind {
+                    // a block per row, a multiple of 32 threads (whole warps) up to 1024
+                    Kernel::AddRmsNormMul => (
+                        span.min(MAX_BLOCKS as u64) as u32,
+                        ncols.next_multiple_of(32).clamp(32, 1024) as u32,
+                    ),
+                    _ => (
+                        span.div_ceil(BLOCK as u64).clamp(1, MAX_BLOCKS as u64) as u32,
+                        BLOCK,
+                    ),
+                };
                 check(
-                    // SAFETY: the kernel takes n + 2 u64 parameters (pointers to f32 data of
-                    // `len` elements on peer-accessible devices, then begin and end), which `args`
-                    // points at for the duration of the call.
+                    // SAFETY: `args` holds one pointer per kernel parameter, in the order of
+                    // `ptx::params` (u64 values, the f32 eps), alive for the call; the
+                    // addresses are f32 data of the targets' size (rows of `ncols` for the
+                    // weight) on peer-accessible devices.
                     unsafe {
                         sys::cuLaunchKernel(
-                            l.kernel,
+                            l.kernels[k_index],
                             blocks,
                             1,
                             1,
-                            BLOCK,
+                            threads,
                             1,
                             1,
                             0,
@@ -361,6 +458,27 @@ impl CudaAllReduce {
         }
         Ok(())
     }
+}
+
+/// Whether every GPU may sum everything (one-shot): only where no result is written over a
+/// partial sum, which the other GPUs read until they are done. An in-place AllReduce, or an
+/// epilogue whose outputs the allocator placed over the partials, runs two-shot: each element
+/// is then read and written by one launch only.
+fn one_shot_safe(targets: &[Tensor], epi: Option<&Epilogue>) -> bool {
+    let Some(e) = epi.filter(|e| !e.keeps_sum) else {
+        return false;
+    };
+    let span = |t: &Tensor| {
+        let a = t.data() as usize;
+        a..a + t.nbytes()
+    };
+    let apart = |a: &Tensor, b: &Tensor| {
+        let (x, y) = (span(a), span(b));
+        x.end <= y.start || y.end <= x.start
+    };
+    targets.iter().enumerate().all(|(k, p)| {
+        apart(&e.add_out[k], p) && e.norm.as_ref().is_none_or(|m| apart(&m.out[k], p))
+    })
 }
 
 impl Drop for CudaAllReduce {

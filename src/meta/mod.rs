@@ -37,6 +37,7 @@ pub mod backend;
 pub mod buffer;
 pub mod buffer_iface;
 mod cuda;
+mod host;
 pub mod device;
 pub mod device_iface;
 pub mod facts;
