@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The GPU benchmark of ggml-backend-rs (standard library only: the GPU host has no pip network).
-Subcommands: all, multi, tp, tp-start, tp-wait, dl-start, dl-wait, table, settings; see
+Subcommands: all, multi, tp, tp-start, tp-wait, profile, profile-start, profile-wait,
+profile-report, profile-compare, dl-start, dl-wait, table, settings; see
 `python3 bench/gpu.py --help` and docs/gpu.md."""
 import sys
 from pathlib import Path

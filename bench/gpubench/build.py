@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import List
+from typing import List, Sequence
 
 from . import proc
 from .settings import ROOT, Settings
@@ -89,5 +89,6 @@ def binaries(tree: Path) -> dict:
             "llama_bench": b / "bench" / "llama_bench", "llama_bench_ref": b / "bench" / "llama_bench_ref"}
 
 
-def missing(tree: Path) -> List[str]:
-    return [name for name, p in binaries(tree).items() if not p.is_file()]
+def missing(tree: Path, targets: Sequence[str] = TARGETS) -> List[str]:
+    """The programs of targets that tree lacks."""
+    return [name for name, p in binaries(tree).items() if name in targets and not p.is_file()]

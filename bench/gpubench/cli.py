@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from . import dl, job, results, settings, simple, table, tp
+from . import dl, job, profile, results, settings, simple, table, timeline, tp
 from .proc import say
-from .settings import Settings, SettingsError
+from .settings import ANALYSIS, PROFILE, PROFILE_DEFAULTS, RUN, Settings, SettingsError
 
 DESCRIPTION = """\
 GPU benchmark of ggml-backend-rs on an NVIDIA host (docs/gpu.md). The pin is built twice with CUDA
@@ -24,15 +24,19 @@ carried next to the tree; the same random-weight models decode with both builds.
   tp         the tensor-parallel benchmark in the foreground (llama_bench, logits, architectures)
   tp-start   tp, detached (it outlasts one 600 s device call); then tp-wait until it prints tables
   tp-wait    wait up to SECONDS [560] for the tp job; prints progress, then the tables
+  profile    GPU timeline of decode (CUPTI tracer): split none vs tensor, per token and per cut
+  profile-start, profile-wait [SECONDS, 560]   profile, detached, and its polling
+  profile-report TRACE...   the tables of gpuprof traces; profile-compare A B: B against A
   dl-start   GGML_BACKEND_DL build with CUDA + ctest, detached; dl-wait [SECONDS, 540] polls it
-  table      render the markdown tables of a results.json (tp, all or multi)
+  table      render the markdown tables of a results.json (tp, all or multi) or profile.json
   settings   print the settings a command line resolves to, as JSON
 """
 
 
-def _settings_parser(sub, name: str, help: str, internal_job: bool = False) -> argparse.ArgumentParser:
+def _settings_parser(sub, name: str, help: str, internal_job: bool = False,
+                     groups=(RUN,)) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help, description=help)
-    settings.add_options(p)
+    settings.add_options(p, groups)
     if internal_job:
         p.add_argument("--settings", dest="settings_file", help="settings JSON written by the *-start subcommand")
     return p
@@ -56,22 +60,35 @@ def parser() -> argparse.ArgumentParser:
     _settings_parser(sub, "tp", "the tensor-parallel benchmark in the foreground", internal_job=True)
     _settings_parser(sub, "tp-start", "start the tp benchmark detached")
     _wait_parser(sub, "tp-wait", 560, "/tmp/gpu")
+    profiling = (RUN, ANALYSIS, PROFILE)
+    _settings_parser(sub, "profile", "the decode profile in the foreground", internal_job=True, groups=profiling)
+    _settings_parser(sub, "profile-start", "start the decode profile detached", groups=profiling)
+    _wait_parser(sub, "profile-wait", 560, "/tmp/gpu")
+    r = _settings_parser(sub, "profile-report", "the tables of gpuprof traces", groups=(ANALYSIS,))
+    r.add_argument("traces", nargs="+", metavar="TRACE", help="gpuprof traces (.tsv or .tsv.gz)")
+    r.add_argument("--json", help="also write the reports to this file")
+    c = _settings_parser(sub, "profile-compare", "trace B against trace A", groups=(ANALYSIS,))
+    c.add_argument("a", metavar="A", help="the baseline trace (e.g. split none)")
+    c.add_argument("b", metavar="B", help="the trace compared with it (e.g. split tensor)")
+    c.add_argument("--json", help="also write both reports and the comparison to this file")
     _settings_parser(sub, "dl", "the GGML_BACKEND_DL build and ctest in the foreground", internal_job=True)
     _settings_parser(sub, "dl-start", "start the GGML_BACKEND_DL build and ctest detached")
     _wait_parser(sub, "dl-wait", 540, "/tmp/gpu-dl")
-    t = sub.add_parser("table", help="render the tables of a results.json")
-    t.add_argument("file", help="a results.json (tp, all or multi)")
+    t = sub.add_parser("table", help="render the tables of a results.json or profile.json")
+    t.add_argument("file", help="a results.json (tp, all or multi) or a profile.json")
     t.add_argument("--csv", help="also write the throughput rows of a tp result as CSV to this file")
-    _settings_parser(sub, "settings", "print the resolved settings as JSON")
+    _settings_parser(sub, "settings", "print the resolved settings as JSON", groups=(RUN, ANALYSIS, PROFILE))
     return p
 
 
 def resolve(ns: argparse.Namespace) -> Settings:
     if getattr(ns, "settings_file", None):
         return settings.load(Path(ns.settings_file))
-    s = settings.resolve(ns)
+    s = settings.resolve(ns, defaults=PROFILE_DEFAULTS if ns.cmd.startswith("profile") else None)
     if ns.cmd.startswith("dl") and ns.out is None:
         s.out = "/tmp/gpu-dl"
+    if ns.cmd in ("profile", "profile-start") and s.cpu_test:
+        raise SettingsError("profile needs a GPU (CUPTI); its analysis runs anywhere: profile-report, profile-compare")
     return s
 
 
@@ -86,6 +103,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 0
         if ns.cmd == "tp-wait":
             return tp_wait(job.tp_job(ns.out), ns.seconds)
+        if ns.cmd == "profile-wait":
+            return profile_wait(job.profile_job(ns.out), ns.seconds)
         if ns.cmd == "dl-wait":
             j = job.dl_job(ns.out)
             s = Settings(out=ns.out)
@@ -106,6 +125,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     if ns.cmd == "tp-start":
         needs_build = not s.prebuilt or (s.nccl == "both" and not s.prebuilt_nonccl)
         return job.start(job.tp_job(s.out), s, needs_build)
+    if ns.cmd == "profile":
+        return profile.main(s)
+    if ns.cmd == "profile-start":
+        return job.start(job.profile_job(s.out), s, needs_build=not s.prebuilt)
+    if ns.cmd in ("profile-report", "profile-compare"):
+        return report(ns, profile.options(s))
     if ns.cmd == "dl":
         return dl.main(s)
     if ns.cmd == "dl-start":
@@ -138,3 +163,46 @@ def tp_wait(j: job.Job, limit: int) -> int:
             say("(logs so far: $OUT/tp-partial.tgz)")
 
     return job.wait(j, limit, done, partial)
+
+
+def profile_wait(j: job.Job, limit: int) -> int:
+    prof_dir = j.dir / "profile"
+    copy_to = os.environ.get("OUT")
+
+    def done() -> int:
+        say(f"\nprofile job finished: {j.marker.read_text().strip()}\n")
+        if (prof_dir / "profile.md").is_file():
+            say((prof_dir / "profile.md").read_text())
+        if copy_to:
+            shutil.copy(j.dir / "profile.tgz", Path(copy_to) / "profile.tgz")
+            say("(tables, JSON, traces and logs: $OUT/profile.tgz)")
+        return 0
+
+    def partial() -> None:
+        if copy_to:
+            profile.pack(j.dir, Path(copy_to) / "profile-partial.tgz")
+            say("(logs so far: $OUT/profile-partial.tgz)")
+
+    return job.wait(j, limit, done, partial)
+
+
+def report(ns: argparse.Namespace, opt: timeline.Options) -> int:
+    """profile-report and profile-compare: the tables on stdout, the reports as JSON with --json."""
+    try:
+        if ns.cmd == "profile-report":
+            reps = [timeline.analyse_file(Path(t), opt) for t in ns.traces]
+            md = "".join("\n".join(table.profile_report(r, r["trace"])) + "\n\n" for r in reps)
+            doc: object = reps[0] if len(reps) == 1 else reps
+        else:
+            a, b = timeline.analyse_file(Path(ns.a), opt), timeline.analyse_file(Path(ns.b), opt)
+            c = timeline.compare(a, b)
+            md = "\n".join(table.profile_report(a, f"A: {a['trace']}") + [""] + table.profile_report(b, f"B: {b['trace']}")
+                           + [""] + table.profile_compare(c, "B against A")) + "\n"
+            doc = {"a": a, "b": b, "compare": c}
+    except (OSError, timeline.TraceError) as e:
+        say(f"gpu.py {ns.cmd}: {e}")
+        return 1
+    sys.stdout.write(md)
+    if ns.json:
+        Path(ns.json).write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    return 0

@@ -24,12 +24,12 @@ from . import settings as settings_mod
 from .proc import say
 from .settings import ROOT, Settings
 
-PROGRESS = re.compile(r"^(==>|  |started|host|settings|build failed|wrote|quantized|built)")
+PROGRESS = re.compile(r"^(==>|  |started|host|settings|build failed|wrote|quantized|built|tracer)")
 
 
 @dataclass(frozen=True)
 class Job:
-    name: str        # the subcommand the job runs: tp or dl
+    name: str        # the subcommand the job runs: tp, profile or dl
     dir: Path        # its work directory (--out)
     src: Path        # where the tree and .gpu/ are copied
     log_name: str
@@ -58,6 +58,10 @@ class Job:
 
 def tp_job(out: str) -> Job:
     return Job("tp", Path(out), Path("/tmp/tp-src"), "tp-job.log", "tp-done")
+
+
+def profile_job(out: str) -> Job:
+    return Job("profile", Path(out), Path("/tmp/profile-src"), "profile-job.log", "profile-done")
 
 
 def dl_job(out: str) -> Job:

@@ -121,3 +121,11 @@ def key_values(line: str) -> dict:
         if sep:
             out[k] = v
     return out
+
+
+def capture(cmd: List[str], missing: Optional[str] = None) -> str:
+    """cmd's output; when it cannot start, missing (or the error)."""
+    try:
+        return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
+    except OSError as e:
+        return f"{cmd[0]}: {e}\n" if missing is None else missing

@@ -14,7 +14,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parents[2]  # bench/gpubench/settings.py -> the repository
 
@@ -51,6 +51,12 @@ class Settings:
     arch_embd: int = 256
     bench: bool = True
     code: str = ""                    # the code measured: a commit (git's, where the tree has .git)
+    # the profile (gpu.py profile) and its analysis (timeline.Options)
+    token_start: str = "get_rows"     # regex of the kernel that occurs once per token and stream
+    skip: int = 2                     # first tokens dropped
+    tokens: int = 0                   # the last N tokens kept (0: all after skip)
+    cut: str = "ggml_meta_allreduce"  # regex of the AllReduce kernels
+    api: bool = False                 # the tracer records host API calls too (GPUPROF_API=1)
 
     # ---- derived -------------------------------------------------------------------------
     @property
@@ -84,6 +90,10 @@ class Settings:
             return self.tp_shape()
         return "--n-embd 2048 --n-layer 8 --n-head 16 --n-head-kv 4 --n-ff 5632 --n-vocab 32000".split()
 
+    @property
+    def profile_dir(self) -> Path:
+        return Path(self.out) / "profile"
+
     def device(self, i: int) -> str:
         """GPU i of all/multi; the CPU with --cpu-test."""
         return "CPU" if self.cpu_test else f"CUDA{i}"
@@ -110,6 +120,18 @@ CPU_TEST_DEFAULTS = {
     "arch_embd": (256, 64),
 }
 
+# Defaults of the profile subcommands: one model, the 2-way proxy, decode only and short.
+PROFILE_DEFAULTS = {
+    "models": ["f16"],
+    "tensor": ["CUDA0,CUDA0"],
+    "n_gen": 32,
+    "reps": 1,
+    "warmup": 1,
+}
+
+# The groups of settings a subcommand takes (Opt.group).
+RUN, ANALYSIS, PROFILE = "run", "analysis", "profile"
+
 
 @dataclass(frozen=True)
 class Opt:
@@ -120,6 +142,7 @@ class Opt:
     help: str
     choices: tuple = ()
     empty_is_value: bool = False  # TP_DEVICES="" means "no tensor lists", not "default"
+    group: str = RUN              # run: every running subcommand; analysis, profile: the profile's
 
 
 OPTS = [
@@ -150,6 +173,12 @@ OPTS = [
     Opt("arch_embd", "--arch-embd", "TP_ARCH_EMBD", "int", "n_embd of the architecture models, 4 heads [256; 64]"),
     Opt("bench", "--bench", "TP_BENCH", "bool", "off: only the architecture check [on]"),
     Opt("code", "--code", None, "str", "the code measured, kept in the results [git's commit, where the tree has .git]"),
+    Opt("token_start", "--token-start", None, "str", "kernel (regex) that runs once per token and stream [get_rows]",
+        group=ANALYSIS),
+    Opt("skip", "--skip", None, "int", "first tokens dropped (warm-up) [2]", group=ANALYSIS),
+    Opt("tokens", "--tokens", None, "int", "keep the last N tokens after --skip (0: all) [0]", group=ANALYSIS),
+    Opt("cut", "--cut", None, "str", "the AllReduce kernels (regex) [ggml_meta_allreduce]", group=ANALYSIS),
+    Opt("api", "--api", None, "bool", "on: the tracer records host API calls too (GPUPROF_API=1) [off]", group=PROFILE),
 ]
 
 TRUE_WORDS = ("on", "1", "yes", "true")
@@ -165,9 +194,11 @@ def parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"{text!r}: not on or off")
 
 
-def add_options(p: argparse.ArgumentParser) -> None:
-    """Adds every setting as a flag; all default to None so resolve() sees what was given."""
+def add_options(p: argparse.ArgumentParser, groups: Sequence[str] = (RUN,)) -> None:
+    """Adds the settings of groups as flags; all default to None so resolve() sees what was given."""
     for o in OPTS:
+        if o.group not in groups:
+            continue
         kw = dict(dest=o.dest, default=None, help=o.help)
         if o.kind == "list":
             kw.update(nargs="*", metavar="ITEM")
@@ -204,9 +235,10 @@ def _from_text(o: Opt, text: str):
     return text
 
 
-def resolve(ns: argparse.Namespace, environ: Optional[Mapping[str, str]] = None) -> Settings:
+def resolve(ns: argparse.Namespace, environ: Optional[Mapping[str, str]] = None,
+            defaults: Optional[Mapping[str, object]] = None) -> Settings:
     """Settings from parsed flags (None: not given), then the environment with --from-env, then
-    the defaults (those of --cpu-test where it changes them)."""
+    the defaults: the subcommand's (defaults), else those of --cpu-test where it changes them."""
     environ = os.environ if environ is None else environ
     use_env = bool(getattr(ns, "from_env", False))
     given = {}
@@ -223,6 +255,8 @@ def resolve(ns: argparse.Namespace, environ: Optional[Mapping[str, str]] = None)
     for name, (gpu, cpu) in CPU_TEST_DEFAULTS.items():
         d = cpu if cpu_test else gpu
         setattr(s, name, (os.cpu_count() or 1) if d is None else d)
+    for k, v in (defaults or {}).items():
+        setattr(s, k, list(v) if isinstance(v, list) else v)
     for k, v in given.items():
         setattr(s, k, v)
     # child processes may run in another directory (the detached job)
@@ -251,9 +285,10 @@ def git_commit() -> str:
         return ""
 
 
-def ggml_version(s: Settings) -> str:
-    """The ggml version of the build tree (its CMake cache says it), else of the carried pin."""
-    cache = s.build_dir / "CMakeCache.txt"
+def ggml_version(s: Settings, tree: Optional[Path] = None) -> str:
+    """The ggml version of the build tree (s.build_dir unless given; its CMake cache says it),
+    else of the carried pin."""
+    cache = (tree or s.build_dir) / "CMakeCache.txt"
     if cache.is_file():
         m = re.search(r"^GGML_BACKEND_RS_GGML_VERSION:\w+=(.+)$", cache.read_text(errors="replace"), re.M)
         if m:
@@ -275,11 +310,16 @@ def validate(s: Settings) -> None:
     for name in ("reps", "threads", "ubatch", "n_predict", "timeout", "arch_embd", "jobs"):
         if getattr(s, name) < 1:
             raise SettingsError(f"{name} must be >= 1")
-    for name in ("warmup", "n_prompt", "n_gen"):
+    for name in ("warmup", "n_prompt", "n_gen", "skip", "tokens"):
         if getattr(s, name) < 0:
             raise SettingsError(f"{name} must be >= 0")
     if s.n_prompt == 0 and s.n_gen == 0:
         raise SettingsError("n_prompt and n_gen are both 0: nothing to measure")
+    for name in ("token_start", "cut"):
+        try:
+            re.compile(getattr(s, name))
+        except re.error as e:
+            raise SettingsError(f"{name} {getattr(s, name)!r}: not a regular expression ({e})") from None
     for item in s.envs + s.envs_both:
         for kv in item.split("+"):
             if "=" not in kv or kv.startswith("="):

@@ -1,11 +1,13 @@
-"""Markdown tables from a results file (results.json of tp, all or multi); pure functions of the
-JSON, so `gpu.py table FILE` re-renders any stored run (bench/results/*.json included)."""
+"""Markdown tables from a results file (results.json of tp, all or multi; profile.json of profile)
+and of the timeline reports (timeline.py); pure functions of the JSON, so `gpu.py table FILE`
+re-renders any stored run (bench/results/*.json included)."""
 from __future__ import annotations
 
 import statistics
 from typing import Dict, List, Optional
 
 DASH = "–"
+TOP_KERNELS = 20   # kernels in a profile report
 SIDE_NAMES = {"ref": "upstream", "ours": "ours"}  # all/multi name the pristine build's runs "ref"
 
 
@@ -17,6 +19,8 @@ def render(res: Dict) -> str:
         return render_all(res)
     if kind == "multi":
         return render_multi(res)
+    if kind == "profile":
+        return render_profile(res)
     raise ValueError(f"results of kind {kind!r}: no table")
 
 
@@ -193,3 +197,103 @@ def render_multi(res: Dict) -> str:
     out += ["", f"## Timing, tensor split: {n} alternating runs each, median tokens/s (min–max)", ""]
     out += _md(["", "upstream", "ours", "time ratio ours/upstream"], timing_rows(res.get("timing", [])))
     return "\n".join(out) + "\n"
+
+
+# ---- profile -----------------------------------------------------------------------------------
+
+def _f(x, digits: int = 1) -> str:
+    return DASH if x is None else f"{x:.{digits}f}"
+
+
+def _count(x) -> str:
+    return DASH if x is None else f"{x:g}"
+
+
+def profile_report(rep: Dict, title: str) -> List[str]:
+    """The tables of one trace's report: per token, streams, kernels by time, cuts, API calls."""
+    o, sm = rep["options"], rep["summary"]
+    kept = f"the last {o['tokens']}" if o["tokens"] else "all"
+    out = [f"### {title}", "",
+           f"{rep['tokens_kept']} tokens of {rep['tokens_found']} ({kept} after the first {o['skip']}; "
+           f"a token per `{o['token_start']}` group, split at the largest kernel gap).", ""]
+    rows = [["wall: first kernel to last kernel or DtoH copy, µs", _f(sm["wall_us"]["median"]), _f(sm["wall_us"]["min"])],
+            ["GPU busy: union of all streams' work, µs", _f(sm["busy_us"]["median"]), _f(sm["busy_us"]["min"])],
+            ["idle inside the token (wall - busy), µs", _f(sm["idle_us"]["median"]), _f(sm["idle_us"]["min"])],
+            ["kernels", _count(sm["kernels"]["median"]), _count(sm["kernels"]["min"])],
+            ["streams", _count(sm["streams"]["median"]), _count(sm["streams"]["min"])]]
+    if rep.get("cuts"):
+        rows.append(["in cut windows (producer end to consumer start), µs", _f(sm["cut_window_us"]["median"]),
+                     _f(sm["cut_window_us"]["min"])])
+    out += _md(["per token", "median", "min"], rows) + [""]
+    out += _md(["stream (device:id)", "kernels per token", "kernel time per token, µs"],
+               [[st["stream"], _count(st["kernels_per_token"]), _f(st["kernel_us_per_token"])] for st in rep["streams"]])
+    out += ["", f"Kernels by time per token (top {min(TOP_KERNELS, len(rep['kernels']))} of {len(rep['kernels'])}; names without "
+            "template arguments):", ""]
+    out += _md(["kernel", "µs per token", "share", "count per token", "mean µs"],
+               [[f"`{k['name']}`", _f(k["us_per_token"]), f"{100 * k['share']:.1f} %", _count(k["count_per_token"]),
+                 _f(k["mean_us"], 2)] for k in rep["kernels"][:TOP_KERNELS]])
+    c = rep.get("cuts")
+    if c:
+        out += ["", f"Cuts (`{o['cut']}`): {_count(c['kernels_per_token'])} kernels per token on {c['streams']} "
+                f"stream(s), {_count(c['per_token'])} cuts per token; in cut windows "
+                f"{_f(c['window_us_per_token']['median'])} µs per token (min {_f(c['window_us_per_token']['min'])}). "
+                "wait_in: from the latest producer's end; wait_out: to the earliest consumer's start.", ""]
+        out += _md(["µs", "median", "p10", "p90", "n"],
+                    [[name, _f(c[key].get("median"), 2), _f(c[key].get("p10"), 2), _f(c[key].get("p90"), 2),
+                      str(c[key]["n"])] for name, key in (("wait_in", "wait_in_us"), ("dur", "dur_us"),
+                                                          ("wait_out", "wait_out_us"))])
+    if rep.get("api"):
+        out += ["", "Host API calls (GPUPROF_API=1) over the tokens kept:", ""]
+        out += _md(["call", "per token", "mean µs"],
+                   [[a["name"], _count(a["calls_per_token"]), _f(a["mean_us"], 2)] for a in rep["api"]])
+    return out
+
+
+def profile_compare(c: Dict, title: str) -> List[str]:
+    """B against A: median wall, busy and idle per token, per cut of B, and the kernels whose
+    time per token changed most."""
+    cuts = c["cuts_per_token_b"]
+    out = [f"### {title}", "", f"A: {c['a']}; B: {c['b']}; {_count(cuts)} cuts per token in B.", ""]
+    out += _md(["per token, µs (median)", "A", "B", "B - A", "per cut of B"],
+               [[name, _f(c[key]["a"]), _f(c[key]["b"]), _f(c[key]["diff"]), _f(c[key]["per_cut"], 2)]
+                for name, key in (("wall", "wall_us"), ("GPU busy", "busy_us"), ("idle", "idle_us"))])
+    out += ["", "Kernels whose time per token changed most:", ""]
+    out += _md(["kernel", "A µs", "B µs", "B - A", "A count", "B count"],
+               [[f"`{k['name']}`", _f(k["a_us"]), _f(k["b_us"]), _f(k["diff_us"]), _count(k["a_count"]),
+                 _count(k["b_count"])] for k in c["kernels"]])
+    return out
+
+
+def profile_rows(runs: List[Dict]) -> List[List[str]]:
+    """The summary rows: tokens/s with and without the tracer, and the trace's medians per token."""
+    rows = []
+    for r in runs:
+        tps = [_f(r[side]["tps"], 2) if r[side]["tps"] else r[side]["status"] for side in ("untraced", "traced")]
+        rep = r.get("report")
+        if rep:
+            sm, cuts = rep["summary"], rep.get("cuts") or {}
+            rows.append([r["model"], r["label"]] + tps + [
+                _f(sm["wall_us"]["median"]), _f(sm["busy_us"]["median"]), _f(sm["idle_us"]["median"]),
+                _count(sm["kernels"]["median"]), _count(sm["streams"]["median"]), _count(cuts.get("per_token")),
+                _f(sm["cut_window_us"]["median"]) if cuts else DASH])
+        else:
+            rows.append([r["model"], r["label"]] + tps + [r.get("error", DASH)] + [DASH] * 6)
+    return rows
+
+
+def render_profile(res: Dict) -> str:
+    s = res["settings"]
+    out: List[str] = []
+    if res.get("runs"):
+        out += [f"## Decode profile: llama_bench tg{s['n_gen']} ({s['warmup']} warm-up run(s), {s['reps']} timed), "
+                "under the CUPTI tracer", "",
+                f"tokens/s: llama_bench's median, without and with the tracer. Per token (medians over the tokens "
+                f"kept): wall, GPU busy and idle in µs. {res.get('cupti', '')}", ""]
+        out += _md(["model", "split, devices", "tokens/s", "traced", "wall", "busy", "idle", "kernels", "streams",
+                    "cuts", "in cut windows"], profile_rows(res["runs"]))
+    for c in res.get("compares", []):
+        out += [""] + profile_compare(c["compare"], f"{c['model']}: {c['b']} against {c['a']}")
+    for r in res.get("runs", []):
+        if r.get("report"):
+            out += [""] + profile_report(r["report"], f"{r['model']}: {r['label']}")
+    return "\n".join(out) + "\n" if out else "(no results yet)\n"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import tarfile
 import traceback
 from dataclasses import dataclass
@@ -296,7 +295,7 @@ class Tp:
     # ---- the job ---------------------------------------------------------------------------
     def header(self) -> None:
         s = self.s
-        gpus = _capture(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"], missing="")
+        gpus = proc.capture(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"], missing="")
         gpus = ";".join(l.strip() for l in gpus.splitlines() if l.strip())
         host = {"cores": os.cpu_count(), "gpus": gpus or "none (no nvidia-smi)"}
         lines = [f"started: {self.res['started']}",
@@ -306,8 +305,8 @@ class Tp:
                  f"envs_both='{' '.join(s.envs_both)}' plugin='{self.plugin or 'off'}'",
                  f"          reps={s.reps} warmup={s.warmup} n_prompt={s.n_prompt} n_gen={s.n_gen} "
                  f"n_ubatch={s.ubatch} threads={s.threads} nccl={s.nccl} cpu_test={int(s.cpu_test)}"]
-        (self.dir / "nvidia-smi.txt").write_text(_capture(["nvidia-smi"]))
-        (self.dir / "topology.txt").write_text(_capture(["nvidia-smi", "topo", "-m"]))
+        (self.dir / "nvidia-smi.txt").write_text(proc.capture(["nvidia-smi"]))
+        (self.dir / "topology.txt").write_text(proc.capture(["nvidia-smi", "topo", "-m"]))
         if s.nccl != "off":
             try:
                 host["nccl"] = build.nccl_version()
@@ -343,36 +342,7 @@ class Tp:
         return True
 
     def prepare_models(self) -> bool:
-        s = self.s
-        f16 = self.models / "f16.gguf"
-        # The models are kept across runs on the same machine when their flags are unchanged.
-        want = " ".join(["write_model"] + s.tp_shape() + ["--type", "f16", "--seed", "42", "--stream"])
-        if f16.is_file() and _read(f16.with_name("f16.gguf.flags")) == want:
-            step("model f16: kept from an earlier run")
-        else:
-            step("model f16: writing")
-            for p in self.models.iterdir():
-                p.unlink()
-            r, text = proc.run([self.tree / "ctests" / "write_model"] + s.tp_shape()
-                               + ["--type", "f16", "--seed", "42", "--stream", "--out", f16], capture=True)
-            say("\n".join(text.splitlines()[-2:]))
-            if not r.ok:
-                return False
-            f16.with_name("f16.gguf.flags").write_text(want + "\n")
-        for m in s.models:
-            q = self.models / f"{m}.gguf"
-            if m == "f16" or (q.is_file() and _read(q.with_name(f"{m}.gguf.flags")) == want):
-                continue
-            step(f"model {m}: llama_bench --quantize")
-            r, text = proc.run([self.tree / "bench" / "llama_bench", "--quantize", f16, q, m], capture=True)
-            say("\n".join(text.splitlines()[-1:]))
-            if not r.ok:
-                return False
-            q.with_name(f"{m}.gguf.flags").write_text(want + "\n")
-        sizes = "\n".join(f"{p.stat().st_size:>14} {p}" for p in sorted(self.models.glob("*.gguf")))
-        (self.dir / "models.txt").write_text(sizes + "\n")
-        say(sizes)
-        return True
+        return prepare_models(self.s, self.tree, self.models, self.dir / "models.txt")
 
     def run(self) -> int:
         s = self.s
@@ -410,12 +380,39 @@ class Tp:
         return 0
 
 
-def _capture(cmd: List[str], missing: Optional[str] = None) -> str:
-    """cmd's output; when it cannot start, missing (or the error)."""
-    try:
-        return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
-    except OSError as e:
-        return f"{cmd[0]}: {e}\n" if missing is None else missing
+def prepare_models(s: Settings, tree: Path, models: Path, listing: Path) -> bool:
+    """The large f16 model (s.tp_shape()) and its quantized copies (s.models) in models, written
+    with tree's write_model and llama_bench --quantize; their sizes go to listing. A model is kept
+    across runs on the same machine (tp's and profile's) while its flags are unchanged."""
+    models.mkdir(parents=True, exist_ok=True)
+    f16 = models / "f16.gguf"
+    want = " ".join(["write_model"] + s.tp_shape() + ["--type", "f16", "--seed", "42", "--stream"])
+    if f16.is_file() and _read(f16.with_name("f16.gguf.flags")) == want:
+        step("model f16: kept from an earlier run")
+    else:
+        step("model f16: writing")
+        for p in models.iterdir():
+            p.unlink()
+        r, text = proc.run([tree / "ctests" / "write_model"] + s.tp_shape()
+                           + ["--type", "f16", "--seed", "42", "--stream", "--out", f16], capture=True)
+        say("\n".join(text.splitlines()[-2:]))
+        if not r.ok:
+            return False
+        f16.with_name("f16.gguf.flags").write_text(want + "\n")
+    for m in s.models:
+        q = models / f"{m}.gguf"
+        if m == "f16" or (q.is_file() and _read(q.with_name(f"{m}.gguf.flags")) == want):
+            continue
+        step(f"model {m}: llama_bench --quantize")
+        r, text = proc.run([tree / "bench" / "llama_bench", "--quantize", f16, q, m], capture=True)
+        say("\n".join(text.splitlines()[-1:]))
+        if not r.ok:
+            return False
+        q.with_name(f"{m}.gguf.flags").write_text(want + "\n")
+    sizes = "\n".join(f"{p.stat().st_size:>14} {p}" for p in sorted(models.glob("*.gguf")))
+    listing.write_text(sizes + "\n")
+    say(sizes)
+    return True
 
 
 def _read(p: Path) -> Optional[str]:
