@@ -174,8 +174,9 @@ def profile_wait(j: job.Job, limit: int) -> int:
         if (prof_dir / "profile.md").is_file():
             say((prof_dir / "profile.md").read_text())
         if copy_to:
-            shutil.copy(j.dir / "profile.tgz", Path(copy_to) / "profile.tgz")
-            say("(tables, JSON, traces and logs: $OUT/profile.tgz)")
+            profile.copy_back(j.dir, prof_dir, Path(copy_to))
+            say("(tables, JSON and logs: $OUT/profile.tgz, profile.md, profile.json; the traces: "
+                "$OUT/profile-traces.tgz when under 15 MiB)")
         return 0
 
     def partial() -> None:

@@ -7,7 +7,8 @@ reuses it) and the quantized copies of --models, then for each model and configu
 on the baseline device, tensor over each --tensor list, with each --envs item too) runs llama_bench's
 decode test under the tracer and once without it (the tracer's overhead shows in tokens/s). Each
 trace is analysed, and each tensor trace compared with split none's. Into <out>/profile:
-profile.md, profile.json, the traces (trace-*.tsv.gz) and the logs; profile.tgz packs them.
+profile.md, profile.json, the traces (trace-*.tsv.gz) and the logs; profile.tgz packs the tables
+and logs, profile-traces.tgz the traces.
 """
 from __future__ import annotations
 
@@ -178,13 +179,21 @@ def compress(trace: Path) -> Path:
     return gz
 
 
-def pack(out: Path, tarball: Path) -> None:
-    """The profile's tables, traces and logs, and the build logs (no build tree, tracer or model)."""
+# The device tool returns files of at most 16 MiB from $OUT: the traces go in a tarball of their
+# own, copied back only when it is below this.
+TRACES_BACK_MAX = 15 << 20
+
+
+def pack(out: Path, tarball: Path, traces: bool = False) -> None:
+    """The profile's tables and logs, and the build logs (no build tree, tracer or model); with
+    `traces`, the compressed traces instead."""
     def keep(ti: tarfile.TarInfo) -> Optional[tarfile.TarInfo]:
         skip = ti.name == "profile/build" or ti.name.endswith((".so", ".gguf", ".tmp"))
+        if ti.isfile() and ti.name.endswith(".tsv.gz") != traces:
+            skip = True
         return None if skip else ti
     with tarfile.open(tarball, "w:gz") as t:
-        for p in sorted(out.glob("*-profile.log")):
+        for p in sorted(out.glob("*-profile.log")) if not traces else []:
             t.add(p, arcname=p.name)
         if (out / "profile").is_dir():
             t.add(out / "profile", arcname="profile", filter=keep)
@@ -205,10 +214,23 @@ def main(s: Settings) -> int:
     job.save()
     step(f"tables ({job.dir / 'profile.md'})")
     say((job.dir / "profile.md").read_text())
-    pack(out, out / "profile.tgz.tmp")
-    os.replace(out / "profile.tgz.tmp", out / "profile.tgz")
+    for name, traces in (("profile.tgz", False), ("profile-traces.tgz", True)):
+        pack(out, out / (name + ".tmp"), traces)
+        os.replace(out / (name + ".tmp"), out / name)
     (out / "profile-done").write_text(f"exit={code}\n")
     copy_to = os.environ.get("OUT")
     if copy_to:
-        shutil.copy(out / "profile.tgz", Path(copy_to) / "profile.tgz")
+        copy_back(out, job.dir, Path(copy_to))
     return code
+
+
+def copy_back(out: Path, prof_dir: Path, dest: Path) -> None:
+    """profile.tgz, the tables and the JSON into dest ($OUT), and the traces' tarball when the
+    device tool can return it (TRACES_BACK_MAX)."""
+    for name in ("profile.tgz", "profile-traces.tgz"):
+        p = out / name
+        if p.is_file() and (name == "profile.tgz" or p.stat().st_size <= TRACES_BACK_MAX):
+            shutil.copy(p, dest / name)
+    for name in ("profile.md", "profile.json"):
+        if (prof_dir / name).is_file():
+            shutil.copy(prof_dir / name, dest / name)

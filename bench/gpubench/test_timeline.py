@@ -329,9 +329,13 @@ class ProfileJobTest(unittest.TestCase):
             self.assertEqual((out / "profile-done").read_text(), "exit=0\n")
             with tarfile.open(out / "profile.tgz") as t:
                 names = set(t.getnames())
-            self.assertTrue({"profile/profile.md", "profile/profile.json", "profile/trace-f16-none-CUDA0.tsv.gz",
+            self.assertTrue({"profile/profile.md", "profile/profile.json",
                              "profile/run-f16-none-CUDA0-traced.txt"} <= names)
-            self.assertFalse([n for n in names if n.endswith(".tsv")])
+            self.assertFalse([n for n in names if n.endswith((".tsv", ".tsv.gz"))])
+            with tarfile.open(out / "profile-traces.tgz") as t:
+                traces = {n for n in t.getnames() if t.getmember(n).isfile()}
+            self.assertEqual(traces, {n for n in traces if n.endswith(".tsv.gz")})
+            self.assertIn("profile/trace-f16-none-CUDA0.tsv.gz", traces)
 
 
 class CuptiTest(unittest.TestCase):
