@@ -14,7 +14,8 @@
 //! * [`slices`]: per-device tensors and the memory of each device's slices;
 //! * [`transfer`]: host <-> meta tensor transfers, one routine for every direction and queue;
 //! * `arena`: graph metadata; [`allreduce`]: the AllReduce paths, with `cuda` (our kernels,
-//!   driver loaded at run time) and [`exchange`] (the copy/add schedule and summation order);
+//!   driver loaded at run time), `host` (devices in host memory) and [`exchange`] (the copy/add
+//!   schedule and summation order);
 //! * [`backend`]: the meta backend and its graph plans; `workers`: threads that let CPU
 //!   devices inside a meta device compute at the same time;
 //! * [`buffer_iface`], [`device_iface`]: the C objects (buffers; devices, buffer types and a
@@ -37,10 +38,10 @@ pub mod backend;
 pub mod buffer;
 pub mod buffer_iface;
 mod cuda;
-mod host;
 pub mod device;
 pub mod device_iface;
 pub mod facts;
+mod host;
 pub mod slices;
 pub mod split;
 pub mod transfer;
