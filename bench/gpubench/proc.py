@@ -4,10 +4,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import traceback
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 T0 = time.monotonic()
 
@@ -129,3 +130,13 @@ def capture(cmd: List[str], missing: Optional[str] = None) -> str:
         return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
     except OSError as e:
         return f"{cmd[0]}: {e}\n" if missing is None else missing
+
+
+def guarded(run: Callable[[], int]) -> int:
+    """run()'s exit code, or 1 with the traceback printed when it raises: a detached job must still
+    write its tables and its marker."""
+    try:
+        return run()
+    except Exception:  # noqa: BLE001 (reported here, the job goes on to its marker)
+        traceback.print_exc()
+        return 1

@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import tarfile
-import traceback
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -204,11 +203,7 @@ def main(s: Settings) -> int:
     out = Path(s.out)
     out.mkdir(parents=True, exist_ok=True)
     job = Profile(s)
-    try:
-        code = job.run()
-    except Exception:  # noqa: BLE001 (the marker must still be written, with the error in the log)
-        traceback.print_exc()
-        code = 1
+    code = proc.guarded(job.run)
     job.doc["finished"], job.doc["exit"] = now(), code
     job.dir.mkdir(parents=True, exist_ok=True)
     job.save()

@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import tarfile
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -438,11 +437,7 @@ def main(s: Settings) -> int:
     out = Path(s.out)
     out.mkdir(parents=True, exist_ok=True)
     job = Tp(s)
-    try:
-        code = job.run()
-    except Exception:  # noqa: BLE001 (the marker must still be written, with the error in the log)
-        traceback.print_exc()
-        code = 1
+    code = proc.guarded(job.run)
     job.res.finish(code)
     with open(job.dir / "settings.txt", "a") as f:
         f.write(f"finished: {job.res['finished']} ({proc.elapsed()}s)\n")
