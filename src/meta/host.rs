@@ -14,7 +14,7 @@ use ggml_backend_rs_core::exchange::reference_sum;
 use ggml_backend_rs_core::split::MAX_DEVICES;
 
 /// Bytes per partial up to which the host reduces (decode-sized cuts).
-pub const HOST_MAX: usize = 1 << 20;
+pub(super) const HOST_MAX: usize = 1 << 20;
 
 /// Whether the host may reduce or write `t`: contiguous f32 in host memory.
 pub fn supports(t: Tensor) -> bool {
