@@ -276,8 +276,8 @@ fn direct_reads_ok(devices: &[Device], cuda_peer_access: bool) -> bool {
 }
 
 /// What a cut's AllReduce computes besides the sum, in place of the nodes right after the cut
-/// (`plan::Fusion`), per device. Only our CUDA kernel runs it; on other paths the nodes stay
-/// in the sub-graphs.
+/// (`plan::Fusion`), per device. Our CUDA kernel and the host path run it; on other paths the
+/// nodes stay in the sub-graphs.
 pub struct Epilogue {
     /// The residual added to the sum: each device's copy of the mirrored operand.
     pub residual: Vec<Tensor>,
@@ -326,7 +326,7 @@ impl Epilogue {
 pub struct Reduction {
     pub targets: Vec<Tensor>,
     pub path: Path,
-    /// The nodes behind the cut that the AllReduce computes (on the own path only).
+    /// The nodes behind the cut that the AllReduce computes (own and host paths only).
     pub epilogue: Option<Epilogue>,
     /// The backend AllReduce declined this cut once: the plan does not ask again.
     declined: bool,

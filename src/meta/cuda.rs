@@ -58,8 +58,6 @@ const MAX_DEVICES: usize = GGML_BACKEND_META_MAX_DEVICES;
 const MAX_BLOCKS: u32 = 1024;
 /// Most kernel parameters: partials, three output sets, residual, weight, eps, ncols, range.
 const MAX_PARAMS: usize = 4 * MAX_DEVICES + 6;
-/// The kernels of a module, in [`Launcher::kernels`] order.
-const KERNELS: [Kernel; 3] = [Kernel::Sum, Kernel::Add, Kernel::AddRmsNormMul];
 /// Bytes per partial up to which every GPU sums everything and writes its own devices
 /// (one-shot) rather than a share for all devices (two-shot); `GGML_META_ONE_SHOT_MAX`
 /// overrides it. A first guess for NVLink, where small messages are latency-bound; with one
@@ -71,7 +69,7 @@ struct Launcher {
     ctx: sys::CUcontext,
     stream: sys::CUstream,
     module: sys::CUmodule,
-    /// One entry per [`KERNELS`] item.
+    /// One entry per `Kernel::ALL` item, in that order.
     kernels: [sys::CUfunction; 3],
     /// A ggml event around our `done` CUevent, so the CUDA backends can wait for it through
     /// their own `event_wait`.
@@ -242,7 +240,7 @@ impl CudaAllReduce {
             this.ready.push(e);
         }
         let code = CString::new(ptx::ptx(n)).map_err(|e| e.to_string())?;
-        let names = KERNELS
+        let names = Kernel::ALL
             .iter()
             .map(|&k| CString::new(kernel_name(n, k)).map_err(|e| e.to_string()))
             .collect::<Result<Vec<_>, _>>()?;
@@ -343,7 +341,7 @@ impl CudaAllReduce {
             (Some(_), None) => Kernel::Add,
             (Some(_), Some(_)) => Kernel::AddRmsNormMul,
         };
-        let k_index = KERNELS.iter().position(|&k| k == kind).unwrap_or(0);
+        let k_index = Kernel::ALL.iter().position(|&k| k == kind).unwrap_or(0);
         let len = targets[0].nelements() as u64;
         let ncols = norm.map_or(1, |m| m.weight[0].nelements() as u64).max(1);
         let units = len / ncols;
