@@ -88,6 +88,8 @@ pub struct CudaAllReduce {
     gpu_of: Vec<usize>,
     /// See [`ONE_SHOT_MAX`].
     one_shot_max: usize,
+    /// Per `Kernel::ALL` item: its parameters in order (`ptx::params`), made once.
+    params: [Vec<Param>; 3],
 }
 
 // SAFETY: the handles are driver objects usable from any thread; the meta backend calls
@@ -190,6 +192,7 @@ impl CudaAllReduce {
             launchers: Vec::new(),
             gpu_of: Vec::with_capacity(n),
             one_shot_max,
+            params: Kernel::ALL.map(|k| ptx::params(n, k)),
         };
         for &o in &ordinals {
             if this.ctxs.iter().any(|&(x, _, _)| x == o) {
@@ -350,7 +353,7 @@ impl CudaAllReduce {
         } else {
             Shot::Two
         };
-        let params = ptx::params(targets.len(), kind);
+        let params = &self.params[k_index];
         for (b, &e) in backends.iter().zip(&self.ready) {
             b.event_record(e);
         }
@@ -379,7 +382,7 @@ impl CudaAllReduce {
                 let home = run.writes[0];
                 let mut vals = [0u64; MAX_PARAMS];
                 let mut eps = 0f32;
-                for (v, p) in vals.iter_mut().zip(&params) {
+                for (v, p) in vals.iter_mut().zip(params) {
                     *v = match *p {
                         Param::Partial(k) => data(&targets[k]),
                         Param::SumOut(s) if epi.is_none_or(|e| e.keeps_sum) => out(targets, s),
@@ -398,7 +401,7 @@ impl CudaAllReduce {
                     };
                 }
                 let mut args = [ptr::null_mut::<c_void>(); MAX_PARAMS];
-                for ((a, v), p) in args.iter_mut().zip(vals.iter_mut()).zip(&params) {
+                for ((a, v), p) in args.iter_mut().zip(vals.iter_mut()).zip(params) {
                     *a = match p {
                         Param::Eps => &mut eps as *mut f32 as *mut c_void,
                         _ => v as *mut u64 as *mut c_void,
