@@ -896,7 +896,7 @@ impl allreduce::RunAll for Runner<'_> {
             return workers.run(&m.simple, graphs);
         }
         for (b, g) in m.simple.iter().zip(graphs) {
-            let s = crate::backend::graph_compute_async(*b, *g);
+            let s = super::workers::compute(*b, *g);
             if s != GGML_STATUS_SUCCESS {
                 return s;
             }

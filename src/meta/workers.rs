@@ -96,7 +96,7 @@ impl Workers {
             w.slot.state.store(READY, Ordering::Release);
             w.thread.thread().unpark();
         }
-        let mut status = crate::backend::graph_compute_async(backends[0], graphs[0]);
+        let mut status = compute(backends[0], graphs[0]);
         for w in &self.workers {
             wait_until(|| w.slot.state.load(Ordering::Acquire) == DONE);
             w.slot.state.store(IDLE, Ordering::Release);
@@ -109,6 +109,16 @@ impl Workers {
     }
 }
 
+/// Queues `g` on `b`. A device's part of a sub-graph can be empty (every node of it was zeroed
+/// or computed by an AllReduce epilogue); nothing is queued then, as backends need not accept a
+/// graph without nodes (CUDA's graph cache keys on the first node).
+pub(super) fn compute(b: Backend, g: Graph) -> ggml_status {
+    if g.n_nodes() == 0 {
+        return GGML_STATUS_SUCCESS;
+    }
+    crate::backend::graph_compute_async(b, g)
+}
+
 fn serve(slot: &Slot) {
     loop {
         wait_until(|| matches!(slot.state.load(Ordering::Acquire), READY | QUIT));
@@ -117,7 +127,7 @@ fn serve(slot: &Slot) {
         }
         let job = lock(&slot.job).take();
         let status = match job {
-            Some((b, g)) => crate::backend::graph_compute_async(b, g),
+            Some((b, g)) => compute(b, g),
             None => GGML_STATUS_FAILED,
         };
         *lock(&slot.status) = status;
