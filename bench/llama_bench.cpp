@@ -8,7 +8,7 @@
 //               [--tensor-split F,F,..] [--main-gpu I (0)] [--n-gpu-layers N (999)]
 //               [--n-prompt N (512)] [--n-gen N (128)] [--n-batch N (2048)] [--n-ubatch N (512)]
 //               [--flash-attn on|off (on)] [--threads N (hardware threads)] [--warmup N (2)]
-//               [--reps N (10)] [--seed N (42)] [--no-mmap] [--verbose]
+//               [--reps N (10)] [--seed N (42)] [--depths D,D,.. (0)] [--no-mmap] [--verbose]
 //   llama_bench --quantize IN OUT TYPE [--threads N]      TYPE: q4_0 q4_1 q5_0 q5_1 q8_0
 //
 // --devices is a comma list of ggml device names (ggml_backend_dev_by_name: CPU, CUDA0, ...); a
@@ -16,24 +16,34 @@
 // list goes NULL-terminated into llama_model_params.devices, as tools/model/llama_driver does;
 // without --devices libllama picks its default devices.
 //
-// Tests (each in its own context on the one loaded model; --n-prompt 0 or --n-gen 0 skips one):
-//   ppN  N tokens into an empty KV cache in one llama_decode call (in chunks of n_batch when
-//        N > n_batch), logits of the last position only, then llama_synchronize; the time of the
+// Tests (each in its own context on the one loaded model; --n-prompt 0 or --n-gen 0 skips one),
+// each run once per depth D of --depths (a comma list of token counts >= 0), in the order pp at
+// every depth, then tg at every depth:
+//   ppN  N tokens in one llama_decode call (in chunks of n_batch when N > n_batch) at positions
+//        D, D+1, ..., logits of the last position only, then llama_synchronize; the time of the
 //        whole gives N / seconds.
-//   tgN  N single-token llama_decode calls, one after the other, from an empty KV cache, each
+//   tgN  N single-token llama_decode calls, one after the other, at positions D, D+1, ..., each
 //        followed by llama_synchronize; N / seconds of the whole.
-// The KV cache is cleared (llama_memory_clear(.., true)) before every warm-up and repetition.
-// Tokens are pseudo-random but fixed by --seed (uniform over the vocabulary; the prompt starts
-// with BOS when the vocabulary adds one), so every build and run feeds the same ids. Context size
-// per test: its own token count (libllama rounds it up).
+// Depth 0 (the test is named ppN / tgN): the KV cache is cleared (llama_memory_clear(.., true))
+// before every warm-up and repetition. Depth D > 0 (named ppN@dD / tgN@dD): once, before the
+// warm-ups, D tokens are decoded at positions 0..D-1 (in chunks of n_batch, untimed); every
+// warm-up and repetition then first drops positions >= D of sequence 0
+// (llama_memory_seq_rm(.., 0, D, -1)), so each one starts from the same D cached tokens. A model
+// whose memory cannot drop a tail of positions (recurrent state) fails there.
+// Tokens are pseudo-random but fixed by --seed (uniform over the vocabulary), so every build and
+// run feeds the same ids: the D context tokens are the same for every test, and a test's own
+// tokens the same at every depth. The first token of the context (the D tokens at depth D > 0,
+// else the test's own) is BOS when the vocabulary adds one. Context size per test: D + its own
+// token count (libllama rounds it up).
 //
-// Output on stdout, `key: value` lines, then per test:
+// Output on stdout, `key: value` lines, then per test and depth:
 //   reps: test=pp512 tps=T1,T2,...             tokens/s of each timed repetition, in run order
 //   result test=pp512 build=ours model=NAME split=tensor devices=CUDA0,CUDA0 n_prompt=512 n_gen=0
-//          reps=10 median_tps=... min_tps=... max_tps=...       (one line)
-// build= is `ours` for llama_bench, `upstream` for llama_bench_ref; model= the file name without
-// directory and .gguf. Errors go to stderr; exit
-// status 1 on any failure. libllama's log is shown from WARN up unless --verbose.
+//          depth=0 reps=10 median_tps=... min_tps=... max_tps=...       (one line)
+// test= is the test's name with its depth (tg128@d4096); n_prompt= and n_gen= count the test's own
+// tokens. build= is `ours` for llama_bench, `upstream` for llama_bench_ref; model= the file name
+// without directory and .gguf. Errors go to stderr; exit status 1 on any failure. libllama's log
+// is shown from WARN up unless --verbose.
 #include "llama_cli.h" // tools/model: log filter, --devices and --tensor-split
 #include "llama.h"
 #include "ggml.h"
@@ -75,6 +85,7 @@ struct Opts {
     int warmup = 2;
     int reps = 10;
     uint32_t seed = 42;
+    std::vector<int> depths = {0};  // tokens already in the KV cache when a test starts
     bool no_mmap = false;
     bool verbose = false;
 };
@@ -84,8 +95,8 @@ void usage() {
         "usage: llama_bench --model PATH [--split-mode none|layer|row|tensor] [--devices LIST]\n"
         "                   [--tensor-split F,F,..] [--main-gpu I] [--n-gpu-layers N] [--n-prompt N]\n"
         "                   [--n-gen N] [--n-batch N] [--n-ubatch N] [--flash-attn on|off] [--threads N]\n"
-        "                   [--warmup N] [--reps N] [--seed N] [--no-mmap] [--load-all-backends]\n"
-        "                   [--verbose]\n"
+        "                   [--warmup N] [--reps N] [--seed N] [--depths D,D,..] [--no-mmap]\n"
+        "                   [--load-all-backends] [--verbose]\n"
         "       llama_bench --quantize IN OUT q4_0|q4_1|q5_0|q5_1|q8_0 [--threads N]\n");
 }
 
@@ -142,10 +153,23 @@ int quantize(int argc, char ** argv, int i) {
     return 0;
 }
 
+// --depths: a comma list of distinct integers >= 0.
+std::vector<int> parse_depths(const char * s) {
+    std::vector<int> out;
+    for (const auto & item : llama_cli::split_list(s)) {
+        const int d = parse_int(item.c_str(), "--depths", 0);
+        if (std::find(out.begin(), out.end(), d) != out.end()) fail("--depths: %d is given twice", d);
+        out.push_back(d);
+    }
+    if (out.empty()) fail("--depths: empty list");
+    return out;
+}
+
 struct Test {
-    std::string name;   // pp512 / tg128
+    std::string name;   // pp512 / tg128 at depth 0, pp512@d4096 / tg128@d4096 at depth 4096
     bool prompt;        // pp (one batch) or tg (single tokens)
     int n_tokens;
+    int depth;          // tokens in the KV cache before the test's own
 };
 
 struct Summary {
@@ -189,6 +213,7 @@ int main(int argc, char ** argv) {
         else if (a == "--warmup")               o.warmup = parse_int(need(), "--warmup", 0);
         else if (a == "--reps" || a == "-r")    o.reps = parse_int(need(), "--reps", 1);
         else if (a == "--seed")                 o.seed = (uint32_t) parse_int(need(), "--seed", 0);
+        else if (a == "--depths" || a == "-d")  o.depths = parse_depths(need());
         else if (a == "--no-mmap")              o.no_mmap = true;
         else if (a == "--load-all-backends")    o.load_all = true;
         else if (a == "--verbose")              o.verbose = true;
@@ -245,11 +270,13 @@ int main(int argc, char ** argv) {
     mp.tensor_split = tsplit.empty() ? nullptr : tsplit.data();
     llama_cli::set_mmap(mp, !o.no_mmap);
 
+    std::string depths_label;
+    for (int d : o.depths) depths_label += (depths_label.empty() ? "" : ",") + std::to_string(d);
     printf("params: split=%s devices=%s tensor_split=%s n_gpu_layers=%d n_prompt=%d n_gen=%d n_batch=%d "
-           "n_ubatch=%d flash_attn=%s threads=%d warmup=%d reps=%d seed=%u mmap=%d\n",
+           "n_ubatch=%d flash_attn=%s threads=%d warmup=%d reps=%d seed=%u depths=%s mmap=%d\n",
            o.split_mode.c_str(), devices_label.c_str(), o.tensor_split.empty() ? "default" : o.tensor_split.c_str(),
            o.n_gpu_layers, o.n_prompt, o.n_gen, o.n_batch, o.n_ubatch, o.flash_attn.c_str(), o.threads, o.warmup,
-           o.reps, o.seed, (int) llama_cli::uses_mmap(mp));
+           o.reps, o.seed, depths_label.c_str(), (int) llama_cli::uses_mmap(mp));
     fflush(stdout);
 
     const double t_load0 = now_s();
@@ -273,52 +300,87 @@ int main(int argc, char ** argv) {
     const llama_token bos = llama_vocab_bos(vocab);
 
     std::vector<Test> tests;
-    if (o.n_prompt > 0) tests.push_back({"pp" + std::to_string(o.n_prompt), true, o.n_prompt});
-    if (o.n_gen > 0) tests.push_back({"tg" + std::to_string(o.n_gen), false, o.n_gen});
+    for (int d : o.depths) {
+        if (o.n_prompt > 0) tests.push_back({"pp" + std::to_string(o.n_prompt), true, o.n_prompt, d});
+    }
+    for (int d : o.depths) {
+        if (o.n_gen > 0) tests.push_back({"tg" + std::to_string(o.n_gen), false, o.n_gen, d});
+    }
+    for (Test & t : tests) {
+        if (t.depth > 0) t.name += "@d" + std::to_string(t.depth);
+        if (t.n_tokens > 1000000000 - t.depth) fail("%s: context of more than 1e9 tokens", t.name.c_str());
+    }
+
+    // n pseudo-random token ids, uniform over the vocabulary, fixed by seed.
+    auto random_tokens = [&](uint32_t seed, int n) {
+        std::mt19937 rng(seed);
+        std::uniform_int_distribution<int> pick(0, n_vocab - 1);
+        std::vector<llama_token> v((size_t) n);
+        for (auto & tk : v) tk = pick(rng);
+        return v;
+    };
 
     for (const Test & t : tests) {
-        // Fixed pseudo-random token ids for this test.
-        std::mt19937 rng(o.seed + (t.prompt ? 0u : 1u));
-        std::uniform_int_distribution<int> pick(0, n_vocab - 1);
-        std::vector<llama_token> toks((size_t) t.n_tokens);
-        for (auto & tk : toks) tk = pick(rng);
-        if (add_bos && bos >= 0) toks[0] = bos;
+        // The test's own tokens (the same at every depth) and at depth D > 0 the D context tokens
+        // before them (the same for every test).
+        std::vector<llama_token> toks = random_tokens(o.seed + (t.prompt ? 0u : 1u), t.n_tokens);
+        std::vector<llama_token> ctx_toks = random_tokens(o.seed + 2u, t.depth);
+        if (add_bos && bos >= 0) {
+            if (t.depth > 0) ctx_toks[0] = bos;
+            else toks[0] = bos;
+        }
 
-        const llama_context_params cp = llama_cli::context_params(t.n_tokens, o.n_batch, o.n_ubatch, o.threads, fa);
+        const llama_context_params cp =
+            llama_cli::context_params(t.depth + t.n_tokens, o.n_batch, o.n_ubatch, o.threads, fa);
         llama_context * ctx = llama_init_from_model(model, cp);
         if (!ctx) fail("failed to create a context for %s", t.name.c_str());
+        llama_memory_t mem = llama_get_memory(ctx);
         const int n_batch = std::max(1, std::min(o.n_batch, (int) llama_n_batch(ctx)));
-        llama_batch batch = llama_batch_init(t.prompt ? n_batch : 1, 0, 1);
+        llama_batch batch = llama_batch_init(t.prompt || t.depth > 0 ? n_batch : 1, 0, 1);
 
-        auto decode = [&](int start, int n, bool last_logits) {
+        // ids[0..n) at positions pos, pos+1, ... of sequence 0.
+        auto decode = [&](const llama_token * ids, int pos, int n, bool last_logits) {
             batch.n_tokens = n;
             for (int j = 0; j < n; ++j) {
-                batch.token[j] = toks[(size_t) (start + j)];
-                batch.pos[j] = start + j;
+                batch.token[j] = ids[j];
+                batch.pos[j] = pos + j;
                 batch.n_seq_id[j] = 1;
                 batch.seq_id[j][0] = 0;
                 batch.logits[j] = last_logits && j == n - 1;
             }
             const int rc = llama_decode(ctx, batch);
             if (rc != 0) {
-                fprintf(stderr, "llama_bench: llama_decode failed in %s at position %d: %d\n", t.name.c_str(), start, rc);
+                fprintf(stderr, "llama_bench: llama_decode failed in %s at position %d: %d\n", t.name.c_str(), pos, rc);
                 exit(1);
             }
         };
+        // n tokens of ids from position pos, n_batch at a time; logits of the last one.
+        auto decode_chunks = [&](const llama_token * ids, int pos, int n) {
+            for (int start = 0; start < n; start += n_batch) {
+                const int k = std::min(n_batch, n - start);
+                decode(ids + start, pos + start, k, start + k == n);
+            }
+        };
+        // The depth's context, decoded once (untimed); each repetition keeps it.
+        if (t.depth > 0) {
+            decode_chunks(ctx_toks.data(), 0, t.depth);
+            llama_synchronize(ctx);
+        }
         // One repetition; returns its seconds.
         auto run_once = [&]() -> double {
-            llama_memory_clear(llama_get_memory(ctx), true);
+            if (t.depth == 0) {
+                llama_memory_clear(mem, true);
+            } else if (!llama_memory_seq_rm(mem, 0, t.depth, -1)) {
+                fail("%s: the model's memory cannot drop positions >= %d (llama_memory_seq_rm)", t.name.c_str(), t.depth);
+            }
             llama_synchronize(ctx);
             const double t0 = now_s();
             if (t.prompt) {
-                for (int start = 0; start < t.n_tokens; start += n_batch) {
-                    const int n = std::min(n_batch, t.n_tokens - start);
-                    decode(start, n, start + n == t.n_tokens);
-                }
+                decode_chunks(toks.data(), t.depth, t.n_tokens);
                 llama_synchronize(ctx);
             } else {
                 for (int i = 0; i < t.n_tokens; ++i) {
-                    decode(i, 1, true);
+                    decode(&toks[(size_t) i], t.depth + i, 1, true);
                     llama_synchronize(ctx);
                 }
             }
@@ -338,10 +400,10 @@ int main(int argc, char ** argv) {
         for (size_t r = 0; r < tps.size(); ++r) printf("%s%.2f", r ? "," : "", tps[r]);
         printf("\n");
         const Summary s = summarize(tps);
-        printf("result test=%s build=%s model=%s split=%s devices=%s n_prompt=%d n_gen=%d reps=%d "
+        printf("result test=%s build=%s model=%s split=%s devices=%s n_prompt=%d n_gen=%d depth=%d reps=%d "
                "median_tps=%.2f min_tps=%.2f max_tps=%.2f\n",
                t.name.c_str(), LLAMA_BENCH_BUILD_NAME, model_name.c_str(), o.split_mode.c_str(), devices_label.c_str(),
-               t.prompt ? t.n_tokens : 0, t.prompt ? 0 : t.n_tokens, o.reps, s.median, s.min, s.max);
+               t.prompt ? t.n_tokens : 0, t.prompt ? 0 : t.n_tokens, t.depth, o.reps, s.median, s.min, s.max);
         fflush(stdout);
     }
 

@@ -40,6 +40,7 @@ class Settings:
     warmup: int = 2
     n_prompt: int = 512
     n_gen: int = 128
+    depths: List[int] = field(default_factory=lambda: [0])  # context depths: tokens cached before each test
     ubatch: int = 512
     threads: int = 4
     nccl: str = "off"
@@ -138,7 +139,7 @@ class Opt:
     dest: str
     flag: str
     env: Optional[str]    # the variable gpu.sh read (used with --from-env)
-    kind: str             # str, int, list, bool, path, choice
+    kind: str             # str, int, list, ints (a list of integers), bool, path, choice
     help: str
     choices: tuple = ()
     empty_is_value: bool = False  # TP_DEVICES="" means "no tensor lists", not "default"
@@ -162,6 +163,8 @@ OPTS = [
     Opt("warmup", "--warmup", "TP_WARMUP", "int", "warm-up runs [2; 1]"),
     Opt("n_prompt", "--n-prompt", "TP_NPROMPT", "int", "prompt tokens of the pp test [512; 64]"),
     Opt("n_gen", "--n-gen", "TP_NGEN", "int", "generated tokens of the tg test [128; 16]"),
+    Opt("depths", "--depths", "TP_DEPTHS", "ints",
+        "context depths: each pp and tg test runs once per depth D, after D tokens in the KV cache [0]"),
     Opt("ubatch", "--ubatch", "TP_UBATCH", "int", "n_ubatch [512]"),
     Opt("threads", "--threads", "TP_THREADS", "int", "threads of each process [4; cores]"),
     Opt("nccl", "--nccl", "TP_NCCL", "choice", "on: build with NCCL; both: also trees without NCCL for tensor mode [off]", NCCL_MODES),
@@ -202,6 +205,8 @@ def add_options(p: argparse.ArgumentParser, groups: Sequence[str] = (RUN,)) -> N
         kw = dict(dest=o.dest, default=None, help=o.help)
         if o.kind == "list":
             kw.update(nargs="*", metavar="ITEM")
+        elif o.kind == "ints":
+            kw.update(nargs="*", type=int, metavar="N")
         elif o.kind == "int":
             kw.update(type=int)
         elif o.kind == "bool":
@@ -220,6 +225,11 @@ class SettingsError(ValueError):
 def _from_text(o: Opt, text: str):
     if o.kind == "list":
         return text.split()
+    if o.kind == "ints":
+        try:
+            return [int(t) for t in text.split()]
+        except ValueError:
+            raise SettingsError(f"{o.env}={text}: not a list of numbers") from None
     if o.kind == "int":
         try:
             return int(text)
@@ -315,6 +325,12 @@ def validate(s: Settings) -> None:
             raise SettingsError(f"{name} must be >= 0")
     if s.n_prompt == 0 and s.n_gen == 0:
         raise SettingsError("n_prompt and n_gen are both 0: nothing to measure")
+    if not s.depths:
+        raise SettingsError("depths: an empty list (0 is the test without context)")
+    if any(d < 0 for d in s.depths):
+        raise SettingsError("depths must be >= 0")
+    if len(set(s.depths)) != len(s.depths):
+        raise SettingsError(f"depths {' '.join(map(str, s.depths))}: a depth is given twice")
     for name in ("token_start", "cut"):
         try:
             re.compile(getattr(s, name))

@@ -33,20 +33,23 @@ def _text(c) -> str:
 # ---- tp ----------------------------------------------------------------------------------------
 
 def throughput_rows(bench: List[Dict]) -> List[List[str]]:
-    """The throughput table's rows: per model, test and row label (each in first-seen order) the
-    upstream and ours runs, ours/upstream, and each against the same build's split-none run.
+    """The throughput table's rows: per model, test at its depth and row label (each in first-seen
+    order) the upstream and ours runs, ours/upstream, and each against the same build's split-none
+    run of the same test and depth.
 
-    A label with settings ("tensor CUDA0,CUDA0 [VAR=x]") that has no upstream run of its own is
-    compared with the upstream run of its base label (the same split and devices)."""
+    A test is its name and its context depth (a row's "depth", 0 where absent): "tg128" at depth 0,
+    "tg128@d4096" at 4096, each its own rows. A label with settings ("tensor CUDA0,CUDA0 [VAR=x]")
+    that has no upstream run of its own is compared with the upstream run of its base label (the
+    same split and devices)."""
     models: List[str] = []
-    tests: List[str] = []
+    tests: List[tuple] = []
     labels: List[str] = []
     runs: Dict[tuple, Dict] = {}
     base: Dict[str, str] = {}
     split: Dict[str, str] = {}
     none_label: Dict[tuple, str] = {}
     for r in bench:
-        m, t, l = r["model"], r["test"], r["label"]
+        m, t, l = r["model"], (r["test"], r.get("depth", 0)), r["label"]
         for seq, v in ((models, m), (tests, t), (labels, l)):
             if v not in seq:
                 seq.append(v)
@@ -89,7 +92,7 @@ def throughput_rows(bench: List[Dict]) -> List[List[str]]:
                     if shows_up:
                         ru = ratio(ku, (m, t, n, "upstream"))
                     ro = ratio(ko, (m, t, n, "ours"))
-                rows.append([m, t, l, cell(ku) if shows_up else DASH, cell(ko), ratio(ko, ku), ru, ro])
+                rows.append([m, t[0], l, cell(ku) if shows_up else DASH, cell(ko), ratio(ko, ku), ru, ro])
     return rows
 
 
@@ -107,7 +110,10 @@ def render_tp(res: Dict) -> str:
                 f"{s['warmup']} warm-up run(s); min–max)", "",
                 f"flash attention on, n_ubatch {s['ubatch']}, {s['threads']} threads. "
                 "ours/upstream: ratio of medians (> 1: ours faster).",
-                "vs none: this row's median / the same build's split-none median (same model and test)."]
+                "vs none: this row's median / the same build's split-none median (same model, test and depth)."]
+        if any(r.get("depth", 0) for r in res["bench"]):
+            out.append("ppN@dD, tgN@dD: the test after D tokens in the KV cache (decoded once, untimed, before the "
+                       "warm-ups; each repetition drops the positions from D on and decodes from position D).")
         if s.get("envs"):
             out.append("Rows with [settings] are extra runs of ours with those environment settings; their "
                        "ours/upstream uses the upstream run of the same split and devices.")

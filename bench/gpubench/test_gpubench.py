@@ -1,6 +1,7 @@
 """Unit tests of the pure parts: settings, compare_logits parsing, status words, file tags, and
 the tables rendered from results JSON. Run: python3 -m unittest discover bench"""
 import contextlib
+import io
 import json
 import os
 import tempfile
@@ -63,6 +64,28 @@ class SettingsTest(unittest.TestCase):
         with self.assertRaises(SystemExit):
             with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
                 parse(["tp", "--archs", "maybe"])
+
+    def test_depths(self):
+        self.assertEqual(parse(["tp"]).depths, [0])
+        self.assertEqual(parse(["tp", "--cpu-test"]).depths, [0])
+        self.assertEqual(parse(["tp", "--depths", "0", "4096", "16384"]).depths, [0, 4096, 16384])
+        self.assertEqual(parse(["tp", "--depths", "512"]).depths, [512])
+        env = {"TP_DEPTHS": "0 8192"}
+        self.assertEqual(parse(["tp"], env).depths, [0])               # the environment only with --from-env
+        self.assertEqual(parse(["tp", "--from-env"], env).depths, [0, 8192])
+        self.assertEqual(parse(["tp", "--from-env", "--depths", "64"], env).depths, [64])   # a flag wins
+        self.assertEqual(parse(["tp", "--from-env"], {"TP_DEPTHS": " "}).depths, [0])     # empty: unset
+        for argv, environ in ((["tp", "--depths"], {}), (["tp", "--depths", "-1"], {}),
+                              (["tp", "--depths", "0", "64", "0"], {}),
+                              (["tp", "--from-env"], {"TP_DEPTHS": "0,4096"}),
+                              (["tp", "--from-env"], {"TP_DEPTHS": "many"})):
+            with self.subTest(argv=argv, environ=environ), self.assertRaises(settings.SettingsError):
+                parse(argv, environ)
+        with self.assertRaises(SystemExit):
+            with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
+                parse(["tp", "--depths", "4k"])
+        s = parse(["tp", "--depths", "0", "4096"])
+        self.assertEqual(settings.Settings.from_json(json.loads(json.dumps(s.to_json()))).depths, [0, 4096])
 
     def test_paths_absolute_and_json_round_trip(self):
         s = parse(["tp", "--prebuilt", "build/shared", "--plugin", "x.so"])
@@ -140,6 +163,13 @@ class TagTest(unittest.TestCase):
         self.assertEqual(tp.label("tensor", "CUDA0,CUDA1", "nonccl"), "tensor CUDA0,CUDA1 (CUDA built without NCCL)")
         self.assertEqual(tp.env_label("A=1+B=2"), " [A=1 B=2]")
 
+    def test_bench_tests(self):
+        s = settings.Settings(n_prompt=512, n_gen=128, depths=[0, 4096])
+        self.assertEqual(tp.bench_tests(s), [("pp512", 0), ("pp512@d4096", 4096), ("tg128", 0), ("tg128@d4096", 4096)])
+        s = settings.Settings(n_prompt=0, n_gen=32, depths=[1024])
+        self.assertEqual(tp.bench_tests(s), [("tg32@d1024", 1024)])
+        self.assertEqual(tp.bench_tests(settings.Settings()), [("pp512", 0), ("tg128", 0)])
+
     def test_arch_models(self):
         names = [a.name for a in tp.ARCH_MODELS]
         self.assertEqual(len(names), len(set(names)))
@@ -166,6 +196,78 @@ BENCH = [
 ]
 
 
+FAKE_LLAMA_BENCH = """#!/bin/sh
+# llama_bench's result lines for each test and depth; its arguments go to args.txt
+echo "$@" > "$(dirname "$0")/args.txt"
+p=0; n=0; depths=0
+while [ $# -gt 0 ]; do case $1 in --n-prompt) p=$2; shift;; --n-gen) n=$2; shift;; --depths) depths=$2; shift;; esac; shift; done
+for t in pp$p tg$n; do
+  for d in $(echo $depths | tr , ' '); do
+    name=$t; [ $d -gt 0 ] && name=$t@d$d
+    [ "$name" = tg$n@d64 ] && [ -n "$NO_DEPTH_TG" ] && continue
+    echo "reps: test=$name tps=$((100 + d)).00,$((102 + d)).00"
+    echo "result test=$name build=ours model=f16 split=none depth=$d reps=2 median_tps=$((101 + d)).00" \
+      "min_tps=$((100 + d)).00 max_tps=$((102 + d)).00"
+  done
+done
+"""
+
+
+class TpBenchTest(unittest.TestCase):
+    """Tp.bench with a stand-in for llama_bench: the flags it gets and the rows it records."""
+
+    def run_bench(self, argv, env=""):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        tree, out = Path(tmp.name) / "tree", Path(tmp.name) / "out"
+        (tree / "bench").mkdir(parents=True)
+        for name in ("llama_bench", "llama_bench_ref"):
+            (tree / "bench" / name).write_text(FAKE_LLAMA_BENCH)
+            (tree / "bench" / name).chmod(0o755)
+        s = parse(["tp", "--prebuilt", str(tree), "--out", str(out), "--n-prompt", "32", "--n-gen", "8"] + argv)
+        job = tp.Tp(s)
+        job.dir.mkdir(parents=True)
+        with contextlib.redirect_stdout(io.StringIO()):
+            job.bench("f16", "none", "CPU", "ours", env)
+        return job.res["bench"], (tree / "bench" / "args.txt").read_text().split()
+
+    def test_depths(self):
+        rows, args = self.run_bench(["--depths", "0", "64"])
+        self.assertEqual(args[args.index("--depths") + 1], "0,64")
+        self.assertEqual([(r["test"], r["depth"], r["status"]) for r in rows],
+                         [("pp32", 0, "ok"), ("pp32@d64", 64, "ok"), ("tg8", 0, "ok"), ("tg8@d64", 64, "ok")])
+        self.assertEqual((rows[3]["median_tps"], rows[3]["min_tps"], rows[3]["reps_tps"]), (165.0, 164.0, [164.0, 166.0]))
+        self.assertEqual(rows[0]["median_tps"], 101.0)
+
+    def test_default_depth_passes_no_flag(self):
+        rows, args = self.run_bench([])
+        self.assertNotIn("--depths", args)
+        self.assertEqual([(r["test"], r["depth"]) for r in rows], [("pp32", 0), ("tg8", 0)])
+
+    def test_missing_depth_result(self):
+        rows, _ = self.run_bench(["--depths", "64"], env="NO_DEPTH_TG=1")
+        self.assertEqual([(r["test"], r["status"]) for r in rows], [("pp32@d64", "ok"), ("tg8@d64", "no result (exit 0)")])
+
+
+def depth_row(test, depth, label, split, side, med, status="ok"):
+    r = run_row("f16", test, label, label, split, side, med, status)
+    r["depth"] = depth
+    return r
+
+
+BENCH_DEPTHS = [
+    depth_row("tg128", 0, "none CUDA0", "none", "upstream", 200.0),
+    depth_row("tg128@d4096", 4096, "none CUDA0", "none", "upstream", 100.0),
+    depth_row("tg128", 0, "none CUDA0", "none", "ours", 210.0),
+    depth_row("tg128@d4096", 4096, "none CUDA0", "none", "ours", 120.0),
+    depth_row("tg128", 0, "tensor CUDA0,CUDA0", "tensor", "upstream", 150.0),
+    depth_row("tg128@d4096", 4096, "tensor CUDA0,CUDA0", "tensor", "upstream", 80.0),
+    depth_row("tg128", 0, "tensor CUDA0,CUDA0", "tensor", "ours", 180.0),
+    depth_row("tg128@d4096", 4096, "tensor CUDA0,CUDA0", "tensor", "ours", 90.0, status="timed out (300 s, --timeout)"),
+    depth_row("tg128@d16384", 16384, "tensor CUDA0,CUDA0", "tensor", "ours", 50.0),
+]
+
+
 class TableTest(unittest.TestCase):
     def test_throughput_rows(self):
         rows = table.throughput_rows(BENCH)
@@ -180,6 +282,32 @@ class TableTest(unittest.TestCase):
             ["f16", "tg128", "tensor CUDA0,CUDA0 [E=ours]", "–", "165.00 (164.00–166.00)", "1.100", "–", "0.786"],
             ["f16", "tg128", "layer CUDA0,CUDA1", "crashed (SIGSEGV)", "105.00 (104.00–106.00)", "–", "–", "0.500"],
         ])
+
+    def test_throughput_rows_with_depths(self):
+        # each test at each depth its own rows, compared with split none at the same test and depth
+        rows = table.throughput_rows(BENCH_DEPTHS)
+        self.assertEqual(rows, [
+            ["f16", "tg128", "none CUDA0", "200.00 (199.00–201.00)", "210.00 (209.00–211.00)", "1.050", "–", "–"],
+            ["f16", "tg128", "tensor CUDA0,CUDA0", "150.00 (149.00–151.00)", "180.00 (179.00–181.00)", "1.200",
+             "0.750", "0.857"],
+            ["f16", "tg128@d4096", "none CUDA0", "100.00 (99.00–101.00)", "120.00 (119.00–121.00)", "1.200", "–",
+             "–"],
+            ["f16", "tg128@d4096", "tensor CUDA0,CUDA0", "80.00 (79.00–81.00)", "timed out (300 s, --timeout)", "–",
+             "0.800", "–"],
+            # no split-none run at this depth: no ratio against it
+            ["f16", "tg128@d16384", "tensor CUDA0,CUDA0", "–", "50.00 (49.00–51.00)", "–", "–", "–"],
+        ])
+        # a row without "depth" (results stored before depths) is at depth 0
+        old = [{k: v for k, v in r.items() if k != "depth"} for r in BENCH_DEPTHS if r["depth"] == 0]
+        self.assertEqual(table.throughput_rows(old), rows[:2])
+
+    def test_render_tp_depths(self):
+        doc = {"kind": "tp", "settings": settings.Settings(depths=[0, 4096, 16384]).to_json(), "bench": BENCH_DEPTHS}
+        md = table.render(doc)
+        self.assertIn("ppN@dD, tgN@dD: the test after D tokens in the KV cache", md)
+        self.assertIn("| f16 | tg128@d4096 | none CUDA0 | 100.00 (99.00–101.00) | 120.00 (119.00–121.00) | 1.200 "
+                      "| – | – |", md)
+        self.assertNotIn("ppN@dD", table.render(dict(doc, bench=BENCH)))
 
     def test_render_tp_sections(self):
         s = settings.Settings(envs=["E=ours"], envs_both=["E=both"]).to_json()

@@ -2,10 +2,11 @@
 
 For each model and configuration (split none on the baseline device, tensor over each --tensor
 list, layer over each --layer list, row over each --row list): llama_bench_ref (upstream) then
-llama_bench (ours), one process each doing pp<n_prompt> and tg<n_gen>; then llama_driver_ref /
-llama_driver with --logits-out, compared with compare_logits. Before that, with --archs, the small
-model of each architecture in tensor mode against ours split none. A run that fails or crashes is
-a table cell; the job goes on.
+llama_bench (ours), one process each doing pp<n_prompt> and tg<n_gen> at each --depths D (named
+pp<n_prompt>@d<D> and tg<n_gen>@d<D> for D > 0: after D tokens in the KV cache); then
+llama_driver_ref / llama_driver with --logits-out, compared with compare_logits. Before that, with
+--archs, the small model of each architecture in tensor mode against ours split none. A run that
+fails or crashes is a table cell; the job goes on.
 """
 from __future__ import annotations
 
@@ -86,6 +87,13 @@ def env_label(env: str) -> str:
     return f" [{env.replace('+', ' ')}]" if env else ""
 
 
+def bench_tests(s: Settings) -> List[Tuple[str, int]]:
+    """(test name as llama_bench prints it, depth) of each test of a llama_bench run, in its
+    order: pp at every depth, then tg at every depth; "tg128" at depth 0, "tg128@d4096" at 4096."""
+    kinds = ([f"pp{s.n_prompt}"] if s.n_prompt else []) + ([f"tg{s.n_gen}"] if s.n_gen else [])
+    return [(k + (f"@d{d}" if d else ""), d) for k in kinds for d in s.depths]
+
+
 class Tp:
     def __init__(self, s: Settings):
         self.s = s
@@ -125,11 +133,13 @@ class Tp:
                "--split-mode", run_split, "--devices", run_devs] + extra + [
                "--n-prompt", s.n_prompt, "--n-gen", s.n_gen, "--n-ubatch", s.ubatch, "--flash-attn", "on",
                "--threads", s.threads, "--warmup", s.warmup, "--reps", s.reps]
+        if s.depths != [0]:   # depth 0 alone is llama_bench's default: no flag (older programs lack it)
+            cmd += ["--depths", ",".join(str(d) for d in s.depths)]
         r, _ = proc.run(cmd, log=log, env=run_env + (env.split("+") if env else []), timeout=s.timeout)
         failed = False
-        tests = ([f"pp{s.n_prompt}"] if s.n_prompt else []) + ([f"tg{s.n_gen}"] if s.n_gen else [])
-        for t in tests:
-            row = {"model": model, "test": t, "label": lab, "base": base, "split": split, "devices": devs,
+        for t, depth in bench_tests(s):
+            row = {"model": model, "test": t, "depth": depth, "label": lab, "base": base, "split": split,
+                   "devices": devs,
                    # a plugin row is a row of its own, compared with upstream's tensor run
                    "side": "ours" if side == "plugin" else side, "program": side, "env": env,
                    "build": self.variant or "main", "log": log.name}
@@ -303,6 +313,7 @@ class Tp:
                  f"layer='{' '.join(s.layer)}' row='{' '.join(s.row)}' envs='{' '.join(s.envs)}' "
                  f"envs_both='{' '.join(s.envs_both)}' plugin='{self.plugin or 'off'}'",
                  f"          reps={s.reps} warmup={s.warmup} n_prompt={s.n_prompt} n_gen={s.n_gen} "
+                 f"depths={','.join(str(d) for d in s.depths)} "
                  f"n_ubatch={s.ubatch} threads={s.threads} nccl={s.nccl} cpu_test={int(s.cpu_test)}"]
         (self.dir / "nvidia-smi.txt").write_text(proc.capture(["nvidia-smi"]))
         (self.dir / "topology.txt").write_text(proc.capture(["nvidia-smi", "topo", "-m"]))
