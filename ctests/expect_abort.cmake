@@ -1,4 +1,4 @@
-# cmake -DEXE=<program> -DARGS=<a;b> -DEXPECT=<regex> -P expect_abort.cmake
+# cmake -DEXE=<program> -DARGS=<a;b> -DEXPECT=<regex> [-DENV=<VAR=value;..>] -P expect_abort.cmake
 # Passes when <program> stops through ggml's abort: killed by SIGABRT (any other signal, a
 # segmentation fault included, and any exit status fail), with ggml_abort's line
 # `<file>:<line>: <message>` in its output, where <message> matches <regex> from its start.
@@ -13,6 +13,12 @@ endforeach()
 
 # No gdb backtrace from ggml_print_backtrace: slow, and noise in the test log.
 set(ENV{GGML_NO_BACKTRACE} 1)
+# ENV: `VAR=value` items set for the program's run
+foreach(item IN LISTS ENV)
+    string(REGEX REPLACE "=.*" "" var "${item}")
+    string(REGEX REPLACE "^[^=]*=" "" value "${item}")
+    set(ENV{${var}} "${value}")
+endforeach()
 execute_process(COMMAND "${EXE}" ${ARGS} RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}${err}")
 if(result MATCHES "^[0-9]+$")

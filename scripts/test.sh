@@ -6,8 +6,9 @@
 #     (with the valgrind tests), static (the tests whose outcome depends on how the library is
 #     linked: ctest label "linkage"), and shared with the backends as run-time modules
 #     (GGML_BACKEND_DL); cargo test links the static tree's libraries.
-#   llama.cpp of ggml 0.9.11 (pin 0.1.146): the shared tree, with its differential, meta and
-#     plugin tests (the static and DL trees exercise no code of ours that differs per version).
+#   llama.cpp of ggml 0.9.11 (pin 0.1.146): the shared tree, with its differential, meta, plugin,
+#     fault and valgrind tests (the static and DL trees exercise no code of ours that differs per
+#     version).
 #
 # Before the builds: cargo fmt --check and clippy for both versions. After them: the GPU benchmark
 # program's unit tests (bench/gpubench, Python) and the generated headers' check.
@@ -91,8 +92,8 @@ tree build/dl $pin_main "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=ON -DGGML_BACKE
     "-DGGML_BACKEND_RS_LINKED_DRIVER=$root/build/shared/ctests/llama_driver"
 
 # 0.9.11, shared: the older ABI's exports, layouts and headers, the scheduler and meta device
-# against its pristine build, its libllama end to end. Valgrind runs on the 0.26 tree only.
-tree build/shared-0.9.11 $pin_old "" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_RS_VALGRIND=OFF
+# against its pristine build, its libllama end to end, the memory tests and faults under valgrind.
+tree build/shared-0.9.11 $pin_old "" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_RS_VALGRIND=ON
 
 # ---------------------------------------------------------------------------------------------
 # cargo test — the Rust tests link the crate with ggml core and the CPU backend from the static

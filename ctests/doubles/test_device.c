@@ -18,12 +18,24 @@
 // makes the registry offer the backend AllReduce of the ggml version (see "the backend's own
 // AllReduce" below). Two devices with async + events make libllama enable pipeline
 // parallelism (scheduler n_copies > 1) for a layer split over both.
+//
+// Faults on demand (see "fault injection" below): GGML_BACKEND_RS_TESTGPU_FAIL=RULE[,RULE...]
+// with RULE = OP:N[+][@D] makes the Nth operation OP (counted from 1, on device D or on all
+// test devices together) fail; with '+' that one and every later one. OP is one of
+//   alloc    a buffer allocation returns NULL (the device is out of memory)
+//   compute  a graph compute returns GGML_STATUS_FAILED without computing
+//   abort    a graph compute returns GGML_STATUS_ABORTED without computing
+//   copy     an asynchronous tensor copy is declined (returns false: the caller copies otherwise)
+//   event    an event cannot be created (event_new returns NULL)
+// Every injected fault is reported on stderr as "TESTGPU<d>: injected fault: <op> #<n>", so a
+// test can demand that its fault was reached.
 
 #include "test_device.h"
 
 #include "ggml-backend-impl.h"
 #include "ggml-cpu.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +82,73 @@ struct test_device_trace_stats test_device_trace_read(void) {
         if (first < n && i > first && i < last) st.inside[op]++;
     }
     return st;
+}
+
+// --- fault injection ----------------------------------------------------------------------
+
+enum fault_op { FAULT_ALLOC, FAULT_COMPUTE, FAULT_ABORT, FAULT_COPY, FAULT_EVENT, FAULT_OP_COUNT };
+static const char * const fault_op_names[FAULT_OP_COUNT] = { "alloc", "compute", "abort", "copy", "event" };
+
+#define FAULT_RULES_MAX 16
+struct fault_rule {
+    enum fault_op op;
+    long n;         // the ordinal that fails (from 1)
+    bool onwards;   // and every later one
+    int device;     // -1: counted over all test devices
+};
+static struct fault_rule fault_rules[FAULT_RULES_MAX];
+static int fault_rule_count;
+// operations seen so far, per device and over all devices ([TESTGPU_COUNT])
+static long fault_seen[FAULT_OP_COUNT][TESTGPU_COUNT + 1];
+
+// Reads GGML_BACKEND_RS_TESTGPU_FAIL (once: see `fault`). A malformed rule stops the process:
+// a test that means to inject a fault must not pass without it.
+static void fault_rules_read(void) {
+    int count = 0;
+    const char * e = getenv("GGML_BACKEND_RS_TESTGPU_FAIL");
+    char spec[256];
+    snprintf(spec, sizeof(spec), "%s", e ? e : "");
+    for (char * save = NULL, * rule = strtok_r(spec, ",", &save); rule; rule = strtok_r(NULL, ",", &save)) {
+        struct fault_rule r = { FAULT_OP_COUNT, 0, false, -1 };
+        char * colon = strchr(rule, ':');
+        if (colon) {
+            *colon = '\0';
+            for (int op = 0; op < FAULT_OP_COUNT; op++) {
+                if (strcmp(rule, fault_op_names[op]) == 0) r.op = (enum fault_op) op;
+            }
+            char * end = NULL;
+            r.n = strtol(colon + 1, &end, 10);
+            if (end && *end == '+') { r.onwards = true; end++; }
+            if (end && *end == '@') { r.device = (int) strtol(end + 1, &end, 10); }
+            if (!end || *end != '\0') r.op = FAULT_OP_COUNT;
+        }
+        if (r.op == FAULT_OP_COUNT || r.n < 1 || r.device < -1 || r.device >= TESTGPU_COUNT || count == FAULT_RULES_MAX) {
+            fprintf(stderr, "GGML_BACKEND_RS_TESTGPU_FAIL: bad rule '%s' (OP:N[+][@D], OP one of alloc, compute, "
+                            "abort, copy, event; at most %d rules)\n", rule, FAULT_RULES_MAX);
+            abort();
+        }
+        fault_rules[count++] = r;
+    }
+    fault_rule_count = count;
+}
+
+// Counts operation `op` on device `dev` and says whether it is to fail.
+static bool fault(enum fault_op op, int dev) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, fault_rules_read);
+    if (fault_rule_count == 0) return false;
+    const long on_dev = __atomic_add_fetch(&fault_seen[op][dev], 1, __ATOMIC_RELAXED);
+    const long on_all = __atomic_add_fetch(&fault_seen[op][TESTGPU_COUNT], 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < fault_rule_count; i++) {
+        const struct fault_rule * r = &fault_rules[i];
+        if (r->op != op || (r->device >= 0 && r->device != dev)) continue;
+        const long n = r->device >= 0 ? on_dev : on_all;
+        if (n == r->n || (r->onwards && n > r->n)) {
+            fprintf(stderr, "TESTGPU%d: injected fault: %s #%ld\n", dev, fault_op_names[op], n);
+            return true;
+        }
+    }
+    return false;
 }
 
 // --- buffer -------------------------------------------------------------------------------
@@ -154,6 +233,7 @@ static int dev_index(ggml_backend_dev_t d) { return (int) (intptr_t) d->context;
 static const char * tbuft_name(ggml_backend_buffer_type_t buft) { return testgpu_names[(int) (intptr_t) buft->context]; }
 static ggml_backend_buffer_t tbuft_alloc(ggml_backend_buffer_type_t buft, size_t size) {
     trace(TEST_DEVICE_OP_ALLOC);
+    if (fault(FAULT_ALLOC, (int) (intptr_t) buft->context)) return NULL;
     void * mem = calloc(1, size + TESTGPU_ALIGNMENT);
     if (!mem) return NULL;
     return ggml_backend_buffer_init(buft, tbuf_iface, mem, size);
@@ -187,6 +267,8 @@ static void tb_free(ggml_backend_t b) {
 }
 static enum ggml_status tb_compute(ggml_backend_t b, struct ggml_cgraph * g) {
     trace(TEST_DEVICE_OP_COMPUTE);
+    if (fault(FAULT_COMPUTE, dev_index(b->device))) return GGML_STATUS_FAILED;
+    if (fault(FAULT_ABORT, dev_index(b->device))) return GGML_STATUS_ABORTED;
     return ggml_backend_graph_compute((ggml_backend_t) b->context, g);
 }
 static void tb_synchronize(ggml_backend_t b) {
@@ -200,6 +282,7 @@ static bool tb_cpy_async(ggml_backend_t src, ggml_backend_t dst, const struct gg
     ggml_backend_buffer_t sb = s->view_src ? s->view_src->buffer : s->buffer;
     ggml_backend_buffer_t db = d->view_src ? d->view_src->buffer : d->buffer;
     if (sb && db && is_testgpu_buft(db->buft) && (ggml_backend_buffer_is_host(sb) || is_testgpu_buft(sb->buft))) {
+        if (fault(FAULT_COPY, dev_index(dst->device))) return false;
         trace(TEST_DEVICE_OP_COPY);
         memcpy(d->data, s->data, ggml_nbytes(s));
         return true;
@@ -319,6 +402,7 @@ static bool td_offload_op(ggml_backend_dev_t d, const struct ggml_tensor * op) {
 
 static int event_token;
 static ggml_backend_event_t td_event_new(ggml_backend_dev_t d) {
+    if (fault(FAULT_EVENT, dev_index(d))) return NULL;
     ggml_backend_event_t e = (ggml_backend_event_t) malloc(sizeof(struct ggml_backend_event));
     e->device = d;
     e->context = &event_token;

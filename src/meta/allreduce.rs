@@ -49,7 +49,7 @@ use super::cuda::CudaAllReduce;
 use super::exchange::{self, Loc};
 use super::host;
 use crate::abi::*;
-use crate::log::{abort, ggml_assert, log_info};
+use crate::log::{ggml_assert, log_info};
 use crate::version::BackendAllReduce;
 use ggml_backend_rs_core::Op;
 
@@ -379,7 +379,7 @@ pub fn plan(
     r: &Reducer,
     backends: &[Backend],
     cuts: Vec<(Vec<Tensor>, Option<Epilogue>)>,
-) -> Planned {
+) -> Result<Planned, OutOfMemory> {
     let mut reductions: Vec<Reduction> = cuts
         .into_iter()
         .map(|(targets, epilogue)| {
@@ -420,14 +420,19 @@ pub fn plan(
             red.path = r.choose_besides_direct(&red.targets);
         }
     }
-    let copies = plan_copies(backends, &mut reductions);
-    let direct = plan_direct(backends, &mut reductions);
-    Planned {
+    let copies = plan_copies(backends, &mut reductions)?;
+    let direct = plan_direct(backends, &mut reductions)?;
+    Ok(Planned {
         reductions,
         copies,
         direct,
-    }
+    })
 }
+
+/// A device could not allocate memory a plan needs: the graph is not computed and the caller
+/// gets `GGML_STATUS_ALLOC_FAILED` (libllama's `llama_decode` then returns -2).
+#[derive(Debug)]
+pub struct OutOfMemory(pub String);
 
 /// Scratch memory of `slots` equal slots on every simple device, owned by a plan and freed with
 /// it (plans are dropped only after the backends were synchronized).
@@ -439,31 +444,34 @@ struct Scratch {
 }
 
 impl Scratch {
-    fn alloc(backends: &[Backend], slots: usize, slot_bytes: usize) -> Scratch {
+    /// The slots on every device, or what could not be allocated (the devices' buffers that
+    /// were allocated are freed again).
+    fn alloc(
+        backends: &[Backend],
+        slots: usize,
+        slot_bytes: usize,
+    ) -> Result<Scratch, OutOfMemory> {
         let bytes = slots * slot_bytes;
-        let buffers = backends
-            .iter()
-            .map(|&b| {
-                let buft = crate::backend::default_buffer_type(b, "meta AllReduce");
-                let raw = crate::buffer::alloc(buft, bytes);
-                // SAFETY: returned by the buffer type.
-                unsafe { Buffer::from_ptr(raw) }.unwrap_or_else(|| {
-                    abort(
-                        file!(),
-                        line!(),
-                        &format!(
-                            "meta AllReduce: cannot allocate {bytes} bytes of scratch memory on {}",
-                            b.name_string()
-                        ),
-                    )
-                })
-            })
-            .collect();
-        Scratch {
-            buffers,
+        let mut scratch = Scratch {
+            buffers: Vec::with_capacity(backends.len()),
             slots,
             slot_bytes,
+        };
+        for &b in backends {
+            let buft = crate::backend::default_buffer_type(b, "meta AllReduce");
+            let raw = crate::buffer::alloc(buft, bytes);
+            // SAFETY: returned by the buffer type.
+            match unsafe { Buffer::from_ptr(raw) } {
+                Some(buf) => scratch.buffers.push(buf),
+                None => {
+                    return Err(OutOfMemory(format!(
+                        "meta AllReduce: cannot allocate {bytes} bytes of scratch memory on {}",
+                        b.name_string()
+                    )))
+                }
+            }
         }
+        Ok(scratch)
     }
 
     /// Places header `h` in slot `s` of device `dev`.
@@ -506,7 +514,10 @@ fn slot_size(backends: &[Backend], reductions: &[Reduction], need: &[usize]) -> 
 }
 
 /// The copies path's plan, for the cuts on the copies or the backend path (its fallback).
-fn plan_copies(backends: &[Backend], reductions: &mut [Reduction]) -> Option<CopyPlan> {
+fn plan_copies(
+    backends: &[Backend],
+    reductions: &mut [Reduction],
+) -> Result<Option<CopyPlan>, OutOfMemory> {
     let n = backends.len();
     let need: Vec<usize> = (0..reductions.len())
         .filter(|&c| {
@@ -515,12 +526,12 @@ fn plan_copies(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Cop
         })
         .collect();
     if n < 2 || need.is_empty() {
-        return None;
+        return Ok(None);
     }
     let slots = exchange::slots(n);
     let schedule = exchange::schedule(n);
     let slot_bytes = slot_size(backends, reductions, &need);
-    let scratch = Scratch::alloc(backends, 2 * slots, slot_bytes);
+    let scratch = Scratch::alloc(backends, 2 * slots, slot_bytes)?;
     let max_adds = schedule
         .iter()
         .flat_map(|s| (0..n).map(move |j| s.adds_on(j).count()))
@@ -595,13 +606,13 @@ fn plan_copies(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Cop
         reductions[c].copies = Some(cuts.len());
         cuts.push(CutOps { stages, refresh });
     }
-    Some(CopyPlan {
+    Ok(Some(CopyPlan {
         scratch,
         headers,
         _arena: arena,
         cuts,
         runs: 0,
-    })
+    }))
 }
 
 /// `like`'s type and shape.
@@ -724,18 +735,21 @@ impl Headers {
     }
 }
 
-fn plan_direct(backends: &[Backend], reductions: &mut [Reduction]) -> Option<DirectPlan> {
+fn plan_direct(
+    backends: &[Backend],
+    reductions: &mut [Reduction],
+) -> Result<Option<DirectPlan>, OutOfMemory> {
     let n = backends.len();
     let need: Vec<usize> = (0..reductions.len())
         .filter(|&c| reductions[c].path == Path::Direct)
         .collect();
     if n < 2 || need.is_empty() {
-        return None;
+        return Ok(None);
     }
     let ring = if need.len() % 2 == 1 { 3 } else { 2 };
     let temps = n - 2;
     let slot_bytes = slot_size(backends, reductions, &need);
-    let scratch = Scratch::alloc(backends, ring + temps, slot_bytes);
+    let scratch = Scratch::alloc(backends, ring + temps, slot_bytes)?;
     let arena = GraphArena::new(need.len() * n, n - 1);
     let mut headers = Headers::new();
     let mut cuts = Vec::with_capacity(need.len());
@@ -788,12 +802,12 @@ fn plan_direct(backends: &[Backend], reductions: &mut [Reduction]) -> Option<Dir
             refresh,
         });
     }
-    Some(DirectPlan {
+    Ok(Some(DirectPlan {
         scratch,
         headers,
         _arena: arena,
         cuts,
-    })
+    }))
 }
 
 impl Planned {

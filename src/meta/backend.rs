@@ -432,7 +432,11 @@ unsafe extern "C" fn graph_compute(
             let nodes = g.nodes().map(|t| t.as_ptr() as usize).collect();
             let p = match build_plan(m, g, nodes) {
                 Ok(p) => p,
-                Err(e) => abort(file!(), line!(), &e),
+                Err(PlanError::Graph(e)) => abort(file!(), line!(), &e),
+                Err(PlanError::Memory(e)) => {
+                    log_error!("{}", e.0);
+                    return GGML_STATUS_ALLOC_FAILED;
+                }
             };
             if let Some(t0) = t0 {
                 let prof = st.profile.get_or_insert_with(Profile::default);
@@ -558,7 +562,21 @@ fn device_nodes(
     })
 }
 
-fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan, String> {
+/// Why a graph has no plan.
+enum PlanError {
+    /// The graph is not one the meta backend can split (a defect or an unsupported model).
+    Graph(String),
+    /// A device could not allocate what the plan needs.
+    Memory(allreduce::OutOfMemory),
+}
+
+impl From<String> for PlanError {
+    fn from(e: String) -> Self {
+        PlanError::Graph(e)
+    }
+}
+
+fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan, PlanError> {
     let n = m.simple.len();
     let all: Vec<Tensor> = g.nodes().collect();
     let uses = use_counts(g, &all);
@@ -604,7 +622,7 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         fusions.push(f);
         cuts.push((kept[b - 1].1.clone(), e));
     }
-    let planned = allreduce::plan(&m.reducer, &m.simple, cuts);
+    let planned = allreduce::plan(&m.reducer, &m.simple, cuts).map_err(PlanError::Memory)?;
     // the kept nodes that an AllReduce computes instead of a sub-graph
     let mut taken = vec![false; kept.len()];
     for (c, f) in fusions.iter().enumerate() {

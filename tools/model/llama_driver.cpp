@@ -14,6 +14,12 @@
 //                [--test-device]  (builds with LLAMA_DRIVER_TEST_DEVICE: register ctests' TESTGPU0/1)
 //                [--step-report]  (with --test-device: per decode step, what reached the test devices
 //                                  between the step's first graph and its last device operation)
+//                [--retry-failed-decode N (0)]  (a llama_decode call that fails is reported as
+//                                  `decode_error: prompt|step K rc=R` and made again, at most N
+//                                  times in the run; the fault tests inject failures)
+//                [--abort-on-call N]  (an abort callback, llama_set_abort_callback, that asks to
+//                                  abort on its Nth call only: the CPU backend asks it between
+//                                  nodes, and the decode in flight returns 2)
 //                [--seed N (ignored: decoding is greedy)]
 //
 // Greedy: next token = argmax of the logits (ties -> lowest id). Generation does not stop at EOS
@@ -36,8 +42,9 @@
 //   margin: min=... mean=... min_rel=...  (top1 - top2 logit gap of the rows used for greedy choice;
 //                                min_rel = smallest gap / that row's max |logit|)
 //   timing: load_ms=... ctx_ms=... prompt_ms=... prompt_tps=... decode_ms=... decode_tps=...
-// Errors go to stderr; exit status 1 on any failure. libllama's log is shown only from WARN up
-// unless --verbose.
+// Errors go to stderr; exit status 1 on any failure, after freeing whatever was created (so a
+// memory checker sees a failed load, context or decode leave nothing behind). libllama's log is
+// shown only from WARN up unless --verbose.
 //
 // --logits-out FILE format (little-endian):
 //   header: char magic[8] = "LGTSv001"; uint32 n_vocab; uint32 n_rows
@@ -55,6 +62,7 @@
 #include "ggml-backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -92,6 +100,8 @@ struct Opts {
     std::string backend_dir;      // --backend-dir: load backend modules from this directory
     bool test_device = false;     // register the test-only TESTGPU0/1 devices (ctests builds)
     bool step_report = false;     // print the test devices' trace of every decode step
+    int retry_decode = 0;         // failed llama_decode calls made again, at most, in the run
+    long abort_on_call = 0;       // the call of the abort callback that answers "abort" (0: none)
     bool verbose = false;
 };
 
@@ -102,10 +112,41 @@ void usage() {
         "                    [--n-predict N] [--n-ctx N] [--n-batch N] [--n-ubatch N] [--threads N]\n"
         "                    [--flash-attn on|off|auto] [--no-mmap] [--cache-type-k T] [--cache-type-v T]\n"
         "                    [--all-logits] [--logits-out FILE]\n"
-        "                    [--stop-eog] [--load-all-backends] [--verbose] [--seed N]\n");
+        "                    [--stop-eog] [--load-all-backends] [--verbose] [--seed N]\n"
+        "                    [--retry-failed-decode N] [--abort-on-call N]\n");
 }
 
 int parse_int(const char * s, const char * flag) { return llama_cli::parse_int("llama_driver", s, flag, -1000000000); }
+
+// What main creates from llama_backend_init on, freed on every way out of it.
+struct Run {
+    llama_model * model = nullptr;
+    llama_context * ctx = nullptr;
+    llama_batch batch = {};
+    bool has_batch = false;
+    Run() { llama_backend_init(); }
+    ~Run() {
+        if (has_batch) llama_batch_free(batch);
+        if (ctx) llama_free(ctx);
+        if (model) llama_model_free(model);
+        llama_backend_free();
+    }
+    Run(const Run &) = delete;
+    Run & operator=(const Run &) = delete;
+};
+
+// --abort-on-call: the calls so far, and the one that answers true. Backends may ask from
+// several threads (the meta device runs CPU devices side by side), hence the atomic count.
+std::atomic<long> abort_calls{0};
+bool abort_on_nth_call(void * data) {
+    const long n = *(const long *) data;
+    const long call = ++abort_calls;
+    if (call == n) {
+        printf("abort_callback: call %ld asks to abort\n", call);
+        fflush(stdout);
+    }
+    return call == n;
+}
 
 double now_ms() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -211,6 +252,8 @@ int main(int argc, char ** argv) {
         else if (a == "--backend-dir")          o.backend_dir = need();
         else if (a == "--test-device")          o.test_device = true;
         else if (a == "--step-report")          o.step_report = true;
+        else if (a == "--abort-on-call")        o.abort_on_call = std::max(0, parse_int(need(), "--abort-on-call"));
+        else if (a == "--retry-failed-decode")  o.retry_decode = std::max(0, parse_int(need(), "--retry-failed-decode"));
         else if (a == "--verbose")              o.verbose = true;
         else if (a == "--seed")                 (void) need();
         else if (a == "-h" || a == "--help")    { usage(); return 0; }
@@ -252,7 +295,7 @@ int main(int argc, char ** argv) {
         fprintf(stderr, "llama_driver: --step-report needs --test-device\n");
         return 1;
     }
-    llama_backend_init();
+    Run run;
 
     printf("model: %s\n", o.model.c_str());
     printf("system: %s\n", llama_print_system_info());
@@ -287,16 +330,17 @@ int main(int argc, char ** argv) {
     fflush(stdout);
 
     const double t_load0 = now_ms();
-    llama_model * model = llama_model_load_from_file(o.model.c_str(), mp);
+    llama_model * model = run.model = llama_model_load_from_file(o.model.c_str(), mp);
     const double t_load1 = now_ms();
     if (!model) { fprintf(stderr, "llama_driver: failed to load model %s\n", o.model.c_str()); return 1; }
 
     llama_context_params cp = llama_cli::context_params(o.n_ctx, o.n_batch, o.n_ubatch, o.threads, fa);
     cp.type_k = o.cache_type_k;
     cp.type_v = o.cache_type_v;
-    llama_context * ctx = llama_init_from_model(model, cp);
+    llama_context * ctx = run.ctx = llama_init_from_model(model, cp);
     const double t_ctx1 = now_ms();
-    if (!ctx) { fprintf(stderr, "llama_driver: failed to create context\n"); llama_model_free(model); return 1; }
+    if (!ctx) { fprintf(stderr, "llama_driver: failed to create context\n"); return 1; }
+    if (o.abort_on_call > 0) llama_set_abort_callback(ctx, abort_on_nth_call, &o.abort_on_call);
 
     const llama_vocab * vocab = llama_model_get_vocab(model);
     const int n_vocab = llama_vocab_n_tokens(vocab);
@@ -340,7 +384,20 @@ int main(int argc, char ** argv) {
     };
 
     const int n_batch_real = std::max(1, std::min(o.n_batch, (int) llama_n_batch(ctx)));
-    llama_batch batch = llama_batch_init(std::max(n_batch_real, 1), 0, 1);
+    run.batch = llama_batch_init(std::max(n_batch_real, 1), 0, 1);
+    run.has_batch = true;
+    llama_batch & batch = run.batch;
+    // llama_decode, made again after a failure while --retry-failed-decode allows
+    int retries_left = o.retry_decode;
+    auto decode = [&](const char * what, int k) -> int {
+        for (;;) {
+            const int rc = llama_decode(ctx, batch);
+            if (rc == 0 || retries_left == 0) return rc;
+            retries_left--;
+            printf("decode_error: %s %d rc=%d\n", what, k, rc);
+            fflush(stdout);
+        }
+    };
     auto batch_add = [&](llama_token t, llama_pos pos, bool logits) {
         const int i = batch.n_tokens++;
         batch.token[i] = t;
@@ -361,7 +418,7 @@ int main(int argc, char ** argv) {
             const int pos = start + j;
             batch_add(prompt[pos], pos, o.all_logits || pos == n_prompt - 1);
         }
-        const int rc = llama_decode(ctx, batch);
+        const int rc = decode("prompt", start);
         if (rc != 0) { fprintf(stderr, "llama_driver: llama_decode(prompt) failed: %d\n", rc); return 1; }
         llama_synchronize(ctx);
         for (int j = 0; j < n; ++j) {
@@ -391,7 +448,7 @@ int main(int argc, char ** argv) {
 #ifdef LLAMA_DRIVER_TEST_DEVICE
         if (o.step_report) test_device_trace_reset();
 #endif
-        const int rc = llama_decode(ctx, batch);
+        const int rc = decode("step", n_decoded);
         if (rc != 0) { fprintf(stderr, "llama_driver: llama_decode(step %d) failed: %d\n", n_decoded, rc); return 1; }
         llama_synchronize(ctx);
         n_decoded++;
@@ -438,10 +495,5 @@ int main(int argc, char ** argv) {
            t_load1 - t_load0, t_ctx1 - t_load1, prompt_ms, prompt_ms > 0 ? n_prompt * 1000.0 / prompt_ms : 0.0,
            decode_ms, decode_ms > 0 ? n_decoded * 1000.0 / decode_ms : 0.0, n_prompt, n_decoded);
     fflush(stdout);
-
-    llama_batch_free(batch);
-    llama_free(ctx);
-    llama_model_free(model);
-    llama_backend_free();
     return 0;
 }
