@@ -889,8 +889,7 @@ impl Planned {
         match red.path {
             Path::Own => {
                 let cuda = r.cuda.as_ref().expect("chosen only with CUDA");
-                cuda.run(backends, &red.targets, red.epilogue.as_ref());
-                return GGML_STATUS_SUCCESS;
+                return cuda.run(backends, &red.targets, red.epilogue.as_ref());
             }
             Path::Host => {
                 host::reduce(backends, &red.targets, red.epilogue.as_ref());

@@ -46,7 +46,7 @@ use cudarc::driver::sys;
 
 use super::allreduce::Epilogue;
 use crate::abi::*;
-use crate::log::{abort, log_info};
+use crate::log::{log_error, log_info};
 use ggml_backend_rs_core::launch::{self, Shot};
 use ggml_backend_rs_core::ptx::{self, kernel_name, Epilogue as Kernel, Param};
 
@@ -322,13 +322,20 @@ impl CudaAllReduce {
     /// Enqueues the AllReduce of `targets` (one per backend, same layout, supported type)
     /// after the work queued on `backends`, and makes their later work wait for it. With an
     /// epilogue the kernel also computes the nodes behind the cut (see [`Epilogue`]).
-    pub fn run(&self, backends: &[Backend], targets: &[Tensor], epilogue: Option<&Epilogue>) {
-        if let Err(e) = self.enqueue(backends, targets, epilogue) {
-            abort(
-                file!(),
-                line!(),
-                &format!("meta backend: CUDA AllReduce failed: {e}"),
-            );
+    /// A CUDA call that fails is logged and the step fails with `GGML_STATUS_FAILED` (what a
+    /// backend's failed compute gives; libllama's decode returns -3).
+    pub fn run(
+        &self,
+        backends: &[Backend],
+        targets: &[Tensor],
+        epilogue: Option<&Epilogue>,
+    ) -> ggml_status {
+        match self.enqueue(backends, targets, epilogue) {
+            Ok(()) => GGML_STATUS_SUCCESS,
+            Err(e) => {
+                log_error!("meta backend: CUDA AllReduce failed: {e}");
+                GGML_STATUS_FAILED
+            }
         }
     }
 
