@@ -14,9 +14,18 @@
 // compared whole (plus GUARD elements past the end), so a stray or missing store shows.
 //
 // Usage: ptxcheck FILE.ptx|DIR ...   (DIR: every allreduce_x<n>.ptx in it; n from the name)
-// Prints one line per case ("ok ..." or "FAIL ..." with the first mismatch), then the time per
-// launch of each kernel for decode (n = 2, 4096 elements, one row), and exits 1 on any failure.
-// PTXCHECK_SMALL=1 leaves out the largest size and the timing (for runs under compute-sanitizer).
+// Prints one line per case ("ok ..." or "FAIL ..." with the first mismatch) and exits 1 on any
+// failure. PTXCHECK_SMALL=1 leaves out the largest size (for runs under compute-sanitizer).
+//
+//        ptxcheck --time DIR [DIR ...]
+// Times every entry as the meta backend launches it (src/meta/cuda.rs: Sum and Add 256 threads
+// a block, up to 1024 blocks; AddRmsNormMul a block per row, up to 1024 blocks, ncols rounded
+// up to 32 threads, 32 to 1024), for n = 2 at decode (1 row of 4096 and of 8192) and prefill
+// (512 rows of 4096) shapes, and AddRmsNormMul for every other n at decode, in every DIR (say
+// the PTX before a change and after it). With two DIRs or more it then runs every check case of
+// every entry (and prefill) with each later DIR's kernels and with the first DIR's, and compares
+// all their outputs bit for bit ("DIFF" lines); exits 1 on any difference.
+//
 // bench/ptxcheck/run.sh compiles and runs it.
 
 #define _POSIX_C_SOURCE 200809L
@@ -68,7 +77,8 @@ static float *work[NBUF];   // pinned: uploaded, then turned into the expected r
 static float *got[NBUF];    // pinned: what the GPU left
 static CUstream stream;
 static int failures, cases;
-static int small_only; // PTXCHECK_SMALL set: no largest size, no timing (for compute-sanitizer)
+static int small_only; // PTXCHECK_SMALL set: no largest size (for compute-sanitizer)
+static float *ref[NBUF]; // --time: the first DIR's outputs of a case, to compare
 
 static void check(CUresult r, const char *what, int line) {
     if (r != CUDA_SUCCESS) {
@@ -252,40 +262,66 @@ static unsigned grid_blocks(uint64_t units) { // the launcher's rule for Sum and
 enum { RANGE_FULL, RANGE_SPLIT, RANGE_TAIL, N_RANGE };
 static const char *const RANGE_NAME[N_RANGE] = {"full", "split", "tail"};
 
-// One case: upload, launch(es), download, model, compare. `units`: elements (Sum, Add) or rows.
-static void run_case(CUfunction f, int n, int e, int pat, int range, size_t units, size_t ncols,
-                     unsigned ntid, unsigned max_blocks) {
-    Outs o = outs_of(pat, n);
-    size_t len = e == RMS ? units * ncols : units;
-    int used[NBUF] = {0}, zbuf[NBUF] = {0};
+// The buffers entry `e` of `n` partials uses (a flag per buffer); returns the elements per
+// buffer of a case over `units` (elements for Sum and Add, rows for AddRmsNormMul).
+static size_t used_of(int n, int e, size_t units, size_t ncols, int used[NBUF]) {
+    memset(used, 0, NBUF * sizeof *used);
     for (int k = 0; k < n; k++) {
         used[P(k)] = used[S(k)] = 1;
         if (e != SUM) used[X(k)] = used[R] = 1;
         if (e == RMS) used[Z(k)] = used[W] = 1;
-        if (e == RMS && o.z[k] != NUL) zbuf[o.z[k]] = 1;
     }
+    return e == RMS ? units * ncols : units;
+}
+
+// The launches of a case: one over all units, two halves (split), or the second half (tail).
+typedef struct {
+    size_t lo[2], hi[2];
+    int parts;
+} Ranges;
+
+static Ranges ranges_of(int range, size_t units) {
+    size_t half = units / 2;
+    Ranges r = {{0, half}, {units, units}, 1};
+    if (range == RANGE_SPLIT) r.hi[0] = half, r.parts = 2;
+    if (range == RANGE_TAIL) r.lo[0] = half;
+    return r;
+}
+
+// Uploads the initial contents of the used buffers (into `work` too), launches the case and
+// downloads every used buffer into `got`.
+static void exec_case(CUfunction f, int n, int e, const Outs *o, const Ranges *rg, size_t len,
+                      const int used[NBUF], size_t ncols, unsigned ntid, unsigned max_blocks) {
     for (int b = 0; b < NBUF; b++) {
         if (!used[b]) continue;
         memcpy(work[b], master[b], (len + GUARD) * sizeof(float));
         CK(cuMemcpyHtoDAsync(dev[b], work[b], (len + GUARD) * sizeof(float), stream));
     }
-    size_t half = units / 2;
-    size_t lo[2] = {0, half}, hi[2] = {units, units};
-    int parts = 1;
-    if (range == RANGE_SPLIT) hi[0] = half, parts = 2;
-    if (range == RANGE_TAIL) lo[0] = half;
-    for (int j = 0; j < parts; j++) {
-        size_t cnt = hi[j] - lo[j];
+    for (int j = 0; j < rg->parts; j++) {
+        size_t cnt = rg->hi[j] - rg->lo[j];
         unsigned blocks = e == RMS ? (unsigned) (cnt < 1 ? 1 : cnt > max_blocks ? max_blocks : cnt)
                                    : grid_blocks(cnt);
-        launch(f, n, e, &o, lo[j], hi[j], ncols, blocks, ntid);
+        launch(f, n, e, o, rg->lo[j], rg->hi[j], ncols, blocks, ntid);
     }
     for (int b = 0; b < NBUF; b++)
         if (used[b]) CK(cuMemcpyDtoHAsync(got[b], dev[b], (len + GUARD) * sizeof(float), stream));
     CK(cuStreamSynchronize(stream));
+}
+
+// One case: upload, launch(es), download, model, compare. `units`: elements (Sum, Add) or rows.
+static void run_case(CUfunction f, int n, int e, int pat, int range, size_t units, size_t ncols,
+                     unsigned ntid, unsigned max_blocks) {
+    Outs o = outs_of(pat, n);
+    int used[NBUF], zbuf[NBUF] = {0};
+    size_t len = used_of(n, e, units, ncols, used);
+    for (int k = 0; k < n; k++)
+        if (e == RMS && o.z[k] != NUL) zbuf[o.z[k]] = 1;
+    Ranges rg = ranges_of(range, units);
+    size_t half = units / 2;
+    exec_case(f, n, e, &o, &rg, len, used, ncols, ntid, max_blocks);
     // only now: the uploads read `work` until the stream is done
-    for (int j = 0; j < parts; j++)
-        ref_range(n, e, &o, lo[j], hi[j], ncols);
+    for (int j = 0; j < rg.parts; j++)
+        ref_range(n, e, &o, rg.lo[j], rg.hi[j], ncols);
 
     // Z lies in the launched rows of the buffers Z was stored to (Z is stored last).
     size_t zlo = (range == RANGE_TAIL ? half : 0) * ncols, zhi = len;
@@ -343,10 +379,12 @@ static void load(const char *path, int n, CUfunction f[N_EPI], CUmodule *mod) {
         char name[64];
         snprintf(name, sizeof name, "ggml_meta_allreduce_%s_f32_x%d", EPI_TAG[e], n);
         CK(cuModuleGetFunction(&f[e], *mod, name));
-        int regs = 0, maxt = 0;
+        int regs = 0, maxt = 0, local = 0;
         CK(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f[e]));
         CK(cuFuncGetAttribute(&maxt, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f[e]));
-        printf("loaded %s: %d registers, up to %d threads a block\n", name, regs, maxt);
+        CK(cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f[e]));
+        printf("loaded %s: %d registers, %d bytes local (spills) a thread, up to %d threads a "
+               "block\n", name, regs, local, maxt);
         if (e == RMS && maxt < 1024) {
             printf("FAIL %s: blocks of 1024 threads do not fit\n", name);
             failures++;
@@ -354,62 +392,268 @@ static void load(const char *path, int n, CUfunction f[N_EPI], CUmodule *mod) {
     }
 }
 
+// The check cases of one entry: output pattern, range, and shape.
+typedef struct {
+    int pat, range;
+    size_t units, ncols;
+    unsigned ntid, blocks;
+} Case;
+
+// Sum and Add: elements (the last one the largest size).
+static const size_t ELEMS[] = {1, 1000, 4096, MAXLEN};
+// AddRmsNormMul: ncols, rows, ntid, most blocks (fewer than rows: a block takes several rows),
+// whether it is the largest size. Row lengths around the kernel's trips (ptx::row_chunk(n)
+// columns a thread): one trip of 1024 threads (the register path) for some n, more (the
+// read-back path) for others, a last trip of one column (8193) or a part of one (3000, 9000).
+static const struct {
+    size_t ncols, rows;
+    unsigned ntid, blocks;
+    int big;
+} SHAPES[] = {
+    {4096, 1, 1024, 1, 0}, {300, 7, 320, 4, 0},   {2048, 3, 1024, 2, 0}, {3000, 2, 1024, 2, 0},
+    {8192, 1, 1024, 1, 0}, {8193, 1, 1024, 1, 0}, {9000, 2, 1024, 1, 0}, {4096, 512, 256, 120, 1},
+};
+enum { N_SHAPES = sizeof SHAPES / sizeof SHAPES[0], MAX_CASES = 256 };
+
+// The check cases of entry `e` for `n` partials into `c`; returns how many.
+static int cases_of(int n, int e, Case *c) {
+    int k = 0;
+    int nshapes = e == RMS ? N_SHAPES : 4;
+    for (int s = 0; s < nshapes; s++) {
+        size_t units = e == RMS ? SHAPES[s].rows : ELEMS[s];
+        size_t ncols = e == RMS ? SHAPES[s].ncols : 1;
+        unsigned ntid = e == RMS ? SHAPES[s].ntid : 256, blocks = e == RMS ? SHAPES[s].blocks : 0;
+        int big = e == RMS ? SHAPES[s].big : s == 3;
+        if (e == RMS && (ncols + ntid - 1) / ntid > MAX_SERIAL) {
+            fprintf(stderr, "ptxcheck: shape outside Z_REL_TOL's bound\n");
+            exit(2);
+        }
+        if (big && small_only) continue;
+        for (int pat = 0; pat < N_PAT; pat++) {
+            if (!(PAT[pat].epis >> e & 1) || (pat == PAT_X1 && n < 2)) continue;
+            for (int range = 0; range < N_RANGE; range++) {
+                // the largest size (many blocks, several units a thread or rows a block):
+                // all outputs, split in two launches
+                if (big && !(pat == PAT_ALL && range == RANGE_SPLIT)) continue;
+                if (k < MAX_CASES) c[k++] = (Case) {pat, range, units, ncols, ntid, blocks};
+            }
+        }
+    }
+    return k;
+}
+
 static void check_module(const char *path, int n) {
     CUmodule mod;
     CUfunction f[N_EPI];
     load(path, n, f, &mod);
-    const size_t elems[] = {1, 1000, 4096, MAXLEN};
-    // ncols, rows, ntid, most blocks (fewer than rows: a block takes several rows)
-    const struct { size_t ncols, rows; unsigned ntid, blocks; } shapes[] = {
-        {4096, 1, 1024, 1}, {300, 7, 320, 4}, {2048, 3, 1024, 2}, {4096, 512, 256, 120},
-    };
+    Case c[MAX_CASES];
     for (int e = 0; e < N_EPI; e++) {
-        for (int s = 0; s < 4; s++) {
-            size_t units = e == RMS ? shapes[s].rows : elems[s];
-            size_t ncols = e == RMS ? shapes[s].ncols : 1;
-            unsigned ntid = e == RMS ? shapes[s].ntid : 256, blocks = e == RMS ? shapes[s].blocks : 0;
-            if (e == RMS && (ncols + ntid - 1) / ntid > MAX_SERIAL) {
-                fprintf(stderr, "ptxcheck: shape outside Z_REL_TOL's bound\n");
-                exit(2);
-            }
-            int big = s == 3;
-            if (big && small_only) continue;
-            for (int pat = 0; pat < N_PAT; pat++) {
-                if (!(PAT[pat].epis >> e & 1) || (pat == PAT_X1 && n < 2)) continue;
-                for (int range = 0; range < N_RANGE; range++) {
-                    // the largest size (many blocks, several units a thread or rows a block):
-                    // all outputs, split in two launches
-                    if (big && !(pat == PAT_ALL && range == RANGE_SPLIT))
-                        continue;
-                    run_case(f[e], n, e, pat, range, units, ncols, ntid, blocks);
-                }
-            }
-        }
-    }
-    if (n == 2 && !small_only) { // decode: 4096 elements, one row; all outputs of both devices
-        CUevent t0, t1;
-        CK(cuEventCreate(&t0, CU_EVENT_DEFAULT));
-        CK(cuEventCreate(&t1, CU_EVENT_DEFAULT));
-        const struct { int e; unsigned ntid; } timed[] = {{SUM, 256}, {ADD, 256}, {RMS, 256}, {RMS, 1024}};
-        for (int t = 0; t < 4; t++) {
-            int e = timed[t].e;
-            Outs o = outs_of(e == SUM ? PAT_S_IS_P : PAT_ALL, n);
-            size_t units = e == RMS ? 1 : 4096;
-            unsigned blocks = e == RMS ? 1 : grid_blocks(units);
-            for (int i = 0; i < 10; i++) launch(f[e], n, e, &o, 0, units, 4096, blocks, timed[t].ntid);
-            CK(cuEventRecord(t0, stream));
-            for (int i = 0; i < 1000; i++) launch(f[e], n, e, &o, 0, units, 4096, blocks, timed[t].ntid);
-            CK(cuEventRecord(t1, stream));
-            CK(cuEventSynchronize(t1));
-            float ms = 0;
-            CK(cuEventElapsedTime(&ms, t0, t1));
-            printf("time x2 %-11s 4096 elements ntid=%-4u %.2f us/launch (1000 launches)\n", EPI_TAG[e],
-                   timed[t].ntid, ms);
-        }
-        CK(cuEventDestroy(t0));
-        CK(cuEventDestroy(t1));
+        int k = cases_of(n, e, c);
+        for (int i = 0; i < k; i++)
+            run_case(f[e], n, e, c[i].pat, c[i].range, c[i].units, c[i].ncols, c[i].ntid,
+                     c[i].blocks);
     }
     CK(cuModuleUnload(mod));
+}
+
+// --time: every check case of every entry, plus prefill as the meta backend launches it (512
+// rows of 4096, 1024 threads, a block per row), with `fa` and with `fb`; their outputs must be
+// the same bit for bit. Returns the number of cases that differ.
+static int compare_modules(int n, CUfunction fa[N_EPI], CUfunction fb[N_EPI], const char *a,
+                           const char *b) {
+    Case c[MAX_CASES + 1];
+    int same = 0, differ = 0;
+    for (int e = 0; e < N_EPI; e++) {
+        int k = cases_of(n, e, c);
+        if (e == RMS && !small_only) c[k++] = (Case) {PAT_ALL, RANGE_FULL, 512, 4096, 1024, 512};
+        for (int i = 0; i < k; i++) {
+            Outs o = outs_of(c[i].pat, n);
+            int used[NBUF];
+            size_t len = used_of(n, e, c[i].units, c[i].ncols, used);
+            Ranges rg = ranges_of(c[i].range, c[i].units);
+            size_t bytes = (len + GUARD) * sizeof(float);
+            exec_case(fa[e], n, e, &o, &rg, len, used, c[i].ncols, c[i].ntid, c[i].blocks);
+            for (int bf = 0; bf < NBUF; bf++)
+                if (used[bf]) memcpy(ref[bf], got[bf], bytes);
+            exec_case(fb[e], n, e, &o, &rg, len, used, c[i].ncols, c[i].ntid, c[i].blocks);
+            int bad = 0;
+            for (int bf = 0; bf < NBUF && !bad; bf++) {
+                if (!used[bf] || memcmp(ref[bf], got[bf], bytes) == 0) continue;
+                size_t j = 0;
+                while (memcmp(&ref[bf][j], &got[bf][j], sizeof(float)) == 0) j++;
+                printf("DIFF x%d %-11s %-6s %-5s rows/elements=%zu ncols=%zu ntid=%u: %s[%zu] = "
+                       "%.9g in %s, %.9g in %s\n", n, EPI_TAG[e], PAT[c[i].pat].name,
+                       RANGE_NAME[c[i].range], c[i].units, c[i].ncols, c[i].ntid, buf_name(bf), j,
+                       ref[bf][j], a, got[bf][j], b);
+                bad = 1;
+            }
+            if (bad) differ++;
+            else same++;
+        }
+    }
+    printf("same x%d: %d cases bit for bit, %d differ (%s vs %s)\n", n, same, differ, a, b);
+    return differ;
+}
+
+enum { SAMPLES = 200, B2B = 1000, WARMUP = 20, GRAPH = 20 };
+static CUevent ev[2 * SAMPLES];
+static CUdeviceptr scratch; // written before each cold launch, to evict the L2 cache
+static const size_t SCRATCH_BYTES = (size_t) 256 << 20;
+
+static int by_value(const void *a, const void *b) {
+    float x = *(const float *) a, y = *(const float *) b;
+    return (x > y) - (x < y);
+}
+
+// The median of SAMPLES launches, each between the events ev[2i] and ev[2i+1], in µs.
+static double median_us(void) {
+    float ms[SAMPLES];
+    CK(cuStreamSynchronize(stream));
+    for (int i = 0; i < SAMPLES; i++)
+        CK(cuEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
+    qsort(ms, SAMPLES, sizeof ms[0], by_value);
+    return (double) ms[SAMPLES / 2] * 1e3;
+}
+
+// Times entry `e` over `rows` rows of `ncols` as the meta backend launches it (s stored only by
+// Sum; x and z to every device), in µs: t[0] the median of SAMPLES single launches (inputs in
+// the L2 cache), t[1] the same with the L2 cache evicted before each, t[2] the mean of B2B
+// launches back to back, t[3] the median over SAMPLES runs of a CUDA graph of GRAPH launches,
+// per launch (the kernel with the least launch overhead).
+static void time_entry(CUfunction f, int n, int e, size_t rows, size_t ncols, double t[4],
+                       unsigned *blocks_out, unsigned *ntid_out) {
+    Outs o;
+    for (int k = 0; k < NMAX; k++) {
+        o.s[k] = e == SUM && k < n ? S(k) : NUL;
+        o.x[k] = k < n ? X(k) : NUL;
+        o.z[k] = k < n ? Z(k) : NUL;
+    }
+    size_t units = e == RMS ? rows : rows * ncols;
+    unsigned blocks, ntid;
+    if (e == RMS) {
+        size_t th = (ncols + 31) / 32 * 32;
+        blocks = (unsigned) (rows < 1024 ? rows : 1024);
+        ntid = (unsigned) (th < 32 ? 32 : th > 1024 ? 1024 : th);
+    } else {
+        blocks = grid_blocks(units);
+        ntid = 256;
+    }
+    *blocks_out = blocks, *ntid_out = ntid;
+    int used[NBUF];
+    size_t len = used_of(n, e, units, ncols, used);
+    for (int b = 0; b < NBUF; b++)
+        if (used[b]) CK(cuMemcpyHtoD(dev[b], master[b], (len + GUARD) * sizeof(float)));
+    for (int i = 0; i < WARMUP; i++) launch(f, n, e, &o, 0, units, ncols, blocks, ntid);
+    for (int i = 0; i < SAMPLES; i++) {
+        CK(cuEventRecord(ev[2 * i], stream));
+        launch(f, n, e, &o, 0, units, ncols, blocks, ntid);
+        CK(cuEventRecord(ev[2 * i + 1], stream));
+    }
+    t[0] = median_us();
+    for (int i = 0; i < SAMPLES; i++) {
+        CK(cuMemsetD32Async(scratch, (unsigned) i, SCRATCH_BYTES / 4, stream));
+        CK(cuEventRecord(ev[2 * i], stream));
+        launch(f, n, e, &o, 0, units, ncols, blocks, ntid);
+        CK(cuEventRecord(ev[2 * i + 1], stream));
+    }
+    t[1] = median_us();
+    CK(cuEventRecord(ev[0], stream));
+    for (int i = 0; i < B2B; i++) launch(f, n, e, &o, 0, units, ncols, blocks, ntid);
+    CK(cuEventRecord(ev[1], stream));
+    CK(cuEventSynchronize(ev[1]));
+    float ms = 0;
+    CK(cuEventElapsedTime(&ms, ev[0], ev[1]));
+    t[2] = (double) ms * 1e3 / B2B;
+    CUgraph g;
+    CUgraphExec ge;
+    CK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    for (int i = 0; i < GRAPH; i++) launch(f, n, e, &o, 0, units, ncols, blocks, ntid);
+    CK(cuStreamEndCapture(stream, &g));
+    CK(cuGraphInstantiateWithFlags(&ge, g, 0));
+    for (int i = 0; i < 3; i++) CK(cuGraphLaunch(ge, stream));
+    for (int i = 0; i < SAMPLES; i++) {
+        CK(cuEventRecord(ev[2 * i], stream));
+        CK(cuGraphLaunch(ge, stream));
+        CK(cuEventRecord(ev[2 * i + 1], stream));
+    }
+    t[3] = median_us() / GRAPH;
+    CK(cuGraphExecDestroy(ge));
+    CK(cuGraphDestroy(g));
+}
+
+static void time_line(CUfunction f, int n, int e, size_t rows, size_t ncols, const char *dir) {
+    double t[4];
+    unsigned blocks, ntid;
+    time_entry(f, n, e, rows, ncols, t, &blocks, &ntid);
+    char shape[32];
+    snprintf(shape, sizeof shape, "%zux%zu", rows, ncols);
+    printf("time x%d %-11s %-8s blocks=%-4u ntid=%-4u warm %6.2f  cold %6.2f  b2b %6.2f  graph "
+           "%6.2f us  %s\n", n, EPI_TAG[e], shape, blocks, ntid, t[0], t[1], t[2], t[3], dir);
+}
+
+enum { MAXDIRS = 8 };
+
+static int time_main(int ndirs, char **dirs) {
+    if (ndirs > MAXDIRS) {
+        fprintf(stderr, "ptxcheck: --time takes at most %d DIRs\n", MAXDIRS);
+        return 2;
+    }
+    static CUmodule mod[MAXDIRS][NMAX + 1];
+    static CUfunction f[MAXDIRS][NMAX + 1][N_EPI];
+    static int have[MAXDIRS][NMAX + 1];
+    for (int d = 0; d < ndirs; d++) {
+        for (int n = 1; n <= NMAX; n++) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/allreduce_x%d.ptx", dirs[d], n);
+            FILE *fp = fopen(path, "rb");
+            if (!fp) continue;
+            fclose(fp);
+            load(path, n, f[d][n], &mod[d][n]);
+            have[d][n] = 1;
+        }
+        if (!have[d][2]) {
+            fprintf(stderr, "ptxcheck: no %s/allreduce_x2.ptx\n", dirs[d]);
+            return 2;
+        }
+    }
+    for (int i = 0; i < 2 * SAMPLES; i++) CK(cuEventCreate(&ev[i], CU_EVENT_DEFAULT));
+    CK(cuMemAlloc(&scratch, SCRATCH_BYTES));
+    printf("time: warm = median of %d launches (inputs in L2), cold = the same with L2 evicted "
+           "before each launch, b2b = mean of %d launches back to back, graph = median of %d runs "
+           "of a CUDA graph of %d launches, per launch\n", SAMPLES, B2B, SAMPLES, GRAPH);
+    // the GPU busy for a while first (out of its idle clocks)
+    {
+        Outs o = outs_of(PAT_ALL, 2);
+        for (int i = 0; i < 4000; i++)
+            launch(f[0][2][SUM], 2, SUM, &o, 0, MAXLEN, 1, grid_blocks(MAXLEN), 256);
+        CK(cuStreamSynchronize(stream));
+    }
+    const struct { size_t rows, ncols; } shapes[] = {{1, 4096}, {1, 8192}, {512, 4096}};
+    for (int e = 0; e < N_EPI; e++)
+        for (int s = 0; s < 3; s++)
+            for (int d = 0; d < ndirs; d++)
+                time_line(f[d][2][e], 2, e, shapes[s].rows, shapes[s].ncols, dirs[d]);
+    for (int n = 1; n <= NMAX; n++)
+        for (int s = 0; s < 2; s++)
+            for (int d = 0; d < ndirs; d++)
+                if (n != 2 && have[d][n])
+                    time_line(f[d][n][RMS], n, RMS, shapes[s].rows, shapes[s].ncols, dirs[d]);
+    int differ = 0;
+    if (ndirs > 1) {
+        for (int b = 0; b < NBUF; b++) {
+            ref[b] = malloc(CAP * sizeof(float));
+            if (!ref[b]) { fprintf(stderr, "ptxcheck: out of memory\n"); return 2; }
+        }
+        for (int d = 1; d < ndirs; d++)
+            for (int n = 1; n <= NMAX; n++)
+                if (have[0][n] && have[d][n])
+                    differ += compare_modules(n, f[0][n], f[d][n], dirs[0], dirs[d]);
+        printf("compared with %s: %d cases differ\n", dirs[0], differ);
+    }
+    for (int d = 0; d < ndirs; d++)
+        for (int n = 1; n <= NMAX; n++)
+            if (have[d][n]) CK(cuModuleUnload(mod[d][n]));
+    return differ ? 1 : 0;
 }
 
 static int n_of(const char *path) {
@@ -426,14 +670,15 @@ static int by_name(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: ptxcheck FILE.ptx|DIR ...\n");
+    int timing = argc > 1 && strcmp(argv[1], "--time") == 0;
+    if (argc < 2 + timing) {
+        fprintf(stderr, "usage: ptxcheck FILE.ptx|DIR ...\n       ptxcheck --time DIR ...\n");
         return 2;
     }
     small_only = getenv("PTXCHECK_SMALL") != NULL;
     char *paths[256];
     int np = 0;
-    for (int a = 1; a < argc; a++) {
+    for (int a = 1; a < argc && !timing; a++) {
         DIR *d = opendir(argv[a]);
         if (!d) {
             if (np < 256) paths[np++] = argv[a];
@@ -449,7 +694,7 @@ int main(int argc, char **argv) {
         closedir(d);
     }
     qsort(paths, (size_t) np, sizeof *paths, by_name);
-    if (np == 0) {
+    if (np == 0 && !timing) {
         fprintf(stderr, "ptxcheck: no allreduce_x<n>.ptx given\n");
         return 2;
     }
@@ -474,6 +719,12 @@ int main(int argc, char **argv) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     fill();
+    if (timing) {
+        int rc = time_main(argc - 2, argv + 2);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        printf("(%.1f s)\n", (double) (t1.tv_sec - t0.tv_sec) + (double) (t1.tv_nsec - t0.tv_nsec) * 1e-9);
+        return rc;
+    }
     for (int i = 0; i < np; i++) {
         int n = n_of(paths[i]);
         if (!n) {

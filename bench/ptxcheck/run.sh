@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # Compiles bench/ptxcheck/ptxcheck.c against the CUDA driver API and runs it on the PTX modules
-# in DIR (written by `cargo run -p ggml-backend-rs-core --example dump_ptx -- DIR`), on GPU 0.
+# in DIR (written by `cargo run -p ggml-backend-rs-core --example dump_ptx -- DIR`), on GPU 0:
+# the checks of DIR, then the timings (`ptxcheck --time`) of every BASELINE_DIR and DIR, and
+# with a BASELINE_DIR the bit-for-bit comparison of DIR's outputs with the first one's.
 #
-#   bench/ptxcheck/run.sh DIR [CUDA_INCLUDE_DIR]
+#   bench/ptxcheck/run.sh DIR [BASELINE_DIR ...]
 #
-# cuda.h: CUDA_INCLUDE_DIR, else $CUDA_HOME/include, $CUDA_PATH/include, nvcc's ../include,
-# /usr/local/cuda/include. libcuda: the driver's, through the linker's search path or CUDA's
-# lib64/stubs (the driver's libcuda.so.1 is the one loaded at run time). CC: the compiler [cc].
+# To time a change: dump the PTX of the commit before it into BASELINE_DIR and the PTX after it
+# into DIR. cuda.h: $CUDA_INCLUDE_DIR, else $CUDA_HOME/include, $CUDA_PATH/include, nvcc's
+# ../include, /usr/local/cuda/include. libcuda: the driver's, through the linker's search path or
+# CUDA's lib64/stubs (the driver's libcuda.so.1 is the one loaded at run time). CC: the compiler
+# [cc]. Exits non-zero when a check fails or an output differs from the baseline's.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-dir="${1:?usage: run.sh DIR_WITH_PTX [CUDA_INCLUDE_DIR]}"
+dir="${1:?usage: run.sh DIR_WITH_PTX [BASELINE_DIR ...]}"
+shift
 
-inc="${2:-}"
+inc="${CUDA_INCLUDE_DIR:-}"
 if [[ -z $inc ]]; then
     nvcc_inc=""
     if command -v nvcc >/dev/null; then nvcc_inc="$(dirname "$(command -v nvcc)")/../include"; fi
@@ -24,7 +29,7 @@ if [[ -z $inc ]]; then
         done
     fi
 fi
-[[ -f $inc/cuda.h ]] || { echo "run.sh: no cuda.h found; pass CUDA_INCLUDE_DIR" >&2; exit 2; }
+[[ -f $inc/cuda.h ]] || { echo "run.sh: no cuda.h found; set CUDA_INCLUDE_DIR" >&2; exit 2; }
 
 libs=()
 for d in "$inc/../lib64" "$inc/../lib64/stubs" "$inc/../lib/stubs"; do
@@ -36,4 +41,7 @@ trap 'rm -rf "$work"' EXIT
 # -ffp-contract=off: the CPU model must round every f32 add on its own, as the kernels do
 "${CC:-cc}" -O2 -std=c11 -Wall -Wextra -ffp-contract=off -I"$inc" "$here/ptxcheck.c" \
     -o "$work/ptxcheck" "${libs[@]}" -lcuda -lm
-"$work/ptxcheck" "$dir"
+rc=0
+"$work/ptxcheck" "$dir" || rc=$?
+"$work/ptxcheck" --time "$@" "$dir" || rc=$((rc ? rc : $?))
+exit "$rc"

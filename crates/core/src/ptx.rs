@@ -11,20 +11,26 @@
 //! * [`Epilogue::Add`]: `X = r[i] + S` (a residual add);
 //! * [`Epilogue::AddRmsNormMul`]: `X` as for `Add`, then per row of `ncols` elements
 //!   `Z = (rsqrt(mean(X²) + eps) * X) * w[col]` (ggml's `rms_norm` and the `mul` by its
-//!   weight), with `X` read back from the first non-null `x` (the launcher passes one, on the
-//!   launching GPU). `S` and `X` are exact; `Z` is not bit-reproducible elsewhere: the row's sum
-//!   of squares is a tree of f32 adds over the block and the root is `rsqrt.approx.f32`.
+//!   weight), with `X` still in registers where a thread's columns of the row fit one trip
+//!   ([`row_chunk`] columns: decode rows), else read back from the first non-null `x` (the
+//!   launcher passes one, on the launching GPU). `S` and `X` are exact; `Z` is not
+//!   bit-reproducible elsewhere: the row's sum of squares is a tree of f32 adds over the block
+//!   and the root is `rsqrt.approx.f32`; but both paths give the same `Z` (the same values,
+//!   summed in the same order).
 //!
 //! The parameters are listed by [`params`] in order. Every output is a list of `n` pointers,
 //! each one nullable (0: not stored): a launch writes only the devices it is meant to write
 //! (see [`crate::launch`]). Outputs may alias inputs (in-place ops); every element is read and
 //! written by one thread only, which loads all inputs of the element before any store, stores
 //! `S`, then `X`, then `Z` (so where two outputs are the same memory the later one stays).
+//! `AddRmsNormMul` loads all inputs of a trip's elements (up to [`row_chunk`] columns a thread)
+//! before the trip's first store, and the weight `w`, which no output aliases, after its `X`.
 //!
 //! `Sum` and `Add` take an element range `[first, limit)` which the threads of the grid stride
 //! over. `AddRmsNormMul` takes a row range: block `b` takes rows `first + b`,
-//! `first + b + nctaid`, ... below `limit`, and its threads stride over the row's columns; it
-//! needs a block of a multiple of 32 threads, at most 1024 (one shared slot per warp).
+//! `first + b + nctaid`, ... below `limit`, and its threads stride over the row's columns
+//! (thread `tid` takes `tid, tid + ntid, ...`, see [`row_chunk`]); it needs a block of a
+//! multiple of 32 threads, at most 1024 (one shared slot per warp).
 //!
 //! Arithmetic is f32, rounded to nearest, denormals kept (no `.ftz`). Target PTX 7.0 / sm_52,
 //! so the driver compiles it for any GPU it supports (`shfl.sync` needs PTX 6.0).
@@ -166,27 +172,42 @@ fn entry(n: usize, e: Epilogue) -> String {
     // registers: %a partial addresses, %so/%xo/%zo output addresses with their non-null
     // predicates %hs/%hx/%hz, %v the partials' values, %s the sums of the reference order
     let mut pred = format!("%done, %hs<{n}>");
-    let mut b64 = format!("%off, %e, %t, %limit, %a<{n}>, %so<{n}>");
-    let mut f32 = format!("%v<{n}>, %s<{chain}>");
+    let mut b64 = format!("%e, %t, %limit, %a<{n}>, %so<{n}>");
+    let mut f32 = String::new();
     if add {
         pred += &format!(", %hx<{n}>");
         b64 += &format!(", %ra, %xo<{n}>");
-        f32 += ", %rv, %x";
     }
     if norm {
-        pred += &format!(", %hz<{n}>, %cdone, %lead, %w0, %inw");
-        b64 += &format!(", %wa, %zo<{n}>, %xb, %ncols, %row, %base, %c, %c0, %cstep, %rstep");
-        b64 += ", %red, %slot, %lslot";
-        f32 += ", %acc, %o, %eps, %nf, %scale, %w, %z";
+        // per column j of a trip (see `row_body`): %lc its column in the trip, %in whether it
+        // is in the row, %v/%s/%rv the sum's operands, %x X, %wt w[col]
+        let u = row_chunk(n);
+        pred += &format!(", %hz<{n}>, %cdone, %lead, %w0, %inw, %fit, %in<{u}>");
+        b64 += &format!(", %wa, %zo<{n}>, %xb, %ncols, %row, %base, %cbase, %cchunk, %rem");
+        b64 += ", %roff, %wroff, %co, %rstep, %red, %slot, %lslot";
+        f32 += &format!(
+            "%v<{}>, %s<{}>, %rv<{u}>, %x<{u}>, %wt<{u}>",
+            n * u,
+            chain * u
+        );
+        f32 += ", %acc, %o, %eps, %nf, %scale, %z";
     } else {
-        b64 += ", %i, %stride";
+        b64 = format!("%off, {b64}, %i, %stride");
+        f32 = format!("%v<{n}>, %s<{chain}>");
+        if add {
+            f32 += ", %rv, %x";
+        }
     }
     op!(s, ".reg .pred {pred};");
-    op!(
-        s,
-        ".reg .b32 %r<4>{};",
-        if norm { ", %lane, %warp, %nw" } else { "" }
-    );
+    if norm {
+        op!(
+            s,
+            ".reg .b32 %r<4>, %lane, %warp, %nw, %lc<{}>;",
+            row_chunk(n)
+        );
+    } else {
+        op!(s, ".reg .b32 %r<4>;");
+    }
     op!(s, ".reg .b64 {b64};");
     op!(s, ".reg .f32 {f32};");
     if norm {
@@ -222,39 +243,46 @@ fn entry(n: usize, e: Epilogue) -> String {
     s
 }
 
+/// The sum of `n` partials in reference order over the registers `%v{first}..`, into
+/// `%s{sums}..`; returns the register holding it.
+fn reference_sum(s: &mut String, n: usize, first: usize, sums: usize) -> String {
+    let mut next = sums;
+    exchange::reference_expr(
+        (0..n).map(|k| format!("%v{}", first + k)).collect(),
+        |a, b| {
+            let d = format!("%s{next}");
+            next += 1;
+            op!(s, "add.rn.f32 {d}, {a}, {b};");
+            d
+        },
+    )
+    .expect("n >= 1")
+}
+
 /// The work of element `i` (byte offset in `%off`): load the partials, sum them in reference
-/// order, store `S`; with `add`, `X = r[i] + S` into `%x` and stored. Returns the register
-/// holding `S`.
-fn element(s: &mut String, n: usize, add: bool) -> String {
+/// order, store `S`; with `add`, `X = r[i] + S` into `%x` and stored.
+fn element(s: &mut String, n: usize, add: bool) {
     for k in 0..n {
         op!(s, "add.u64 %e, %a{k}, %off;");
         op!(s, "ld.global.f32 %v{k}, [%e];");
     }
-    let mut next = 0usize;
-    let sum = exchange::reference_expr((0..n).map(|k| format!("%v{k}")).collect(), |a, b| {
-        let d = format!("%s{next}");
-        next += 1;
-        op!(s, "add.rn.f32 {d}, {a}, {b};");
-        d
-    })
-    .expect("n >= 1");
+    let sum = reference_sum(s, n, 0, 0);
     if add {
         op!(s, "add.u64 %e, %ra, %off;");
         op!(s, "ld.global.f32 %rv, [%e];");
     }
     // every input of the element is loaded: stores may now overwrite any of them
-    store(s, n, "so", "hs", &sum);
+    store(s, n, "so", "hs", "%off", &sum);
     if add {
         op!(s, "add.rn.f32 %x, %rv, {sum};");
-        store(s, n, "xo", "hx", "%x");
+        store(s, n, "xo", "hx", "%off", "%x");
     }
-    sum
 }
 
-/// `value` stored at `%off` into every non-null output `%{out}k`.
-fn store(s: &mut String, n: usize, out: &str, h: &str, value: &str) {
+/// `value` stored at byte offset `off` into every non-null output `%{out}k`.
+fn store(s: &mut String, n: usize, out: &str, h: &str, off: &str, value: &str) {
     for k in 0..n {
-        op!(s, "add.u64 %e, %{out}{k}, %off;");
+        op!(s, "add.u64 %e, %{out}{k}, {off};");
         op!(s, "@%{h}{k} st.global.f32 [%e], {value};");
     }
 }
@@ -291,20 +319,148 @@ fn butterfly(s: &mut String) {
     }
 }
 
+/// Columns a thread of `AddRmsNormMul` takes per loop trip for `n` partials (see
+/// [`row_body`]): 4 up to 5 devices (decode rows of 4096 on 1024 threads take the register
+/// path), fewer beyond: as many as fit the registers without spilling (a block of 1024 threads
+/// has 64 a thread; checked with ptxas 12.9 for sm_80, sm_89, sm_90 and sm_100), and no more
+/// than pay. On an H200 (`bench/ptxcheck/run.sh`) 8 columns for two devices took as long as 4
+/// on rows of 8192 and longer on rows of 4096 and on 512 rows of 4096.
+pub fn row_chunk(n: usize) -> usize {
+    match n {
+        0..=5 => 4,
+        6 | 7 => 3,
+        _ => 2,
+    }
+}
+
+/// The trip at column `%cbase` of the row at element `%base`: `%in{j}` whether its column `j`
+/// (`cbase + lc{j}`) is in the row, `%roff` the byte offset of its first element, `%wroff` that
+/// of its first column in `w`.
+fn trip(s: &mut String, u: usize) {
+    op!(s, "sub.u64 %rem, %ncols, %cbase;");
+    for j in 0..u {
+        op!(s, "cvt.u64.u32 %t, %lc{j};");
+        op!(s, "setp.lt.u64 %in{j}, %t, %rem;");
+    }
+    op!(s, "add.u64 %t, %base, %cbase;");
+    op!(s, "shl.b64 %roff, %t, 2;");
+    op!(s, "shl.b64 %wroff, %cbase, 2;");
+}
+
+/// Into `%e`: the address of column `j` of the trip in `base`, a row-major tensor (`%roff`) or
+/// `w` (`%wroff`).
+fn address(s: &mut String, base: &str, trip_off: &str, j: usize) {
+    op!(s, "add.u64 %e, {base}, {trip_off};");
+    op!(s, "mul.wide.u32 %t, %lc{j}, 4;");
+    op!(s, "add.u64 %e, %e, %t;");
+}
+
+/// One load of a trip's column: the register, and the tensor and trip offset of [`address`].
+type Load = (String, String, &'static str);
+
+/// The loads `of(j)` of the trip's columns: those of column `j` after the guard `%in{j}`, which
+/// ends the loads (the columns ascend: every later one is out of the row too) in a block
+/// `{tag}Z{j}` that sets the registers of the columns left to 0 and goes on at `{tag}L`. So a
+/// register is written on every path (none keeps a value from the trip before alive across
+/// the loop), and a thread issues the loads of its columns only, back to back.
+fn loads(s: &mut String, u: usize, tag: &str, of: impl Fn(usize) -> Vec<Load>) {
+    for j in 0..u {
+        op!(s, "@!%in{j} bra {tag}Z{j};");
+        for (reg, base, trip_off) in of(j) {
+            address(s, &base, trip_off, j);
+            op!(s, "ld.global.f32 {reg}, [%e];");
+        }
+    }
+    op!(s, "bra {tag}L;");
+    for j in 0..u {
+        let _ = writeln!(s, "{tag}Z{j}:");
+        for (reg, ..) in of(j) {
+            op!(s, "mov.f32 {reg}, 0f00000000;");
+        }
+    }
+    let _ = writeln!(s, "{tag}L:");
+}
+
+/// `value` stored at column `j` of the trip into every non-null output `%{out}k`.
+fn store_column(s: &mut String, n: usize, out: &str, h: &str, j: usize, value: &str) {
+    op!(s, "mul.wide.u32 %co, %lc{j}, 4;");
+    op!(s, "add.u64 %co, %roff, %co;");
+    for k in 0..n {
+        op!(s, "add.u64 %e, %{out}{k}, %co;");
+        op!(s, "@%{h}{k} st.global.f32 [%e], {value};");
+    }
+}
+
+/// Pass 1 of a trip of `u` columns (set up by [`trip`]): every load first (the partials and
+/// `r`, see [`loads`]; `tag` names their labels), then per column in order `S`, `X = r + S` into `%x{j}`, their stores and `X²` into
+/// `%acc`. A column out of the row ends the trip (branch to `end`): the columns of a trip
+/// ascend, so every later one is out of the row too.
+fn pass1(s: &mut String, n: usize, u: usize, tag: &str, end: &str) {
+    loads(s, u, tag, |j| {
+        let mut v: Vec<Load> = (0..n)
+            .map(|k| (format!("%v{}", j * n + k), format!("%a{k}"), "%roff"))
+            .collect();
+        v.push((format!("%rv{j}"), "%ra".into(), "%roff"));
+        v
+    });
+    // every input of the trip's elements is loaded: stores may now overwrite any of them
+    let chain = n.saturating_sub(1).max(1);
+    for j in 0..u {
+        op!(s, "@!%in{j} bra {end};");
+        let sum = reference_sum(s, n, j * n, j * chain);
+        store_column(s, n, "so", "hs", j, &sum);
+        op!(s, "add.rn.f32 %x{j}, %rv{j}, {sum};");
+        store_column(s, n, "xo", "hx", j, &format!("%x{j}"));
+        op!(s, "fma.rn.f32 %acc, %x{j}, %x{j}, %acc;");
+    }
+}
+
+/// `w` of the trip's columns into `%wt{j}`.
+fn weights(s: &mut String, u: usize, tag: &str) {
+    loads(s, u, tag, |j| {
+        vec![(format!("%wt{j}"), "%wa".into(), "%wroff")]
+    });
+}
+
+/// Pass 2 of a trip of `u` columns: per column `Z = (scale * X) * w` from `%x{j}` and `%wt{j}`,
+/// stored; a column out of the row ends the trip (branch to `end`).
+fn pass2(s: &mut String, n: usize, u: usize, end: &str) {
+    for j in 0..u {
+        op!(s, "@!%in{j} bra {end};");
+        op!(s, "mul.rn.f32 %z, %scale, %x{j};");
+        op!(s, "mul.rn.f32 %z, %z, %wt{j};");
+        store_column(s, n, "zo", "hz", j, "%z");
+    }
+}
+
 /// `AddRmsNormMul`: block `b` takes rows `first + b`, `first + b + nctaid`, ...; per row two
-/// passes of the block's threads over the columns `tid, tid + ntid, ...`.
+/// passes of the block's threads over the columns `tid, tid + ntid, ...`, in trips of
+/// `u =` [`row_chunk`] columns: the trip at column `cbase` (a multiple of `u * ntid`) gives
+/// thread `tid` the columns `cbase + tid + j * ntid`, `j < u`, each guarded by `col < ncols`.
+/// So a thread still takes its columns in ascending order and sums their `X²` in that order,
+/// and the trip loop is the same for the whole block.
 ///
-/// Pass 1 stores `S` and `X` and sums `X²` per thread; the block total goes through shared
-/// memory with two barriers per row: A after every warp's lane 0 stored its warp's sum in
-/// `red[warp]`, B after warp 0 stored the total in `red[32]`. B also orders warp 0's reads of
-/// `red[0..32]` before the next row's stores there, and the next row's A orders every thread's
-/// read of `red[32]` before warp 0 overwrites it, so no third barrier is needed.
+/// Pass 1 stores `S` and `X` and sums `X²` per thread. A trip issues the loads of all its
+/// columns in the row before its first store, so they are in flight together (a column out of
+/// the row ends the loads, its registers set to 0 instead: see [`loads`]); then per column `S`,
+/// `X` and their stores. The block total goes through shared memory with two barriers per row:
+/// A after every warp's lane 0 stored its warp's sum in `red[warp]`, B after warp 0 stored the
+/// total in `red[32]`. B also orders warp 0's reads of `red[0..32]` before the next row's
+/// stores there, and the next row's A orders every thread's read of `red[32]` before warp 0
+/// overwrites it, so no third barrier is needed.
 ///
-/// Pass 2 reads `X` back from memory (the first non-null `x`, which the launcher puts on this
-/// GPU): an input may be aliased by an output, so the partials and `r` may be gone. The thread
-/// that stored `X[i]` in pass 1 is the one that reads it back (same column stride), and a
-/// thread sees its own stores in program order, so no barrier is needed between the passes.
+/// Where the row is one trip (`ncols <= u * ntid`, `%fit`, the same for the whole block) it
+/// takes the register path (`FIT1`, `FITW`, `FIT2`): after storing `X` the thread loads the `w`
+/// of its columns (in flight during the reduction), and pass 2 computes `Z` from the `X` and
+/// `w` in registers, with no load at all. Otherwise (`PASS1`, `PASS2`) pass 2 reads `X` back
+/// from memory (the first non-null `x`, which the launcher puts on this GPU; an input may be
+/// aliased by an output, so the partials and `r` may be gone) with `w`, a trip's loads again
+/// before its stores. The thread that stored `X[i]` in pass 1 is the one that reads it back
+/// (same columns), and a thread sees its own stores in program order, so no barrier is needed
+/// between the passes. Both paths compute the same `Z`: `X` in a register is the value stored
+/// to (and read back from) that `x`.
 fn row_body(s: &mut String, n: usize) {
+    let u = row_chunk(n);
     // %xb: the first non-null x (the launcher guarantees one)
     op!(s, "mov.u64 %xb, %xo{};", n - 1);
     for k in (0..n - 1).rev() {
@@ -322,9 +478,17 @@ fn row_body(s: &mut String, n: usize) {
     mov.u32 %r3, %nctaid.x;
     cvt.u64.u32 %t, %r0;
     add.u64 %row, %row, %t;
-    cvt.u64.u32 %cstep, %r1;
-    cvt.u64.u32 %c0, %r2;
     cvt.u64.u32 %rstep, %r3;
+",
+    );
+    // column j of a trip: tid + j * ntid (below u * ntid, a few thousand: 32 bits hold it)
+    op!(s, "mov.u32 %lc0, %r2;");
+    for j in 1..u {
+        op!(s, "add.u32 %lc{j}, %lc{}, %r1;", j - 1);
+    }
+    op!(s, "mul.wide.u32 %cchunk, %r1, {u};");
+    s.push_str(
+        "    setp.le.u64 %fit, %ncols, %cchunk;
     and.b32 %lane, %r2, 31;
     shr.u32 %warp, %r2, 5;
     shr.u32 %nw, %r1, 5;
@@ -341,22 +505,27 @@ ROW:
     @%done bra DONE;
     mul.lo.u64 %base, %row, %ncols;
     mov.f32 %acc, 0f00000000;
-    mov.u64 %c, %c0;
+    mov.u64 %cbase, 0;
+    @%fit bra FIT1;
 PASS1:
-    setp.ge.u64 %cdone, %c, %ncols;
+    setp.ge.u64 %cdone, %cbase, %ncols;
     @%cdone bra REDUCE;
-    add.u64 %t, %base, %c;
-    shl.b64 %off, %t, 2;
 ",
     );
-    element(s, n, true);
+    trip(s, u);
+    pass1(s, n, u, "P1", "STEP1");
     s.push_str(
-        "    fma.rn.f32 %acc, %x, %x, %acc;
-    add.u64 %c, %c, %cstep;
+        "STEP1:
+    add.u64 %cbase, %cbase, %cchunk;
     bra PASS1;
-REDUCE:
+FIT1:
 ",
     );
+    trip(s, u);
+    pass1(s, n, u, "F1", "FITW");
+    s.push_str("FITW:\n");
+    weights(s, u, "FW");
+    s.push_str("REDUCE:\n");
     butterfly(s);
     s.push_str(
         "    @%lead st.shared.f32 [%slot], %acc;
@@ -375,26 +544,32 @@ TOTAL:
     div.rn.f32 %scale, %acc, %nf;
     add.rn.f32 %scale, %scale, %eps;
     rsqrt.approx.f32 %scale, %scale;
-    mov.u64 %c, %c0;
+    mov.u64 %cbase, 0;
+    @%fit bra FIT2;
 PASS2:
-    setp.ge.u64 %cdone, %c, %ncols;
+    setp.ge.u64 %cdone, %cbase, %ncols;
     @%cdone bra NEXT;
-    add.u64 %t, %base, %c;
-    shl.b64 %off, %t, 2;
-    add.u64 %e, %xb, %off;
-    ld.global.f32 %x, [%e];
-    shl.b64 %t, %c, 2;
-    add.u64 %e, %wa, %t;
-    ld.global.f32 %w, [%e];
-    mul.rn.f32 %z, %scale, %x;
-    mul.rn.f32 %z, %z, %w;
 ",
     );
-    store(s, n, "zo", "hz", "%z");
+    trip(s, u);
+    loads(s, u, "P2", |j| {
+        vec![
+            (format!("%x{j}"), "%xb".into(), "%roff"),
+            (format!("%wt{j}"), "%wa".into(), "%wroff"),
+        ]
+    });
+    pass2(s, n, u, "STEP2");
     s.push_str(
-        "    add.u64 %c, %c, %cstep;
+        "STEP2:
+    add.u64 %cbase, %cbase, %cchunk;
     bra PASS2;
-NEXT:
+FIT2:
+",
+    );
+    trip(s, u);
+    pass2(s, n, u, "NEXT");
+    s.push_str(
+        "NEXT:
     add.u64 %row, %row, %rstep;
     bra ROW;
 ",
@@ -415,42 +590,128 @@ mod tests {
         p[start..end].to_string()
     }
 
-    /// The instruction lines of an entry's body, trimmed, without the trailing `;`.
-    fn instructions(text: &str) -> Vec<String> {
+    /// The instruction and label (`NAME:`) lines of an entry's body, trimmed, without the
+    /// trailing `;`.
+    fn body_lines(text: &str) -> Vec<String> {
         let body = &text[text.find("{\n").unwrap() + 2..];
         body.lines()
             .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.ends_with(':') && *l != "}" && !l.starts_with('.'))
+            .filter(|l| !l.is_empty() && *l != "}" && !l.starts_with('.'))
             .map(|l| l.trim_end_matches(';').to_string())
             .collect()
     }
 
-    /// The sum of `p{lo}[i] .. p{hi-1}[i]` in the order of the exchange module's doc:
+    /// The instruction lines of an entry's body, trimmed, without the trailing `;`.
+    fn instructions(text: &str) -> Vec<String> {
+        body_lines(text)
+            .into_iter()
+            .filter(|l| !l.ends_with(':'))
+            .collect()
+    }
+
+    /// `lines` less, for each `(from, to)`, those from label `from` up to label `to` (which
+    /// stays).
+    fn without(lines: &[String], cut: &[(&str, &str)]) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut skipping: Option<&str> = None;
+        for l in lines {
+            let label = l.strip_suffix(':');
+            if let Some(to) = skipping {
+                if label != Some(to) {
+                    continue;
+                }
+                skipping = None;
+            }
+            if let Some(&(_, to)) = cut.iter().find(|(from, _)| label == Some(*from)) {
+                skipping = Some(to);
+                continue;
+            }
+            out.push(l.clone());
+        }
+        assert_eq!(skipping, None, "every cut ends at its label");
+        out
+    }
+
+    /// The lines from label `from` up to label `to`, both left out.
+    fn between(lines: &[String], from: &str, to: &str) -> Vec<String> {
+        let start = lines.iter().position(|l| *l == format!("{from}:")).unwrap();
+        let len = lines[start..]
+            .iter()
+            .position(|l| *l == format!("{to}:"))
+            .unwrap();
+        lines[start + 1..start + len].to_vec()
+    }
+
+    /// `AddRmsNormMul`'s register path (a row in one trip) and its read-back path, each with
+    /// every column in the row (none of the blocks that zero the registers of the columns out
+    /// of it).
+    fn register_path(text: &str) -> Vec<String> {
+        let cut = [
+            ("PASS1", "FIT1"),
+            ("PASS2", "FIT2"),
+            ("F1Z0", "F1L"),
+            ("FWZ0", "FWL"),
+        ];
+        without(&body_lines(text), &cut)
+    }
+    fn read_back_path(text: &str) -> Vec<String> {
+        let cut = [
+            ("FIT1", "REDUCE"),
+            ("FIT2", "NEXT"),
+            ("P1Z0", "P1L"),
+            ("P2Z0", "P2L"),
+        ];
+        without(&body_lines(text), &cut)
+    }
+
+    /// The sum of `p{lo}{idx} .. p{hi-1}{idx}` in the order of the exchange module's doc:
     /// balanced halves for a power of two, left to right otherwise (written independently of
     /// `reference_expr`).
-    fn expected_sum(n: usize) -> String {
-        fn tree(lo: usize, hi: usize) -> String {
-            if hi - lo == 1 {
-                return format!("p{lo}[i]");
+    fn expected_sum(n: usize, idx: &str) -> String {
+        let tree = |lo: usize, hi: usize| -> String {
+            fn go(lo: usize, hi: usize, idx: &str) -> String {
+                if hi - lo == 1 {
+                    return format!("p{lo}{idx}");
+                }
+                let mid = (lo + hi) / 2;
+                format!("({}+{})", go(lo, mid, idx), go(mid, hi, idx))
             }
-            let mid = (lo + hi) / 2;
-            format!("({}+{})", tree(lo, mid), tree(mid, hi))
-        }
+            go(lo, hi, idx)
+        };
         if n.is_power_of_two() {
             return tree(0, n);
         }
-        (1..n).fold("p0[i]".to_string(), |acc, k| format!("({acc}+p{k}[i])"))
+        (1..n).fold(format!("p0{idx}"), |acc, k| format!("({acc}+p{k}{idx})"))
     }
 
-    /// A store the symbolic run saw: (predicate, address, value).
+    /// A store the symbolic run saw: (predicate, address, value). The predicate of a store
+    /// after a column guard (`@!%in{j} bra`, since the last label) ends in ` & ` and the guard's
+    /// condition.
     type Store = (String, String, String);
+    /// A load the symbolic run saw: (predicate, or the column guard in force, or "", address).
+    type Load = (String, String);
 
-    /// Runs an entry's instructions once each, in text order (every loop body once, every
-    /// branch ignored), over symbolic values, and returns the global stores.
-    fn symbolic_stores(text: &str) -> Vec<Store> {
+    /// `a[i]` from address `a` and element (or column) `i`; `a[(b+i)]` from `a[b]`.
+    fn index(a: &str, i: &str) -> String {
+        match a.strip_suffix(']').and_then(|h| h.split_once('[')) {
+            Some((head, b)) => format!("{head}[({b}+{i})]"),
+            _ => format!("{a}[{i}]"),
+        }
+    }
+
+    /// Runs `lines` (instructions and labels) once each, in text order (every loop body once,
+    /// every branch ignored but for the column guards, see [`Store`]), over symbolic values,
+    /// and returns the global stores and loads.
+    fn symbolic(lines: &[String]) -> (Vec<Store>, Vec<Load>) {
         let mut sym: HashMap<String, String> = HashMap::new();
         let mut stores = Vec::new();
-        for line in instructions(text) {
+        let mut loads = Vec::new();
+        let mut guard: Option<String> = None;
+        for line in lines {
+            if line.ends_with(':') {
+                guard = None;
+                continue;
+            }
             let (pred, rest) = match line.strip_prefix('@') {
                 Some(r) => {
                     let (p, i) = r.split_once(' ').unwrap();
@@ -466,24 +727,50 @@ mod tests {
             };
             let v = |i: usize| get(&sym, ops[i]);
             let value = match opcode {
-                "st.global.f32" => {
-                    let p = pred.clone().expect("stores are predicated");
-                    stores.push((get(&sym, &p), v(0), v(1)));
+                "bra" => {
+                    let column = pred.as_deref().and_then(|p| p.strip_prefix('!'));
+                    if let Some(p) = column.filter(|p| p.starts_with("%in")) {
+                        guard = Some(get(&sym, p));
+                    }
                     continue;
+                }
+                "st.global.f32" => {
+                    let p = get(&sym, pred.as_deref().expect("stores are predicated"));
+                    let p = match &guard {
+                        Some(g) => format!("{p} & {g}"),
+                        None => p,
+                    };
+                    stores.push((p, v(0), v(1)));
+                    continue;
+                }
+                "ld.global.f32" => {
+                    let p = pred
+                        .as_deref()
+                        .map_or(guard.clone().unwrap_or_default(), |p| get(&sym, p));
+                    loads.push((p, v(1)));
+                    v(1)
                 }
                 o if o.starts_with("ld.param") => {
                     v(1).trim_matches(|c| c == '[' || c == ']').into()
                 }
-                "cvta.to.global.u64" => v(1),
+                "cvta.to.global.u64" | "cvt.u64.u32" => v(1),
                 "setp.ne.u64" => format!("{}!=0", v(1)),
+                "setp.lt.u64" => format!("{}<{}", v(1), v(2)),
+                "setp.le.u64" => format!("{}<={}", v(1), v(2)),
                 "mov.u64" if pred.is_some() => {
                     format!("({}?{}:{})", get(&sym, pred.as_ref().unwrap()), v(1), v(0))
                 }
                 o if o.starts_with("mov.") => v(1),
-                "shl.b64" => format!("4*{}", v(1)),
+                "shl.b64" if ops[2] == "2" => format!("4*{}", v(1)),
+                "mul.wide.u32" if ops[2] == "4" => format!("4*{}", v(1)),
+                "mul.wide.u32" | "mul.lo.u64" => format!("({}*{})", v(1), v(2)),
                 "add.u64" if ops[2] == "%off" => format!("{}[i]", v(1)),
-                "add.u64" if v(2).starts_with("4*") => format!("{}[c]", v(1)),
-                "ld.global.f32" => v(1),
+                "add.u64" if v(1).starts_with("4*") && v(2).starts_with("4*") => {
+                    format!("4*({}+{})", &v(1)[2..], &v(2)[2..])
+                }
+                "add.u64" if v(2).starts_with("4*") => index(&v(1), &v(2)[2..]),
+                "add.u64" | "add.u32" => format!("({}+{})", v(1), v(2)),
+                "sub.u64" => format!("({}-{})", v(1), v(2)),
                 "ld.shared.f32" => "shared".into(),
                 "add.rn.f32" => format!("({}+{})", v(1), v(2)),
                 "mul.rn.f32" => format!("({}*{})", v(1), v(2)),
@@ -492,21 +779,60 @@ mod tests {
                 "cvt.rn.f32.u64" => format!("f32({})", v(1)),
                 _ => format!("{opcode}(..)"),
             };
-            sym.insert(ops[0].to_string(), value);
+            if ops[0].starts_with('%') {
+                sym.insert(ops[0].to_string(), value);
+            }
         }
-        stores
+        (stores, loads)
     }
 
-    fn outputs(n: usize, param: &str, value: &str, idx: &str) -> Vec<Store> {
+    /// The stores of an entry's text run once in order (`Sum`, `Add`).
+    fn symbolic_stores(text: &str) -> Vec<Store> {
+        symbolic(&body_lines(text)).0
+    }
+
+    /// `value` stored to `{param}k[idx]` for every `k` where `{param}k` is non-null and
+    /// `guard` (if any) holds.
+    fn outputs(n: usize, param: &str, value: &str, idx: &str, guard: Option<&str>) -> Vec<Store> {
         (0..n)
             .map(|k| {
+                let p = format!("{param}{k}!=0");
                 (
-                    format!("{param}{k}!=0"),
+                    guard.map_or(p.clone(), |g| format!("{p} & {g}")),
                     format!("{param}{k}[{idx}]"),
                     value.into(),
                 )
             })
             .collect()
+    }
+
+    /// Column `j` of a thread's first trip, its element in the block's first row, and the
+    /// condition that it is in the row, as the symbolic run writes them.
+    fn column(j: usize) -> (String, String, String) {
+        let col = (1..=j).fold("%tid.x".to_string(), |c, _| format!("({c}+%ntid.x)"));
+        let elem = format!("((((first+%ctaid.x)*ncols)+0)+{col})");
+        let cond = format!("{col}<(ncols-0)");
+        (col, elem, cond)
+    }
+
+    /// The stores of `AddRmsNormMul` for `n` partials, `u` columns a trip: per column `S` and
+    /// `X`, then per column `Z` with `X` from `x_of(elem, X)`.
+    fn norm_stores(n: usize, u: usize, x_of: impl Fn(&str, &str) -> String) -> Vec<Store> {
+        let mut pass1 = Vec::new();
+        let mut pass2 = Vec::new();
+        for j in 0..u {
+            let (col, elem, cond) = column(j);
+            let sum = expected_sum(n, &format!("[{elem}]"));
+            let x = format!("(r[{elem}]+{sum})");
+            pass1.extend(outputs(n, "s", &sum, &elem, Some(&cond)));
+            pass1.extend(outputs(n, "x", &x, &elem, Some(&cond)));
+            let z = format!(
+                "((rsqrt(((shared/f32(ncols))+eps))*{})*w[(0+{col})])",
+                x_of(&elem, &x)
+            );
+            pass2.extend(outputs(n, "z", &z, &elem, Some(&cond)));
+        }
+        [pass1, pass2].concat()
     }
 
     #[test]
@@ -535,38 +861,157 @@ mod tests {
     #[test]
     fn every_entry_stores_what_its_epilogue_says() {
         for n in 1..=8 {
-            let sum = expected_sum(n);
+            let sum = expected_sum(n, "[i]");
             let x = format!("(r[i]+{sum})");
-            let s_out = outputs(n, "s", &sum, "i");
-            let x_out = outputs(n, "x", "%x", "i");
-            let x_out: Vec<Store> = x_out
-                .into_iter()
-                .map(|(p, a, _)| (p, a, x.clone()))
-                .collect();
-
+            let s_out = outputs(n, "s", &sum, "i", None);
+            let x_out = outputs(n, "x", &x, "i", None);
             assert_eq!(
                 symbolic_stores(&entry_text(n, Epilogue::Sum)),
                 s_out,
                 "n = {n}"
             );
-            let add = [s_out.clone(), x_out.clone()].concat();
             assert_eq!(
                 symbolic_stores(&entry_text(n, Epilogue::Add)),
-                add,
+                [s_out, x_out].concat(),
                 "n = {n}"
             );
 
-            // pass 2 reads X back from the first non-null x
+            let text = entry_text(n, Epilogue::AddRmsNormMul);
+            let u = row_chunk(n);
+            // a row in one trip: Z from the X in registers
+            let (stores, _) = symbolic(&register_path(&text));
+            assert_eq!(stores, norm_stores(n, u, |_, x| x.into()), "n = {n}");
+            // a longer row: pass 2 reads X back from the first non-null x
             let xb = (0..n - 1)
                 .rev()
                 .fold(format!("x{}", n - 1), |b, k| format!("(x{k}!=0?x{k}:{b})"));
-            let z = format!("((rsqrt(((shared/f32(ncols))+eps))*{xb}[i])*w[c])");
-            let norm = [add, outputs(n, "z", &z, "i")].concat();
-            assert_eq!(
-                symbolic_stores(&entry_text(n, Epilogue::AddRmsNormMul)),
-                norm,
-                "n = {n}"
-            );
+            let (stores, _) = symbolic(&read_back_path(&text));
+            let want = norm_stores(n, u, |elem, _| format!("{xb}[{elem}]"));
+            assert_eq!(stores, want, "n = {n}");
+        }
+    }
+
+    /// A trip of `AddRmsNormMul`: `u` columns `ntid` apart, a thread's columns in ascending
+    /// order over the trips (`u * ntid` apart), and the register path exactly where the row
+    /// is one trip.
+    #[test]
+    fn norm_trips_cover_the_row_in_order() {
+        for n in 1..=8 {
+            let u = row_chunk(n);
+            assert!((1..=8).contains(&u) && u * (n + 1) <= 24, "n = {n}");
+            let text = entry_text(n, Epilogue::AddRmsNormMul);
+            let lines = body_lines(&text);
+            let (_, loads) = symbolic(&register_path(&text));
+            let mut sym = HashMap::new();
+            for l in instructions(&text) {
+                if let Some(rest) = l.strip_prefix("mul.wide.u32 %cchunk, ") {
+                    sym.insert("cchunk", rest.to_string());
+                }
+            }
+            assert_eq!(sym["cchunk"], format!("%r1, {u}"), "u * ntid");
+            let ins = instructions(&text);
+            assert!(ins.contains(&"mov.u32 %r1, %ntid.x".to_string()));
+            assert!(ins.contains(&"setp.le.u64 %fit, %ncols, %cchunk".to_string()));
+            assert!(ins.contains(&"@%fit bra FIT1".to_string()));
+            assert!(ins.contains(&"@%fit bra FIT2".to_string()));
+            for (from, to) in [("STEP1", "FIT1"), ("STEP2", "FIT2")] {
+                let step = between(&lines, from, to);
+                assert_eq!(step[0], "add.u64 %cbase, %cbase, %cchunk");
+            }
+            // the trips start at column 0 of each pass
+            assert_eq!(ins.iter().filter(|l| *l == "mov.u64 %cbase, 0").count(), 2);
+            // every load of the register path is guarded by its own column
+            assert_eq!(loads.len(), u * (n + 2));
+            for (pred, addr) in &loads {
+                let j = (0..u).find(|&j| *pred == column(j).2).expect(pred);
+                assert!(addr.ends_with(&format!("+{})]", column(j).0)), "{addr}");
+            }
+            // X² in a thread's column order: ascending within a trip, trip after trip
+            let fma: Vec<String> = ins
+                .iter()
+                .filter(|l| l.starts_with("fma.rn.f32"))
+                .cloned()
+                .collect();
+            let trip: Vec<String> = (0..u)
+                .map(|j| format!("fma.rn.f32 %acc, %x{j}, %x{j}, %acc"))
+                .collect();
+            assert_eq!(fma, [trip.clone(), trip].concat(), "n = {n}");
+        }
+    }
+
+    /// A trip loads every input of its columns before its first store; the register path loads
+    /// `w` after its stores (in flight during the reduction) and nothing in pass 2.
+    #[test]
+    fn norm_trips_load_before_they_store() {
+        for n in 1..=8 {
+            let u = row_chunk(n);
+            let lines = body_lines(&entry_text(n, Epilogue::AddRmsNormMul));
+            let kind = |l: &String| {
+                if l.contains("ld.global") {
+                    'l'
+                } else if l.contains("st.global") {
+                    's'
+                } else {
+                    '.'
+                }
+            };
+            for (from, to, loads) in [
+                ("PASS1", "STEP1", u * (n + 1)),
+                ("FIT1", "FITW", u * (n + 1)),
+                ("PASS2", "STEP2", 2 * u),
+            ] {
+                let seq: String = between(&lines, from, to).iter().map(kind).collect();
+                let seq = seq.replace('.', "");
+                let want = "l".repeat(loads);
+                assert!(seq.starts_with(&want), "{from}: {seq}");
+                assert!(!seq[loads..].contains('l'), "{from}: {seq}");
+            }
+            let fitw = between(&lines, "FITW", "REDUCE");
+            assert_eq!(fitw.iter().filter(|l| l.contains("ld.global")).count(), u);
+            assert!(fitw.iter().all(|l| !l.contains("st.global")));
+            assert!(fitw
+                .iter()
+                .filter(|l| l.contains("ld.global"))
+                .all(|l| l.contains("ld.global.f32 %wt")));
+            let fit2 = between(&lines, "FIT2", "NEXT");
+            assert!(fit2.iter().all(|l| !l.contains("ld.")), "no load in pass 2");
+            // the registers a column loads are set to 0 where the column is out of the row
+            for tag in ["P1", "F1", "FW", "P2"] {
+                let mut loaded = vec![Vec::new(); u];
+                let mut j = None;
+                for l in &lines {
+                    if let Some(rest) = l.strip_prefix("@!%in") {
+                        let (col, target) = rest.split_once(" bra ").unwrap();
+                        if target.starts_with(tag) {
+                            j = Some(col.parse::<usize>().unwrap());
+                            assert_eq!(target, format!("{tag}Z{col}"));
+                            continue;
+                        }
+                    }
+                    if *l == format!("bra {tag}L") {
+                        break;
+                    }
+                    if let (Some(j), Some(rest)) = (j, l.strip_prefix("ld.global.f32 ")) {
+                        loaded[j].push(rest.split(',').next().unwrap().to_string());
+                    }
+                }
+                assert!(loaded.iter().all(|l| !l.is_empty()), "{tag}");
+                for (j, regs) in loaded.iter().enumerate() {
+                    let next = if j + 1 < u {
+                        format!("{tag}Z{}", j + 1)
+                    } else {
+                        format!("{tag}L")
+                    };
+                    let zeroed: Vec<String> = between(&lines, &format!("{tag}Z{j}"), &next)
+                        .iter()
+                        .map(|l| {
+                            let reg = l.strip_prefix("mov.f32 ").unwrap();
+                            reg.strip_suffix(", 0f00000000").unwrap().to_string()
+                        })
+                        .collect();
+                    assert_eq!(&zeroed, regs, "{tag}, column {j}");
+                }
+            }
         }
     }
 
@@ -746,7 +1191,16 @@ mod tests {
             assert!(ins.contains(&"@%lead st.shared.f32 [%slot], %acc".to_string()));
             assert!(ins.contains(&"@%lead st.shared.f32 [%red+128], %acc".to_string()));
             assert!(ins.contains(&"ld.shared.f32 %acc, [%red+128]".to_string()));
-            assert!(ins.contains(&"fma.rn.f32 %acc, %x, %x, %acc".to_string()));
+            // the X² of pass 1 (see `norm_trips_cover_the_row_in_order`) before the reduction
+            let reduce = body_lines(&text)
+                .iter()
+                .position(|l| l == "REDUCE:")
+                .unwrap();
+            let lines = body_lines(&text);
+            assert!(lines[..reduce]
+                .iter()
+                .any(|l| l.starts_with("fma.rn.f32 %acc")));
+            assert!(!lines[reduce..].iter().any(|l| l.starts_with("fma.")));
             for e in [Epilogue::Sum, Epilogue::Add] {
                 let t = entry_text(n, e);
                 assert!(!t.contains("shfl") && !t.contains("bar.sync") && !t.contains(".shared"));
@@ -768,7 +1222,13 @@ mod tests {
                 let setps = ins.iter().filter(|l| l.starts_with("setp.ne.u64")).count();
                 assert_eq!(setps, outs.len());
                 let stores: Vec<&String> = ins.iter().filter(|l| l.contains("st.global")).collect();
-                assert_eq!(stores.len(), outs.len());
+                // AddRmsNormMul: each output once per column of a trip, in both paths
+                let copies = if e == Epilogue::AddRmsNormMul {
+                    2 * row_chunk(n)
+                } else {
+                    1
+                };
+                assert_eq!(stores.len(), outs.len() * copies);
                 assert!(stores.iter().all(|l| l.starts_with("@%h")));
                 for p in params(n, e) {
                     let loads = ins
