@@ -136,6 +136,31 @@ class CompareTest(unittest.TestCase):
         self.assertEqual(compare.parse(out, "0.05")["text"], "compare failed (FAIL)")
         self.assertEqual(compare.parse("", "0")["text"], "compare failed (no result)")
 
+    @staticmethod
+    def _write(path, rows, n_vocab=3):
+        import struct
+        with open(path, "wb") as f:
+            f.write(b"LGTSv001" + struct.pack("<II", n_vocab, len(rows)))
+            for pos, tok, logits in rows:
+                f.write(struct.pack("<iI", pos, tok) + struct.pack(f"<{n_vocab}f", *logits))
+
+    def test_divergence(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            a, b, c = (os.path.join(d, n) for n in ("a.bin", "b.bin", "c.bin"))
+            # the same tokens for rows 0-1; row 1's near tie (gap 0.25 / 0.125) then goes the other way
+            self._write(a, [(5, 1, [1.0, 2.0, 0.0]), (6, 1, [3.0, 2.75, 0.0]), (7, 0, [0.0, 0.0, 1.0])])
+            self._write(b, [(5, 1, [1.0, 2.0, 0.0]), (6, 1, [2.75, 2.875, 0.0]), (7, 1, [0.0, 0.0, 1.0])])
+            self._write(c, [(5, 2, [1.0, 2.0, 0.0])])
+            dv = compare.divergence(a, b)
+            self.assertEqual((dv["verdict"], dv["parted_at"], dv["rows"]), ("tokens part", 2, 3))
+            self.assertEqual((dv["margin_a"], dv["margin_b"]), (0.25, 0.125))
+            self.assertAlmostEqual(dv["rel_l2"], (0.25 ** 2 + 0.125 ** 2) ** 0.5 / (1 + 4 + 9 + 7.5625) ** 0.5)
+            self.assertTrue(dv["text"].startswith("other tokens from row 2 of 3 (top-two gap there 0.25 / 0.125)"))
+            self.assertIsNone(compare.divergence(a, a))       # nothing parts
+            self.assertIsNone(compare.divergence(a, c))       # other shapes
+            self.assertIsNone(compare.divergence(a, os.path.join(d, "missing.bin")))
+
 
 class ProcTest(unittest.TestCase):
     def test_failure_words(self):
