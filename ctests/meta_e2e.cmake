@@ -14,6 +14,7 @@
 #   meta/fusion/<model>/cpu2_host_vs_copies  the host AllReduce taking over the nodes behind its
 #                                         cuts gives the copies path's bits (those nodes in the
 #                                         graph), and its plan says which cuts took them
+#   meta/fusion/<model>/tgpu2_staged_vs_copies  the same for the staged path over test devices
 
 if(CMAKE_SCRIPT_MODE_FILE)
     # cmake -DEXES=<exe;exe> -DARGS=<a;b> -DEXPECT=<regex> -P meta_e2e.cmake
@@ -285,5 +286,19 @@ foreach(item tiny-gqa-f32:rms tiny-moe-f32:rms qwen3-f32:rms cohere2-f32:add)
         -D "EXPECT_B=AllReduce +[0-9]+ of '[^']+' .[0-9]+ bytes.: ${expect}"
         -D "COMPARE=$<TARGET_FILE:compare_logits>" -D "TOL=0"
         -D "WORK_DIR=${model_dir}/meta-fusion-${model}" -P "${run}")
+    ctests_use_model(${model} ${test})
+    # The staged path (src/meta/host.rs, for devices reached only through their backends, such
+    # as RPC servers), forced over the test devices: the same bits again, its epilogue included.
+    string(REPLACE "Host" "Staged" expect "${expect}")
+    set(args --model "${model_dir}/${model}.gguf" ${meta_common} --split-mode tensor --test-device
+        --devices TESTGPU0,TESTGPU1)
+    set(test meta/fusion/${model}/tgpu2_staged_vs_copies)
+    add_test(NAME ${test} COMMAND "${CMAKE_COMMAND}"
+        -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "ARGS_A=${args}" -D "ARGS_B=${args};--verbose"
+        -D "ENV_A=GGML_META_ALLREDUCE=copies"
+        -D "ENV_B=GGML_META_DEBUG=1;GGML_META_ALLREDUCE=staged"
+        -D "EXPECT_B=AllReduce +[0-9]+ of '[^']+' .[0-9]+ bytes.: ${expect}"
+        -D "COMPARE=$<TARGET_FILE:compare_logits>" -D "TOL=0"
+        -D "WORK_DIR=${model_dir}/meta-fusion-staged-${model}" -P "${run}")
     ctests_use_model(${model} ${test})
 endforeach()

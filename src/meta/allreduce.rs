@@ -1,7 +1,7 @@
 //! The meta backend's AllReduce: after a cut, every device holds a partial sum of the same
 //! tensor; afterwards every device holds the total, with the same bits everywhere.
 //!
-//! Five paths, chosen per cut when a graph plan is built ([`Reducer::choose`]):
+//! Six paths, chosen per cut when a graph plan is built ([`Reducer::choose`]):
 //! * **backend**: the simple backends' own AllReduce, as the ggml version offers it
 //!   ([`BackendAllReduce`]: 0.9.11's `ggml_backend_allreduce_tensor`, 0.26's communicator,
 //!   `ggml_backend_comm_*`; CUDA's use NCCL or, on 0.26, its internal kernel); where it declines
@@ -12,17 +12,21 @@
 //!   where NCCL's latency dominates; 0.26: always, its communicator rounds through BF16);
 //! * **host**: devices whose memory the host reads and writes (CPU backends), up to
 //!   [`host::HOST_MAX`] bytes per partial: the host sums after the sub-graphs ([`host`]);
+//! * **staged**: devices whose copies between each other go through the host anyway (a backend
+//!   without asynchronous copies, e.g. RPC servers, each its own machine): the host fetches the
+//!   partials with asynchronous reads, sums them as the host path does and writes the results
+//!   back ([`host::reduce_staged`]), one wait per cut instead of a copy and an add per exchange;
 //! * **copies**: any backend — asynchronous copies between devices and in-place adds, staged as
 //!   [`exchange::schedule`] says (butterfly for powers of two, gather-and-add otherwise);
 //! * **direct** (forced only, until measured on GPUs): sub-graphs write their partials into
 //!   plan-owned slots and every device adds all of them, read in place, into its own target
 //!   ([`DirectPlan`]); for devices that compute on each other's memory.
 //!
-//! `GGML_META_ALLREDUCE=backend|comm|own|host|copies|direct` forces a path (for measurement;
+//! `GGML_META_ALLREDUCE=backend|comm|own|host|staged|copies|direct` forces a path (for measurement;
 //! `comm` is another name for `backend`; an unavailable path falls back to copies).
 //! `GGML_META_NO_BACKEND_ALLREDUCE=1` (older switch) means: not the backend's.
 //!
-//! The own and host paths can also compute the nodes right behind a cut ([`Epilogue`]: the
+//! The own, host and staged paths can also compute the nodes right behind a cut ([`Epilogue`]: the
 //! residual add, then the RMS norm times its weight), which then leave the next sub-graph;
 //! `GGML_META_FUSE=0` keeps them in the graph.
 //!
@@ -58,6 +62,7 @@ pub enum Path {
     Backend,
     Own,
     Host,
+    Staged,
     Copies,
     Direct,
 }
@@ -68,6 +73,7 @@ impl Path {
             "backend" | "comm" => Some(Path::Backend),
             "own" => Some(Path::Own),
             "host" => Some(Path::Host),
+            "staged" => Some(Path::Staged),
             "copies" => Some(Path::Copies),
             "direct" => Some(Path::Direct),
             _ => None,
@@ -89,6 +95,9 @@ pub struct Reducer {
     /// Whether a cut's AllReduce may take over the nodes behind it ([`Epilogue`];
     /// `GGML_META_FUSE=0` turns it off, for measurement).
     fuse: bool,
+    /// Whether copies between the devices go through the host anyway (a simple backend has no
+    /// asynchronous copy and its memory is not the host's): the staged path is then preferred.
+    through_host: bool,
 }
 
 // SAFETY: function pointers and handles of objects shared with C; plans use them under the
@@ -105,7 +114,7 @@ impl Reducer {
         let mut forced = env.as_deref().and_then(Path::parse);
         if let (Some(v), None) = (&env, forced) {
             log_info!(
-                "meta backend: GGML_META_ALLREDUCE={v} is not backend|own|host|copies|direct; ignored"
+                "meta backend: GGML_META_ALLREDUCE={v} is not backend|own|host|staged|copies|direct; ignored"
             );
         }
         let no_backend = std::env::var("GGML_META_NO_BACKEND_ALLREDUCE").is_ok_and(|v| v != "0");
@@ -178,7 +187,13 @@ impl Reducer {
             None
         };
         let fuse = std::env::var("GGML_META_FUSE").map_or(true, |v| v != "0");
+        let through_host = n > 1
+            && backends.iter().any(|&b| {
+                b.iface().cpy_tensor_async.is_none()
+                    && !crate::backend::default_buffer_type(b, "meta AllReduce").is_host()
+            });
         Reducer {
+            through_host,
             fuse,
             has_backend: backend.is_some(),
             backend: Mutex::new(backend),
@@ -207,10 +222,12 @@ impl Reducer {
         let t = targets[0];
         let own_ok = self.cuda.is_some() && CudaAllReduce::supports(t);
         let host_ok = t.nbytes() <= host::HOST_MAX && targets.iter().all(|&t| host::supports(t));
+        let staged_ok = targets.iter().all(|&t| host::stageable(t));
         let backend_ok = self.has_backend;
         match self.forced {
             Some(Path::Own | Path::Direct) if own_ok => Path::Own,
             Some(Path::Host) if host_ok => Path::Host,
+            Some(Path::Staged) if staged_ok => Path::Staged,
             Some(Path::Backend) => Path::Backend,
             Some(_) => Path::Copies,
             None if own_ok
@@ -222,6 +239,7 @@ impl Reducer {
             }
             None if host_ok => Path::Host,
             None if backend_ok => Path::Backend,
+            None if self.through_host && staged_ok => Path::Staged,
             None => Path::Copies,
         }
     }
@@ -371,6 +389,8 @@ pub struct Planned {
     pub reductions: Vec<Reduction>,
     copies: Option<CopyPlan>,
     direct: Option<DirectPlan>,
+    /// The staged path's host memory.
+    staging: host::Staging,
 }
 
 /// Builds the reductions of a plan: `cuts[c]` are the per-device targets of cut `c` and what
@@ -397,6 +417,7 @@ pub fn plan(
                     && match path {
                         Path::Own => true,
                         Path::Host => e.tensors().all(host::supports),
+                        Path::Staged => e.tensors().all(host::stageable),
                         _ => false,
                     }
             });
@@ -426,6 +447,7 @@ pub fn plan(
         reductions,
         copies,
         direct,
+        staging: host::Staging::default(),
     })
 }
 
@@ -849,7 +871,9 @@ impl Planned {
             match r.path {
                 Path::Copies | Path::Backend => empty || r.copies.is_some(),
                 Path::Direct => !empty && r.direct.is_some(),
-                Path::Own | Path::Host => r.epilogue.as_ref().is_none_or(|e| e.fits(r.targets[0])),
+                Path::Own | Path::Host | Path::Staged => {
+                    r.epilogue.as_ref().is_none_or(|e| e.fits(r.targets[0]))
+                }
             }
         });
         if !still_planned {
@@ -890,6 +914,15 @@ impl Planned {
             Path::Own => {
                 let cuda = r.cuda.as_ref().expect("chosen only with CUDA");
                 return cuda.run(backends, &red.targets, red.epilogue.as_ref());
+            }
+            Path::Staged => {
+                host::reduce_staged(
+                    backends,
+                    &red.targets,
+                    red.epilogue.as_ref(),
+                    &mut self.staging,
+                );
+                return GGML_STATUS_SUCCESS;
             }
             Path::Host => {
                 host::reduce(backends, &red.targets, red.epilogue.as_ref());
