@@ -9,12 +9,14 @@
 //               [--n-prompt N (512)] [--n-gen N (128)] [--n-batch N (2048)] [--n-ubatch N (512)]
 //               [--flash-attn on|off (on)] [--threads N (hardware threads)] [--warmup N (2)]
 //               [--reps N (10)] [--seed N (42)] [--depths D,D,.. (0)] [--no-mmap] [--verbose]
+//               [--rpc HOST:PORT[,HOST:PORT..]]
 //   llama_bench --quantize IN OUT TYPE [--threads N]      TYPE: q4_0 q4_1 q5_0 q5_1 q8_0
 //
 // --devices is a comma list of ggml device names (ggml_backend_dev_by_name: CPU, CUDA0, ...); a
 // name may repeat (tensor mode over CUDA0,CUDA0 splits the model into two slices on one GPU). The
 // list goes NULL-terminated into llama_model_params.devices, as tools/model/llama_driver does;
-// without --devices libllama picks its default devices.
+// without --devices libllama picks its default devices. --rpc adds the devices of ggml-rpc servers
+// (builds with GGML_RPC; tools/model/llama_cli.h): RPC0, RPC1, ... in the order of the list.
 //
 // Tests (each in its own context on the one loaded model; --n-prompt 0 or --n-gen 0 skips one),
 // each run once per depth D of --depths (a comma list of token counts >= 0), in the order pp at
@@ -72,6 +74,7 @@ struct Opts {
     std::string model;
     std::string split_mode = "none";
     std::string devices;       // empty: libllama's default devices
+    std::string rpc;           // --rpc: ggml-rpc servers whose devices are added
     std::string tensor_split;  // empty: libllama's default
     int main_gpu = 0;
     bool load_all = false;
@@ -96,7 +99,7 @@ void usage() {
         "                   [--tensor-split F,F,..] [--main-gpu I] [--n-gpu-layers N] [--n-prompt N]\n"
         "                   [--n-gen N] [--n-batch N] [--n-ubatch N] [--flash-attn on|off] [--threads N]\n"
         "                   [--warmup N] [--reps N] [--seed N] [--depths D,D,..] [--no-mmap]\n"
-        "                   [--load-all-backends] [--verbose]\n"
+        "                   [--load-all-backends] [--verbose] [--rpc HOST:PORT,..]\n"
         "       llama_bench --quantize IN OUT q4_0|q4_1|q5_0|q5_1|q8_0 [--threads N]\n");
 }
 
@@ -216,6 +219,7 @@ int main(int argc, char ** argv) {
         else if (a == "--depths" || a == "-d")  o.depths = parse_depths(need());
         else if (a == "--no-mmap")              o.no_mmap = true;
         else if (a == "--load-all-backends")    o.load_all = true;
+        else if (a == "--rpc")                  o.rpc = need();
         else if (a == "--verbose")              o.verbose = true;
         else if (a == "-h" || a == "--help")    { usage(); return 0; }
         else { fprintf(stderr, "llama_bench: unknown argument: %s\n", a.c_str()); usage(); return 1; }
@@ -243,6 +247,8 @@ int main(int argc, char ** argv) {
     llama_log_set(llama_cli::log_cb, nullptr);
     // ggml_backend_load_all: backend modules and GGML_BACKEND_PATH (e.g. our plugin)
     if (o.load_all) ggml_backend_load_all();
+    std::string err;
+    if (!o.rpc.empty() && !llama_cli::add_rpc_servers(o.rpc, err)) fail("%s", err.c_str());
     llama_backend_init();
 
     printf("build: %s\n", LLAMA_BENCH_BUILD_NAME);
@@ -251,7 +257,6 @@ int main(int argc, char ** argv) {
 
     std::vector<ggml_backend_dev_t> devs;
     std::vector<float> tsplit;
-    std::string err;
     if (!llama_cli::resolve_devices(o.devices, devs, err) || !llama_cli::parse_tensor_split(o.tensor_split, tsplit, err)) {
         fail("%s", err.c_str());
     }

@@ -1,15 +1,16 @@
 # The reference for differential tests: the same llama.cpp tree's pristine ggml (ggml-base, ggml,
 # ggml-cpu, shared) and libllama on top of it (any supported version: 0.9.11, 0.26.0),
 # with the same options as the spliced build, built as an ExternalProject. Defines the imported
-# targets ggml_ref::ggml-base, ggml_ref::ggml, ggml_ref::ggml-cpu, ggml_ref::llama and sets
-# GGML_REFERENCE_BUILD_DIR.
+# targets ggml_ref::ggml-base, ggml_ref::ggml, ggml_ref::ggml-cpu, ggml_ref::llama (and
+# ggml_ref::ggml-rpc with GGML_RPC) and sets GGML_REFERENCE_BUILD_DIR.
 # It is configured from llama.cpp's top level, exactly as the spliced ggml is (the pin's ggml/
 # cannot be configured on its own: the crates.io package lacks ggml/ggml.pc.in), but only those
-# four targets are built.
+# targets are built.
 #
-# GGML_BACKEND_RS_REFERENCE_LIBDIR: a directory that already holds the three reference libraries
+# GGML_BACKEND_RS_REFERENCE_LIBDIR: a directory that already holds the reference libraries
 # (e.g. <shared-build>/ggml-reference/build/bin); then nothing is built here. When it is another
-# tree's reference build, that build must come from the same llama.cpp source (checked).
+# tree's reference build, that build must come from the same llama.cpp source and have the RPC
+# backend exactly when this tree has it (both checked).
 
 include_guard(GLOBAL)
 include(ExternalProject)
@@ -26,6 +27,8 @@ function(ggml_backend_rs_add_reference llama_cpp_dir)
         # choose among the same modules, compiled once from the pin's ggml-cpu.
         set(names ggml-base ggml llama)
         set(dl_args -DGGML_BACKEND_DL=ON -DGGML_CPU=OFF)
+    elseif(GGML_RPC)
+        list(APPEND names ggml-rpc)
     endif()
 
     if(GGML_BACKEND_RS_REFERENCE_LIBDIR)
@@ -51,6 +54,21 @@ function(ggml_backend_rs_add_reference llama_cpp_dir)
                 message(FATAL_ERROR "GGML_BACKEND_RS_REFERENCE_LIBDIR: ${libdir} was built from "
                                     "${home}, this tree builds ${llama_cpp_dir}")
             endif()
+            # Its registry lists RPC when it was built with it: this tree must match.
+            file(STRINGS "${build_dir}/CMakeCache.txt" ref_rpc REGEX "^GGML_RPC:BOOL=")
+            string(REGEX REPLACE "^[^=]*=" "" ref_rpc "${ref_rpc}")
+            set(ref_has_rpc OFF)
+            set(has_rpc OFF)
+            if(ref_rpc)
+                set(ref_has_rpc ON)
+            endif()
+            if(GGML_RPC AND NOT GGML_BACKEND_DL)
+                set(has_rpc ON)
+            endif()
+            if(NOT ref_has_rpc STREQUAL has_rpc)
+                message(FATAL_ERROR "GGML_BACKEND_RS_REFERENCE_LIBDIR: ${libdir} was built with "
+                                    "GGML_RPC=${ref_rpc}, this tree has GGML_RPC=${GGML_RPC}")
+            endif()
         endif()
     else()
         set(prefix "${CMAKE_BINARY_DIR}/ggml-reference")
@@ -67,7 +85,8 @@ function(ggml_backend_rs_add_reference llama_cpp_dir)
         endif()
         # The reference gets the same compute backends as the spliced build.
         set(backend_args "")
-        foreach(opt GGML_CUDA GGML_CUDA_NCCL NCCL_INCLUDE_DIR NCCL_LIBRARY CMAKE_CUDA_ARCHITECTURES GGML_BLAS)
+        foreach(opt GGML_CUDA GGML_CUDA_NCCL NCCL_INCLUDE_DIR NCCL_LIBRARY CMAKE_CUDA_ARCHITECTURES GGML_BLAS
+                    GGML_RPC)
             if(DEFINED ${opt} AND NOT "${${opt}}" STREQUAL "")
                 list(APPEND backend_args "-D${opt}=${${opt}}")
             endif()

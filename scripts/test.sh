@@ -57,8 +57,9 @@ if [[ "${1:-}" == "--quick" ]]; then
     [[ -n "${2:-}" ]] && filter=(-R "$2")
     pin="${PIN:-$pin_main}"
     dir=build/shared
-    [[ "$pin" == "$pin_old" && -z "${LLAMA_CPP_DIR:-}" ]] && dir=build/shared-0.9.11
-    tree "$dir" "$pin" "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=ON
+    rpc=(-DGGML_RPC=ON)
+    [[ "$pin" == "$pin_old" && -z "${LLAMA_CPP_DIR:-}" ]] && dir=build/shared-0.9.11 && rpc=()
+    tree "$dir" "$pin" "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=ON "${rpc[@]}"
     step "quick tests passed"
     exit 0
 elif [[ $# -gt 0 ]]; then
@@ -73,13 +74,17 @@ cargo clippy --all-targets --target-dir build/cargo-clippy -- -D warnings
 cargo clippy --all-targets --target-dir build/cargo-clippy --no-default-features \
     --features ggml-0-9-11 -- -D warnings
 
-# 0.26, shared: also builds the pristine reference ggml for the differential tests.
-tree build/shared $pin_main "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_RS_VALGRIND=ON
+# 0.26, shared: also builds the pristine reference ggml for the differential tests. Both have the
+# RPC backend (GGML_RPC, given explicitly: a tree configured before keeps its cached value), for
+# the rpc/* tests against servers on the loopback address.
+tree build/shared $pin_main "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_RS_VALGRIND=ON \
+    -DGGML_RPC=ON
 
 # 0.26, static: reuses the shared tree's reference libraries instead of building them again; runs
 # the tests labelled "linkage" (ctests/CMakeLists.txt), the rest being the shared tree's code.
+# The RPC backend as in the shared tree: the reference's registry lists it.
 filter=(-L linkage)
-tree build/static $pin_main "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=OFF \
+tree build/static $pin_main "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=OFF -DGGML_RPC=ON \
     "-DGGML_BACKEND_RS_REFERENCE_LIBDIR=$root/build/shared/ggml-reference/build/bin"
 filter=()
 

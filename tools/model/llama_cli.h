@@ -1,7 +1,8 @@
 // llama_cli.h — what the libllama programs of this repository (tools/model/llama_driver.cpp,
-// bench/llama_bench.cpp) share: the log filter, list and number parsing, and turning --devices
-// and --tensor-split into libllama's model parameters. Public API only (llama.h, ggml-backend.h),
-// so the programs build against upstream's libraries as well as against ours.
+// bench/llama_bench.cpp) share: the log filter, list and number parsing, adding ggml-rpc servers
+// (--rpc), and turning --devices and --tensor-split into libllama's model parameters. Public API
+// only (llama.h, ggml-backend.h), so the programs build against upstream's libraries as well as
+// against ours.
 #pragma once
 
 #include "llama.h"
@@ -76,6 +77,29 @@ inline void print_devices_available() {
         printf(" %s(%s)", ggml_backend_dev_name(d), ggml_backend_dev_description(d));
     }
     printf("\n");
+}
+
+// --rpc HOST:PORT[,HOST:PORT..]: adds the devices of each ggml-rpc server, as llama.cpp's common
+// does: the function "ggml_backend_rpc_add_server" of the registry named "RPC" makes one registry
+// per server, which is then registered. In ggml 0.26 the devices are named RPC0, RPC1, ... by one
+// counter over all servers, in the order given (a server with one device: RPC<i> is the i-th
+// endpoint), each described by its endpoint. An unreachable server stops the program inside
+// ggml-rpc (GGML_ABORT "Failed to connect to HOST:PORT"). Returns false with `err` set when the
+// build has no RPC backend, the list is empty or a server reports no devices.
+inline bool add_rpc_servers(const std::string & list, std::string & err) {
+    const auto endpoints = split_list(list);
+    if (endpoints.empty()) { err = "empty --rpc list"; return false; }
+    ggml_backend_reg_t rpc = ggml_backend_reg_by_name("RPC");
+    if (!rpc) { err = "--rpc: this build has no RPC backend (GGML_RPC=OFF)"; return false; }
+    typedef ggml_backend_reg_t (*add_server_fn)(const char * endpoint);
+    auto add_server = (add_server_fn) ggml_backend_reg_get_proc_address(rpc, "ggml_backend_rpc_add_server");
+    if (!add_server) { err = "--rpc: the RPC registry has no ggml_backend_rpc_add_server"; return false; }
+    for (const auto & ep : endpoints) {
+        ggml_backend_reg_t reg = add_server(ep.c_str());
+        if (!reg) { err = "--rpc: server " + ep + " reports no devices"; return false; }
+        ggml_backend_register(reg);
+    }
+    return true;
 }
 
 // The --devices list as libllama's NULL-terminated device array (empty list: empty result,

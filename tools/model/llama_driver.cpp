@@ -11,6 +11,11 @@
 //                [--all-logits] [--logits-out FILE] [--stop-eog] [--load-all-backends] [--verbose]
 //                [--backend-dir DIR]  (ggml_backend_load_all_from_path(DIR): backends built as
 //                                      modules, GGML_BACKEND_DL, from that directory only)
+//                [--rpc HOST:PORT[,HOST:PORT..]]  (builds with GGML_RPC, ggml 0.26: the devices of
+//                                  these ggml-rpc servers are added, as llama.cpp's --rpc does;
+//                                  they are named RPC0, RPC1, ... over all servers in list order
+//                                  and described by their endpoint, e.g. RPC1(127.0.0.1:50053);
+//                                  libllama's default selection puts them before other GPUs)
 //                [--test-device]  (builds with LLAMA_DRIVER_TEST_DEVICE: register ctests' TESTGPU0/1)
 //                [--step-report]  (with --test-device: per decode step, what reached the test devices
 //                                  between the step's first graph and its last device operation)
@@ -98,6 +103,7 @@ struct Opts {
     bool stop_eog = false;
     bool load_all = false;
     std::string backend_dir;      // --backend-dir: load backend modules from this directory
+    std::string rpc;              // --rpc: ggml-rpc servers whose devices are added
     bool test_device = false;     // register the test-only TESTGPU0/1 devices (ctests builds)
     bool step_report = false;     // print the test devices' trace of every decode step
     int retry_decode = 0;         // failed llama_decode calls made again, at most, in the run
@@ -113,7 +119,7 @@ void usage() {
         "                    [--flash-attn on|off|auto] [--no-mmap] [--cache-type-k T] [--cache-type-v T]\n"
         "                    [--all-logits] [--logits-out FILE]\n"
         "                    [--stop-eog] [--load-all-backends] [--verbose] [--seed N]\n"
-        "                    [--retry-failed-decode N] [--abort-on-call N]\n");
+        "                    [--retry-failed-decode N] [--abort-on-call N] [--rpc HOST:PORT,..]\n");
 }
 
 int parse_int(const char * s, const char * flag) { return llama_cli::parse_int("llama_driver", s, flag, -1000000000); }
@@ -250,6 +256,7 @@ int main(int argc, char ** argv) {
         else if (a == "--stop-eog")             o.stop_eog = true;
         else if (a == "--load-all-backends")    o.load_all = true;
         else if (a == "--backend-dir")          o.backend_dir = need();
+        else if (a == "--rpc")                  o.rpc = need();
         else if (a == "--test-device")          o.test_device = true;
         else if (a == "--step-report")          o.step_report = true;
         else if (a == "--abort-on-call")        o.abort_on_call = std::max(0, parse_int(need(), "--abort-on-call"));
@@ -291,6 +298,10 @@ int main(int argc, char ** argv) {
     }
     if (o.load_all) ggml_backend_load_all();
     if (!o.backend_dir.empty()) ggml_backend_load_all_from_path(o.backend_dir.c_str());
+    if (!o.rpc.empty()) {
+        std::string err;
+        if (!llama_cli::add_rpc_servers(o.rpc, err)) { fprintf(stderr, "llama_driver: %s\n", err.c_str()); return 1; }
+    }
     if (o.step_report && !o.test_device) {
         fprintf(stderr, "llama_driver: --step-report needs --test-device\n");
         return 1;

@@ -1,0 +1,82 @@
+# The RPC backend (GGML_RPC, ggml 0.26): libllama over ggml-rpc servers on the loopback address.
+# Included from ctests/CMakeLists.txt after sched_llama.cmake (llama_driver, `model_dir`, `run`)
+# when the build has target ggml-rpc.
+#
+# rpc_server (ctests/rpc_server.c) serves the CPU backend of its build; it is built against this
+# library (`rpc_server`, compiled against our headers like the other programs of this build) and
+# against upstream's pristine build (`rpc_server_ref`). ctests/rpc_run.py starts the servers on
+# free ports, waits for them, runs llama_run.cmake with their endpoints in place of `@NAME@`, and
+# stops them.
+#
+#   headers/ggml-rpc-uses-ours   ggml-rpc and rpc_server read our headers (ggml-backend.h, and
+#       ggml-rpc also ggml-backend-impl.h), from ninja's dependency log
+#   rpc/layer/<model>/two_servers_vs_upstream   --split-mode layer over RPC0,RPC1: ours (client
+#       and two servers of this build) against upstream (client and two servers of the pristine
+#       build): the same tokens, bit-identical logits
+#   rpc/layer/<model>/vs_cpu                    the same split (ours) against one local CPU:
+#       the same tokens and bit-identical logits, as the scheduler's layer split over the test
+#       devices (suite sched of ctests/matrix/tests.txt, tolerance 0)
+
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+find_package(Threads REQUIRED)
+
+add_executable(rpc_server rpc_server.c)
+target_include_directories(rpc_server PRIVATE ${GGML_BACKEND_RS_API_INCLUDES})
+target_link_libraries(rpc_server PRIVATE ggml ggml-rpc Threads::Threads)
+if(TARGET ggml_ref::ggml-rpc)
+    add_executable(rpc_server_ref rpc_server.c)
+    target_link_libraries(rpc_server_ref PRIVATE ggml_ref::ggml-rpc ggml_ref::ggml ggml_ref::ggml-base
+        Threads::Threads)
+endif()
+
+# ggml-rpc (upstream's source) and the server must have been compiled against our generated
+# headers, as ggml-cpu and llama are (headers/ggml-cpu-and-llama-use-ours in CMakeLists.txt).
+if(EXISTS "${GGML_BACKEND_RS_OUR_INCLUDE_DIR}/ggml-backend.h" AND CMAKE_GENERATOR MATCHES "Ninja")
+    add_test(NAME headers/ggml-rpc-uses-ours
+        COMMAND "${CMAKE_COMMAND}"
+            -D "NINJA=${CMAKE_MAKE_PROGRAM}"
+            -D "BUILD_DIR=${CMAKE_BINARY_DIR}"
+            -D "OUR_INCLUDE=${GGML_BACKEND_RS_OUR_INCLUDE_DIR}"
+            -D "TARGET_DIRS=ggml-rpc.dir;rpc_server.dir"
+            -P "${CMAKE_CURRENT_SOURCE_DIR}/check_headers_used.cmake")
+endif()
+
+set(rpc_run "${CMAKE_CURRENT_SOURCE_DIR}/rpc_run.py")
+set(rpc_model tiny-gqa-f32)
+set(rpc_base --model "${model_dir}/${rpc_model}.gguf" --threads 2 --n-predict 12)
+set(rpc_layer ${rpc_base} --split-mode layer --devices RPC0,RPC1)
+
+# rpc_test(<name> SERVERS <NAME=EXE:K..> DRIVER_A <exe> [DRIVER_B <exe>] ARGS_A <args..> ARGS_B <args..>):
+# llama_run.cmake with tolerance 0 next to the servers.
+function(rpc_test name)
+    cmake_parse_arguments(R "" "DRIVER_A;DRIVER_B" "SERVERS;ARGS_A;ARGS_B" ${ARGN})
+    set(servers "")
+    foreach(s IN LISTS R_SERVERS)
+        list(APPEND servers --servers "${s}")
+    endforeach()
+    if(NOT R_DRIVER_B)
+        set(R_DRIVER_B "${R_DRIVER_A}")
+    endif()
+    set(test rpc/layer/${rpc_model}/${name})
+    set(work "${model_dir}/rpc-${name}")
+    add_test(NAME ${test} COMMAND "${Python3_EXECUTABLE}" "${rpc_run}"
+        --work "${work}" --threads 2 --timeout 300 ${servers} --
+        "${CMAKE_COMMAND}" -D "DRIVER_A=${R_DRIVER_A}" -D "DRIVER_B=${R_DRIVER_B}"
+        -D "ARGS_A=${R_ARGS_A}" -D "ARGS_B=${R_ARGS_B}" -D TOL=0
+        -D "COMPARE=$<TARGET_FILE:compare_logits>" -D "WORK_DIR=${work}" -P "${run}")
+    set_tests_properties(${test} PROPERTIES TIMEOUT 420)
+    ctests_use_model(${rpc_model} ${test})
+endfunction()
+
+if(TARGET rpc_server_ref AND TARGET llama_driver_ref)
+    rpc_test(two_servers_vs_upstream
+        SERVERS "A=$<TARGET_FILE:rpc_server>:2" "B=$<TARGET_FILE:rpc_server_ref>:2"
+        DRIVER_A "$<TARGET_FILE:llama_driver>" DRIVER_B "$<TARGET_FILE:llama_driver_ref>"
+        ARGS_A ${rpc_layer} --rpc @A@
+        ARGS_B ${rpc_layer} --rpc @B@)
+endif()
+rpc_test(vs_cpu
+    SERVERS "B=$<TARGET_FILE:rpc_server>:2"
+    DRIVER_A "$<TARGET_FILE:llama_driver>"
+    ARGS_A ${rpc_base} --split-mode none --devices CPU
+    ARGS_B ${rpc_layer} --rpc @B@)
