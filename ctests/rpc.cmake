@@ -16,6 +16,11 @@
 #   rpc/layer/<model>/vs_cpu                    the same split (ours) against one local CPU:
 #       the same tokens and bit-identical logits, as the scheduler's layer split over the test
 #       devices (suite sched of ctests/matrix/tests.txt, tolerance 0)
+#   rpc/tensor/<model>/{two_servers_vs_cpu2,three_servers_vs_cpu3,cpu_and_server_vs_cpu2}
+#       --split-mode tensor over 2 and 3 servers and over a local CPU with one server: the
+#       tokens and bit-identical logits of the same split over as many local CPUs, reduced by
+#       the staged path (its plan log demanded); two_servers_vs_upstream: against upstream's
+#       meta backend over servers of its own build, bit-identical
 
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 find_package(Threads REQUIRED)
@@ -46,10 +51,18 @@ set(rpc_model tiny-gqa-f32)
 set(rpc_base --model "${model_dir}/${rpc_model}.gguf" --threads 2 --n-predict 12)
 set(rpc_layer ${rpc_base} --split-mode layer --devices RPC0,RPC1)
 
-# rpc_test(<name> SERVERS <NAME=EXE:K..> DRIVER_A <exe> [DRIVER_B <exe>] ARGS_A <args..> ARGS_B <args..>):
-# llama_run.cmake with tolerance 0 next to the servers.
-function(rpc_test name)
-    cmake_parse_arguments(R "" "DRIVER_A;DRIVER_B" "SERVERS;ARGS_A;ARGS_B" ${ARGN})
+# rpc_test(<split> <name> SERVERS <NAME=EXE:K..> [THREADS <n>] DRIVER_A <exe> [DRIVER_B <exe>]
+#          ARGS_A <args..> ARGS_B <args..> [ENV_B <VAR=value..>] [EXPECT_B <regex>]):
+# llama_run.cmake with tolerance 0 next to the servers (each with THREADS threads, default 2).
+function(rpc_test split name)
+    cmake_parse_arguments(R "" "DRIVER_A;DRIVER_B;THREADS;EXPECT_B" "SERVERS;ARGS_A;ARGS_B;ENV_B" ${ARGN})
+    if(NOT R_THREADS)
+        set(R_THREADS 2)
+    endif()
+    set(extra "")
+    if(R_EXPECT_B)
+        list(APPEND extra -D "EXPECT_B=${R_EXPECT_B}")
+    endif()
     set(servers "")
     foreach(s IN LISTS R_SERVERS)
         list(APPEND servers --servers "${s}")
@@ -57,26 +70,59 @@ function(rpc_test name)
     if(NOT R_DRIVER_B)
         set(R_DRIVER_B "${R_DRIVER_A}")
     endif()
-    set(test rpc/layer/${rpc_model}/${name})
-    set(work "${model_dir}/rpc-${name}")
+    set(test rpc/${split}/${rpc_model}/${name})
+    set(work "${model_dir}/rpc-${split}-${name}")
     add_test(NAME ${test} COMMAND "${Python3_EXECUTABLE}" "${rpc_run}"
-        --work "${work}" --threads 2 --timeout 300 ${servers} --
+        --work "${work}" --threads ${R_THREADS} --timeout 300 ${servers} --
         "${CMAKE_COMMAND}" -D "DRIVER_A=${R_DRIVER_A}" -D "DRIVER_B=${R_DRIVER_B}"
-        -D "ARGS_A=${R_ARGS_A}" -D "ARGS_B=${R_ARGS_B}" -D TOL=0
+        -D "ARGS_A=${R_ARGS_A}" -D "ARGS_B=${R_ARGS_B}" -D "ENV_B=${R_ENV_B}" ${extra} -D TOL=0
         -D "COMPARE=$<TARGET_FILE:compare_logits>" -D "WORK_DIR=${work}" -P "${run}")
     set_tests_properties(${test} PROPERTIES TIMEOUT 420)
     ctests_use_model(${rpc_model} ${test})
 endfunction()
 
 if(TARGET rpc_server_ref AND TARGET llama_driver_ref)
-    rpc_test(two_servers_vs_upstream
+    rpc_test(layer two_servers_vs_upstream
         SERVERS "A=$<TARGET_FILE:rpc_server>:2" "B=$<TARGET_FILE:rpc_server_ref>:2"
         DRIVER_A "$<TARGET_FILE:llama_driver>" DRIVER_B "$<TARGET_FILE:llama_driver_ref>"
         ARGS_A ${rpc_layer} --rpc @A@
         ARGS_B ${rpc_layer} --rpc @B@)
 endif()
-rpc_test(vs_cpu
+rpc_test(layer vs_cpu
     SERVERS "B=$<TARGET_FILE:rpc_server>:2"
     DRIVER_A "$<TARGET_FILE:llama_driver>"
     ARGS_A ${rpc_base} --split-mode none --devices CPU
     ARGS_B ${rpc_layer} --rpc @B@)
+
+# Tensor mode over RPC servers (each server one thread: two spinning CPU backends and the client
+# would oversubscribe two cores). Our meta device reduces through the host there (the staged
+# path: RPC has no copies between servers), with the host path's arithmetic, so the logits are
+# bit-identical to the same split over local CPUs; the plan log must show the staged path.
+set(rpc_tensor ${rpc_base} --flash-attn on --split-mode tensor)
+set(staged_plan "AllReduce +[0-9]+ of '[^']+' .[0-9]+ bytes.: Staged")
+rpc_test(tensor two_servers_vs_cpu2
+    SERVERS "B=$<TARGET_FILE:rpc_server>:2" THREADS 1
+    DRIVER_A "$<TARGET_FILE:llama_driver>"
+    ARGS_A ${rpc_tensor} --devices CPU,CPU
+    ARGS_B ${rpc_tensor} --rpc @B@ --devices RPC0,RPC1 --verbose
+    ENV_B GGML_META_DEBUG=1 EXPECT_B "${staged_plan}")
+if(TARGET rpc_server_ref AND TARGET llama_driver_ref)
+    # upstream's meta backend over its own servers: the same bits (two devices add in one order)
+    rpc_test(tensor two_servers_vs_upstream
+        SERVERS "A=$<TARGET_FILE:rpc_server>:2" "B=$<TARGET_FILE:rpc_server_ref>:2" THREADS 1
+        DRIVER_A "$<TARGET_FILE:llama_driver>" DRIVER_B "$<TARGET_FILE:llama_driver_ref>"
+        ARGS_A ${rpc_tensor} --rpc @A@ --devices RPC0,RPC1
+        ARGS_B ${rpc_tensor} --rpc @B@ --devices RPC0,RPC1)
+endif()
+rpc_test(tensor three_servers_vs_cpu3
+    SERVERS "B=$<TARGET_FILE:rpc_server>:3" THREADS 1
+    DRIVER_A "$<TARGET_FILE:llama_driver>"
+    ARGS_A ${rpc_tensor} --devices CPU,CPU,CPU
+    ARGS_B ${rpc_tensor} --rpc @B@ --devices RPC0,RPC1,RPC2 --verbose
+    ENV_B GGML_META_DEBUG=1 EXPECT_B "${staged_plan}")
+rpc_test(tensor cpu_and_server_vs_cpu2
+    SERVERS "B=$<TARGET_FILE:rpc_server>:1" THREADS 1
+    DRIVER_A "$<TARGET_FILE:llama_driver>"
+    ARGS_A ${rpc_tensor} --devices CPU,CPU
+    ARGS_B ${rpc_tensor} --rpc @B@ --devices CPU,RPC0 --verbose
+    ENV_B GGML_META_DEBUG=1 EXPECT_B "${staged_plan}")
