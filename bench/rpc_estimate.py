@@ -10,12 +10,14 @@ The model of the cost (assumptions, not measurements; docs/benchmarks.md discuss
     (W / B for the whole model), tensor split side by side (W / (K B));
   * tensor split has two cuts per layer, each an AllReduce of one f32 row of n_embd (P bytes);
   * client-mediated (what ggml-rpc allows today: no copies between servers; our staged path):
-    per cut the client waits for the K partials and sends K sums back — two round trips and
-    K * P bytes each way through the client's link;
-  * server to server (a peer exchange RPC does not have): per cut one exchange between the
-    servers — for K = 2 one message of P bytes each way, half a round trip;
-  * layer split: per token each of the K stage boundaries passes through the client, one round
-    trip and P bytes each way.
+    per cut the servers idle for a round trip (the client's reads, sent after their sub-graphs,
+    and the answers) and half of one (its writes of the sums, before the next sub-graph), with
+    K * P bytes coming in and then K * P going out through the client's link;
+  * server to server (a peer exchange RPC does not have): per cut each server sends its partial
+    to the others at once (one-shot, for rows this small), half a round trip and (K - 1) * P
+    bytes in each direction of its link;
+  * layer split: per token each of the K stage boundaries passes through the client, a round
+    trip and a half and P bytes in and out.
 """
 from __future__ import annotations
 
@@ -36,9 +38,10 @@ def per_token_ms(layers: int, n_embd: int, weights: float, k: int, mem_tbs: floa
     bw = gbits * 1e9 / 8                 # bytes per second
     stream = weights / (mem_tbs * 1e12)  # seconds to stream all weights once
     cuts = 2 * layers
-    layer = stream + k * (rtt_us * 1e-6 + p / bw)
-    client = stream / k + cuts * (2 * rtt_us * 1e-6 + k * p / bw)
-    peer = stream / k + cuts * ((k - 1) * rtt_us / 2 * 1e-6 + 2 * (k - 1) / k * p / bw)
+    rtt = rtt_us * 1e-6
+    layer = stream + k * (1.5 * rtt + 2 * p / bw)
+    client = stream / k + cuts * (1.5 * rtt + 2 * k * p / bw)
+    peer = stream / k + cuts * (rtt / 2 + (k - 1) * p / bw)
     return {"layer": layer * 1e3, "client": client * 1e3, "peer": peer * 1e3}
 
 
