@@ -7,7 +7,7 @@
 #   * the driver exits with status EXPECT_RC (a signal, an abort included, always fails);
 #   * its output (stdout and stderr) matches every regular expression of EXPECT, none of REJECT;
 #   * with VALGRIND: memcheck found no error and no block definitely lost (see valgrind.cmake),
-#     so a load, context or decode that failed left nothing behind;
+#     so a load, context or decode that failed left nothing behind (valgrind_memcheck.cmake);
 #   * with CLEAN_ARGS: the driver run again without the fault (CLEAN_ARGS, no ENV) printed the
 #     same tokens line and bit-identical logits (--logits-out of both, compare_logits 0): a
 #     decode that failed and was made again gives what a run without the fault gives.
@@ -26,8 +26,8 @@ if(CLEAN_ARGS)
 endif()
 set(cmd "${DRIVER}" ${ARGS} ${logits})
 if(VALGRIND)
-    set(cmd "${VALGRIND}" --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
-        --show-leak-kinds=definite --num-callers=30 ${cmd})
+    include("${CMAKE_CURRENT_LIST_DIR}/valgrind_memcheck.cmake")
+    set(cmd "${VALGRIND}" ${valgrind_memcheck_options} ${cmd})
 endif()
 foreach(item IN LISTS ENV)
     string(REGEX REPLACE "=.*" "" var "${item}")
@@ -55,12 +55,7 @@ if(DEFINED REJECT AND "${out}${err}" MATCHES "${REJECT}")
     message(FATAL_ERROR "the output matches what it must not: ${REJECT}")
 endif()
 if(VALGRIND)
-    if(NOT err MATCHES "ERROR SUMMARY: 0 errors")
-        message(FATAL_ERROR "valgrind: no clean ERROR SUMMARY")
-    endif()
-    if(NOT err MATCHES "definitely lost: 0 bytes in 0 blocks" AND NOT err MATCHES "All heap blocks were freed")
-        message(FATAL_ERROR "valgrind: memory definitely lost")
-    endif()
+    valgrind_memcheck_verdict("${err}")
 endif()
 
 if(CLEAN_ARGS)

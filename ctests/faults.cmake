@@ -21,7 +21,7 @@
 
 set(fault_model tiny-gqa-f32)
 set(fault_gguf "${model_dir}/${fault_model}.gguf")
-set(fault_base --model "${fault_gguf}" --flash-attn on --threads 2 --n-predict 4)
+set(fault_base --model "${fault_gguf}" --flash-attn on --threads ${ctests_threads} --n-predict 4)
 set(fault_tgpu2 ${fault_base} --split-mode tensor --test-device --devices TESTGPU0,TESTGPU1)
 set(fault_cpu2 ${fault_base} --split-mode tensor --devices CPU,CPU)
 set(fault_layer ${fault_base} --split-mode layer --test-device --devices TESTGPU0,TESTGPU1)

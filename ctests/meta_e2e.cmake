@@ -41,7 +41,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
 endif()
 
 # The arguments every run of these suites starts with (then the configuration's, configs.txt).
-set(meta_common --flash-attn on --threads 2 --n-predict 12)
+set(meta_common --flash-attn on --threads ${ctests_threads} --n-predict 12)
 set(meta_e2e_script "${CMAKE_CURRENT_LIST_FILE}")
 
 # meta_test(<test> <work> <model> <tol> <env> <expect> A <args of run A> B <args of run B>):
@@ -197,7 +197,7 @@ ctests_use_model(tiny-gqa-f32 meta/e2e/fa_off_fails)
 # debug output is upstream's: the op's name in 10 columns (FLASH_ATTN), the node's size, the
 # backend's name padded.
 add_test(NAME meta/e2e/tiny-gqa-f32/tgpu2_no_fa_runs_attention_on_cpu COMMAND llama_driver
-    --model "${model_dir}/tiny-gqa-f32.gguf" --flash-attn on --threads 2 --n-predict 2
+    --model "${model_dir}/tiny-gqa-f32.gguf" --flash-attn on --threads ${ctests_threads} --n-predict 2
     --split-mode tensor --test-device --devices TESTGPU0,TESTGPU1 --verbose)
 set_tests_properties(meta/e2e/tiny-gqa-f32/tgpu2_no_fa_runs_attention_on_cpu PROPERTIES
     ENVIRONMENT "GGML_BACKEND_RS_TESTGPU_GET_ROWS=1;GGML_BACKEND_RS_TESTGPU_NO_FLASH_ATTN=1;GGML_SCHED_DEBUG=2"
@@ -240,7 +240,7 @@ endforeach()
 if(TARGET llama_driver_ref)
     add_test(NAME differential/llama/qwen35-f32/cpu COMMAND "${CMAKE_COMMAND}"
         -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "DRIVER_B=$<TARGET_FILE:llama_driver_ref>"
-        -D "ARGS_A=--model;${model_dir}/qwen35-f32.gguf;--threads;2;--n-predict;12;--split-mode;none;--devices;CPU"
+        -D "ARGS_A=--model;${model_dir}/qwen35-f32.gguf;--threads;${ctests_threads};--n-predict;12;--split-mode;none;--devices;CPU"
         -D "COMPARE=$<TARGET_FILE:compare_logits>" -D TOL=0
         -D "WORK_DIR=${model_dir}/qwen35-cpu-diff" -P "${run}")
     ctests_use_model(qwen35-f32 differential/llama/qwen35-f32/cpu)

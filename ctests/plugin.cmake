@@ -45,11 +45,11 @@ set_tests_properties(plugin/ops PROPERTIES
 # wraps), run A one plain CPU in the same program (plugin) or this build's own tensor mode over
 # the same devices (plugin-linked).
 foreach(suite plugin plugin-linked)
-    set(common --threads 2 --n-predict 12)
+    set(common --threads ${ctests_threads} --n-predict 12)
     set(driver_a "$<TARGET_FILE:llama_driver_ref>")
     set(suffix vs_cpu)
     if(suite STREQUAL "plugin-linked")
-        set(common --threads 2 --n-predict 12 --flash-attn on)
+        set(common --threads ${ctests_threads} --n-predict 12 --flash-attn on)
         set(driver_a "$<TARGET_FILE:llama_driver>")
         set(suffix vs_linked_tensor)
     endif()
@@ -94,9 +94,9 @@ ctests_use_model(qwen35-f32 plugin/llama/qwen35-f32/tgpu2_cpu_ops_stops_at_conte
 set(gguf "${model_dir}/tiny-gqa-f32.gguf")
 add_test(NAME plugin/llama/default_selection COMMAND "${CMAKE_COMMAND}"
     -D "DRIVER_A=$<TARGET_FILE:llama_driver_ref>"
-    -D "ARGS_A=--model;${gguf};--threads;2;--n-predict;12;--test-device"
+    -D "ARGS_A=--model;${gguf};--threads;${ctests_threads};--n-predict;12;--test-device"
     -D "DRIVER_B=${CMAKE_COMMAND}"
-    -D "ARGS_B=-E;env;${plugin_env};GGML_BACKEND_RS_TP=TESTGPU0,TESTGPU1;$<TARGET_FILE:llama_driver_ref>;--model;${gguf};--threads;2;--n-predict;12;--test-device;--load-all-backends;--verbose"
+    -D "ARGS_B=-E;env;${plugin_env};GGML_BACKEND_RS_TP=TESTGPU0,TESTGPU1;$<TARGET_FILE:llama_driver_ref>;--model;${gguf};--threads;${ctests_threads};--n-predict;12;--test-device;--load-all-backends;--verbose"
     -D "EXPECT_B=skipping device TP0 \\(TP\\(TESTGPU0,TESTGPU1\\)\\) with id testgpu:0 - already using device TESTGPU0"
     -D "REJECT_B=using device TP0"
     -D "COMPARE=$<TARGET_FILE:compare_logits>" -D TOL=0

@@ -48,17 +48,14 @@ endif()
 
 set(rpc_run "${CMAKE_CURRENT_SOURCE_DIR}/rpc_run.py")
 set(rpc_model tiny-gqa-f32)
-set(rpc_base --model "${model_dir}/${rpc_model}.gguf" --threads 2 --n-predict 12)
+set(rpc_base --model "${model_dir}/${rpc_model}.gguf" --threads ${ctests_threads} --n-predict 12)
 set(rpc_layer ${rpc_base} --split-mode layer --devices RPC0,RPC1)
 
-# rpc_test(<split> <name> SERVERS <NAME=EXE:K..> [THREADS <n>] DRIVER_A <exe> [DRIVER_B <exe>]
+# rpc_test(<split> <name> SERVERS <NAME=EXE:K..> DRIVER_A <exe> [DRIVER_B <exe>]
 #          ARGS_A <args..> ARGS_B <args..> [ENV_B <VAR=value..>] [EXPECT_B <regex>]):
-# llama_run.cmake with tolerance 0 next to the servers (each with THREADS threads, default 2).
+# llama_run.cmake with tolerance 0 next to the servers (each with ctests_threads threads).
 function(rpc_test split name)
-    cmake_parse_arguments(R "" "DRIVER_A;DRIVER_B;THREADS;EXPECT_B" "SERVERS;ARGS_A;ARGS_B;ENV_B" ${ARGN})
-    if(NOT R_THREADS)
-        set(R_THREADS 2)
-    endif()
+    cmake_parse_arguments(R "" "DRIVER_A;DRIVER_B;EXPECT_B" "SERVERS;ARGS_A;ARGS_B;ENV_B" ${ARGN})
     set(extra "")
     if(R_EXPECT_B)
         list(APPEND extra -D "EXPECT_B=${R_EXPECT_B}")
@@ -73,7 +70,7 @@ function(rpc_test split name)
     set(test rpc/${split}/${rpc_model}/${name})
     set(work "${model_dir}/rpc-${split}-${name}")
     add_test(NAME ${test} COMMAND "${Python3_EXECUTABLE}" "${rpc_run}"
-        --work "${work}" --threads ${R_THREADS} --timeout 300 ${servers} --
+        --work "${work}" --threads ${ctests_threads} --timeout 300 ${servers} --
         "${CMAKE_COMMAND}" -D "DRIVER_A=${R_DRIVER_A}" -D "DRIVER_B=${R_DRIVER_B}"
         -D "ARGS_A=${R_ARGS_A}" -D "ARGS_B=${R_ARGS_B}" -D "ENV_B=${R_ENV_B}" ${extra} -D TOL=0
         -D "COMPARE=$<TARGET_FILE:compare_logits>" -D "WORK_DIR=${work}" -P "${run}")
@@ -94,35 +91,31 @@ rpc_test(layer vs_cpu
     ARGS_A ${rpc_base} --split-mode none --devices CPU
     ARGS_B ${rpc_layer} --rpc @B@)
 
-# Tensor mode over RPC servers (each server one thread: two spinning CPU backends and the client
-# would oversubscribe two cores). Our meta device reduces through the host there (the staged
+# Tensor mode over RPC servers. Our meta device reduces through the host there (the staged
 # path: RPC has no copies between servers), with the host path's arithmetic, so the logits are
 # bit-identical to the same split over local CPUs; the plan log must show the staged path.
 set(rpc_tensor ${rpc_base} --flash-attn on --split-mode tensor)
 set(staged_plan "AllReduce +[0-9]+ of '[^']+' .[0-9]+ bytes.: Staged")
-rpc_test(tensor two_servers_vs_cpu2
-    SERVERS "B=$<TARGET_FILE:rpc_server>:2" THREADS 1
-    DRIVER_A "$<TARGET_FILE:llama_driver>"
-    ARGS_A ${rpc_tensor} --devices CPU,CPU
-    ARGS_B ${rpc_tensor} --rpc @B@ --devices RPC0,RPC1 --verbose
-    ENV_B GGML_META_DEBUG=1 EXPECT_B "${staged_plan}")
+# <name>:<servers>:<local devices of run A>:<devices of run B>
+foreach(case two_servers_vs_cpu2:2:CPU,CPU:RPC0,RPC1 three_servers_vs_cpu3:3:CPU,CPU,CPU:RPC0,RPC1,RPC2
+             cpu_and_server_vs_cpu2:1:CPU,CPU:CPU,RPC0)
+    string(REPLACE ":" ";" case "${case}")
+    list(GET case 0 name)
+    list(GET case 1 k)
+    list(GET case 2 devs_a)
+    list(GET case 3 devs_b)
+    rpc_test(tensor ${name}
+        SERVERS "B=$<TARGET_FILE:rpc_server>:${k}"
+        DRIVER_A "$<TARGET_FILE:llama_driver>"
+        ARGS_A ${rpc_tensor} --devices ${devs_a}
+        ARGS_B ${rpc_tensor} --rpc @B@ --devices ${devs_b} --verbose
+        ENV_B GGML_META_DEBUG=1 EXPECT_B "${staged_plan}")
+endforeach()
 if(TARGET rpc_server_ref AND TARGET llama_driver_ref)
     # upstream's meta backend over its own servers: the same bits (two devices add in one order)
     rpc_test(tensor two_servers_vs_upstream
-        SERVERS "A=$<TARGET_FILE:rpc_server>:2" "B=$<TARGET_FILE:rpc_server_ref>:2" THREADS 1
+        SERVERS "A=$<TARGET_FILE:rpc_server>:2" "B=$<TARGET_FILE:rpc_server_ref>:2"
         DRIVER_A "$<TARGET_FILE:llama_driver>" DRIVER_B "$<TARGET_FILE:llama_driver_ref>"
         ARGS_A ${rpc_tensor} --rpc @A@ --devices RPC0,RPC1
         ARGS_B ${rpc_tensor} --rpc @B@ --devices RPC0,RPC1)
 endif()
-rpc_test(tensor three_servers_vs_cpu3
-    SERVERS "B=$<TARGET_FILE:rpc_server>:3" THREADS 1
-    DRIVER_A "$<TARGET_FILE:llama_driver>"
-    ARGS_A ${rpc_tensor} --devices CPU,CPU,CPU
-    ARGS_B ${rpc_tensor} --rpc @B@ --devices RPC0,RPC1,RPC2 --verbose
-    ENV_B GGML_META_DEBUG=1 EXPECT_B "${staged_plan}")
-rpc_test(tensor cpu_and_server_vs_cpu2
-    SERVERS "B=$<TARGET_FILE:rpc_server>:1" THREADS 1
-    DRIVER_A "$<TARGET_FILE:llama_driver>"
-    ARGS_A ${rpc_tensor} --devices CPU,CPU
-    ARGS_B ${rpc_tensor} --rpc @B@ --devices CPU,RPC0 --verbose
-    ENV_B GGML_META_DEBUG=1 EXPECT_B "${staged_plan}")

@@ -54,7 +54,7 @@ endif()
 foreach(entry IN LISTS sched_tests)
     ctests_fields("${entry}" model cfg tol)
     ctests_config(sched ${cfg})
-    set(gguf --model "${model_dir}/${model}.gguf")
+    set(gguf --model "${model_dir}/${model}.gguf" --threads ${ctests_threads})
     set(test e2e/${model}/${cfg}_vs_cpu)
     add_test(NAME ${test} COMMAND "${CMAKE_COMMAND}"
         -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "ARGS_A=${gguf};${run_a}" -D "ARGS_B=${gguf};${run_b}"
@@ -68,7 +68,7 @@ foreach(entry IN LISTS sched_upstream_tests)
     set(test differential/llama/${model}/${cfg})
     add_test(NAME ${test} COMMAND "${CMAKE_COMMAND}"
         -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "DRIVER_B=$<TARGET_FILE:llama_driver_ref>"
-        -D "ARGS_A=--model;${model_dir}/${model}.gguf;${run_b}" -D "COMPARE=$<TARGET_FILE:compare_logits>"
+        -D "ARGS_A=--model;${model_dir}/${model}.gguf;--threads;${ctests_threads};${run_b}" -D "COMPARE=$<TARGET_FILE:compare_logits>"
         -D "TOL=${tol}" -D "WORK_DIR=${model_dir}/${model}-${cfg}-diff" -P "${run}")
     ctests_use_model(${model} ${test})
 endforeach()

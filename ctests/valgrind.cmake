@@ -19,21 +19,15 @@
 
 if(CMAKE_SCRIPT_MODE_FILE)
     # cmake -DVALGRIND=<valgrind> -DEXE=<program> -DARGS=<a;b> -P valgrind.cmake
+    include("${CMAKE_CURRENT_LIST_DIR}/valgrind_memcheck.cmake")
     set(ENV{GGML_NO_BACKTRACE} 1)
-    execute_process(COMMAND "${VALGRIND}" --error-exitcode=99 --leak-check=full
-            --errors-for-leak-kinds=definite --show-leak-kinds=definite --num-callers=30
-            "${EXE}" ${ARGS}
+    execute_process(COMMAND "${VALGRIND}" ${valgrind_memcheck_options} "${EXE}" ${ARGS}
         RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
     message("${out}${err}")
     if(NOT rc STREQUAL "0")
         message(FATAL_ERROR "valgrind: the program failed or memcheck found errors (${rc})")
     endif()
-    if(NOT err MATCHES "ERROR SUMMARY: 0 errors")
-        message(FATAL_ERROR "valgrind: no clean ERROR SUMMARY")
-    endif()
-    if(NOT err MATCHES "definitely lost: 0 bytes in 0 blocks" AND NOT err MATCHES "All heap blocks were freed")
-        message(FATAL_ERROR "valgrind: memory definitely lost")
-    endif()
+    valgrind_memcheck_verdict("${err}")
     return()
 endif()
 
@@ -52,7 +46,8 @@ endforeach()
 ggml_backend_rs_valgrind(meta_ops/n3 "$<TARGET_FILE:meta_ops>" all 3 --simple cpu)
 
 set(vg_model "${model_dir}/tiny-gqa-f32.gguf")
-set(vg_decode --model "${vg_model}" --flash-attn on --threads 2 --n-predict 4 --split-mode tensor)
+set(vg_decode --model "${vg_model}" --flash-attn on --threads ${ctests_threads} --n-predict 4
+    --split-mode tensor)
 ggml_backend_rs_valgrind(llama/cpu2 "$<TARGET_FILE:llama_driver>" ${vg_decode} --devices CPU,CPU)
 ggml_backend_rs_valgrind(llama/tgpu2 "$<TARGET_FILE:llama_driver>" ${vg_decode} --test-device
     --devices TESTGPU0,TESTGPU1)
@@ -66,14 +61,14 @@ ggml_backend_rs_valgrind(llama/tgpu2_allreduce "$<TARGET_FILE:llama_driver>" ${v
 set_tests_properties(valgrind/llama/tgpu2_allreduce PROPERTIES ENVIRONMENT
     "GGML_BACKEND_RS_TESTGPU_GET_ROWS=1;GGML_BACKEND_RS_TESTGPU_ALLREDUCE=1")
 ggml_backend_rs_valgrind(llama/qwen35_cpu2 "$<TARGET_FILE:llama_driver>" --model
-    "${model_dir}/qwen35-f32.gguf" --flash-attn on --threads 2 --n-predict 4 --split-mode tensor
-    --devices CPU,CPU)
+    "${model_dir}/qwen35-f32.gguf" --flash-attn on --threads ${ctests_threads} --n-predict 4
+    --split-mode tensor --devices CPU,CPU)
 ctests_use_model(qwen35-f32 valgrind/llama/qwen35_cpu2)
 set(vg_tests valgrind/llama/cpu2 valgrind/llama/tgpu2 valgrind/llama/tgpu2_no_fa
     valgrind/llama/tgpu2_allreduce)
 if(TARGET ggml-backend-rs-tp AND TARGET llama_driver_ref)
     ggml_backend_rs_valgrind(plugin/cpu2 "$<TARGET_FILE:llama_driver_ref>" --model "${vg_model}"
-        --threads 2 --n-predict 4 --load-all-backends --devices TP0)
+        --threads ${ctests_threads} --n-predict 4 --load-all-backends --devices TP0)
     set_tests_properties(valgrind/plugin/cpu2 PROPERTIES ENVIRONMENT
         "GGML_BACKEND_PATH=$<TARGET_FILE:ggml-backend-rs-tp>;GGML_BACKEND_RS_TP=CPU,CPU")
     list(APPEND vg_tests valgrind/plugin/cpu2)
