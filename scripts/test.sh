@@ -115,7 +115,7 @@ tree build/shared-0.9.11 $pin_old "" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_RS_VA
 # ---------------------------------------------------------------------------------------------
 step "cargo test"
 read -ra cargo_features < build/static/cargo-feature-args.txt
-GGML_BACKEND_RS_TEST_LIBS="$(cat build/static/rust-test-libs.txt)" \
+GGML_BACKEND_RS_TEST_LIBS="$(cat build/static/rust-test-libs.txt)" GGML_BACKEND_RS_RPC_SERVER="$root/build/shared/ctests/rpc_server" \
     cargo test --release "${cargo_features[@]}" --target-dir "$root/build/cargo-test"
 
 # The committed headers in include/ggml-<version>/ must be what cbindgen generates now.

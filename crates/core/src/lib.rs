@@ -25,7 +25,9 @@
 //! * [`names`]: a split policy by GGUF tensor name, for the plugin's tensor-parallel devices
 //!   (libllama gives them no split callback);
 //! * [`plan`]: the decisions of the meta backend's graph plan (MoE tails, sub-graph cuts, the
-//!   nodes an AllReduce takes over, misplaced partial sums).
+//!   nodes an AllReduce takes over, misplaced partial sums);
+//! * [`rpc`]: a client for ggml-rpc servers (protocol 7) that bounds every wait and returns
+//!   errors where upstream's client aborts.
 //!
 //! `cargo test` in the repository root runs these tests (and the property tests in
 //! `tests/`) without ggml, CMake or a C compiler.
@@ -45,6 +47,7 @@ pub mod packed;
 pub mod partition;
 pub mod plan;
 pub mod ptx;
+pub mod rpc;
 pub mod rules;
 pub mod split;
 pub mod transfer;
