@@ -152,3 +152,89 @@ if(TARGET llama_driver_ref)
     upstream_aborts(tgpu2_kv_cache_oom_aborts alloc:2@1 "GGML_ASSERT\\(${weights_assert}\\) failed")
     upstream_aborts(tgpu2_compute_buffer_oom_aborts alloc:3@1 "GGML_ASSERT\\(${compute_buffer_assert}\\) failed")
 endif()
+
+# --- ggml-rpc servers ----------------------------------------------------------------------
+# Our RPC client (src/rpc) with a server missing at load, one that dies mid-decode and one that
+# stops answering (ggml 0.26 builds with GGML_RPC; servers from rpc.cmake, run by rpc_run.py):
+# the load fails naming the endpoint; the decode returns -3 (GGML_STATUS_FAILED) within the
+# client's timeouts (GGML_BACKEND_RS_RPC_TIMEOUT), and the driver frees everything, under
+# valgrind when it is on. Server B serves TESTGPU0, whose 20th graph compute (a sub-graph of the
+# third decode step in tensor mode; layer split: its 3rd, the third step) ends the server or
+# stops it (`rpc_server --device test --fail exit:N|hang:N`). Upstream's client beside it aborts,
+# or waits with no end (rpc_run.py's time limit stops it).
+if(TARGET rpc_server)
+    set(rpc_fault_base --model "${fault_gguf}" --threads ${ctests_threads} --n-predict 4)
+    set(rpc_fault_tensor ${rpc_fault_base} --flash-attn on --split-mode tensor --rpc @A@,@B@
+        --devices RPC0,RPC1)
+    # (even: by free memory, the test device's 4 GiB would get no layer next to the CPU's)
+    set(rpc_fault_layer ${rpc_fault_base} --split-mode layer --tensor-split 1,1 --rpc @A@,@B@
+        --devices RPC0,RPC1)
+    set(rpc_fault_missing ${rpc_fault_base} --rpc @X@ --devices RPC0)
+    set(rpc_failed "llama_driver: llama_decode\\(step [0-9]+\\) failed: -3")
+
+    # rpc_servers(<out> <server exe> <fault rule or ->): rpc_run.py's arguments for the servers:
+    # A, and B serving TESTGPU0 with the rule; none but the dead endpoint X without a rule.
+    function(rpc_servers out exe rule)
+        if(rule STREQUAL "-")
+            set(${out} --dead X PARENT_SCOPE)
+        else()
+            set(${out} --servers "A=${exe}:1" --servers "B=${exe}:1"
+                --server-args "B=--device test --fail ${rule}" PARENT_SCOPE)
+        endif()
+    endfunction()
+
+    # rpc_fault(<name> <rule or -> RC <status> ARGS <args..> EXPECT <regex..> [ENV <VAR=value..>])
+    function(rpc_fault name rule)
+        cmake_parse_arguments(F "" "RC" "ARGS;EXPECT;ENV" ${ARGN})
+        rpc_servers(servers "$<TARGET_FILE:rpc_server>" ${rule})
+        set(work "${model_dir}/faults/rpc/${name}")
+        add_test(NAME faults/rpc/${name} COMMAND "${Python3_EXECUTABLE}" "${rpc_run}"
+            --work "${work}" --threads ${ctests_threads} --timeout 240 ${servers} --
+            "${CMAKE_COMMAND}" -D "DRIVER=$<TARGET_FILE:llama_driver>" -D "ARGS=${F_ARGS}"
+            -D "ENV=${F_ENV}" -D "EXPECT_RC=${F_RC}" -D "EXPECT=${F_EXPECT}" ${fault_vg}
+            -D "WORK_DIR=${work}" -P "${CMAKE_CURRENT_SOURCE_DIR}/fault_run.cmake")
+        set_tests_properties(faults/rpc/${name} PROPERTIES TIMEOUT 300)
+        ctests_use_model(${fault_model} faults/rpc/${name})
+    endfunction()
+
+    rpc_fault(missing_at_load - RC 1 ARGS ${rpc_fault_missing}
+        EXPECT "RPC server 127.0.0.1:[0-9]+: connect: connection refused"
+               "--rpc: cannot use server 127.0.0.1:[0-9]+")
+    rpc_fault(tensor_server_dies exit:20 RC 1 ARGS ${rpc_fault_tensor}
+        EXPECT "RPC server 127.0.0.1:[0-9]+: [A-Z_]+: connection closed by the server"
+               "RPC0\\[127.0.0.1:[0-9]+\\]: graph compute refused" "${rpc_failed}")
+    rpc_fault(tensor_server_hangs hang:20 RC 1 ARGS ${rpc_fault_tensor}
+        ENV GGML_BACKEND_RS_RPC_TIMEOUT=4
+        EXPECT "RPC server 127.0.0.1:[0-9]+: [A-Z_]+: no reply within [0-9]+ s"
+               "RPC0\\[127.0.0.1:[0-9]+\\]: graph compute refused" "${rpc_failed}")
+    rpc_fault(layer_server_dies exit:3 RC 1 ARGS ${rpc_fault_layer}
+        EXPECT "RPC server 127.0.0.1:[0-9]+: [A-Z_]+: connection closed by the server"
+               "graph compute refused" "${rpc_failed}")
+
+    if(TARGET rpc_server_ref AND TARGET llama_driver_ref)
+        # upstream's client over servers of its build: aborts where ours fails the call
+        function(rpc_upstream_aborts name rule expect)
+            rpc_servers(servers "$<TARGET_FILE:rpc_server_ref>" ${rule})
+            add_test(NAME faults/upstream/rpc_${name} COMMAND "${Python3_EXECUTABLE}" "${rpc_run}"
+                --work "${model_dir}/faults/upstream/rpc_${name}" --threads ${ctests_threads}
+                --timeout 240 ${servers} --
+                "${CMAKE_COMMAND}" -D "EXE=$<TARGET_FILE:llama_driver_ref>" -D "ARGS=${ARGN}"
+                -D "EXPECT=${expect}" -P "${CMAKE_CURRENT_SOURCE_DIR}/expect_abort.cmake")
+            set_tests_properties(faults/upstream/rpc_${name} PROPERTIES TIMEOUT 300)
+            ctests_use_model(${fault_model} faults/upstream/rpc_${name})
+        endfunction()
+        rpc_upstream_aborts(missing_at_load_aborts - "Failed to connect to 127.0.0.1:[0-9]+"
+            ${rpc_fault_missing})
+        rpc_upstream_aborts(tensor_server_dies_aborts exit:20
+            "Remote RPC server crashed or returned malformed response" ${rpc_fault_tensor})
+        # ... and waits for a server that stops answering until something else stops it: here
+        # rpc_run.py, after 10 s
+        rpc_servers(servers "$<TARGET_FILE:rpc_server_ref>" hang:20)
+        add_test(NAME faults/upstream/rpc_tensor_server_hangs_waits COMMAND "${Python3_EXECUTABLE}"
+            "${rpc_run}" --work "${model_dir}/faults/upstream/rpc_hangs" --threads ${ctests_threads}
+            --timeout 10 ${servers} -- "$<TARGET_FILE:llama_driver_ref>" ${rpc_fault_tensor})
+        set_tests_properties(faults/upstream/rpc_tensor_server_hangs_waits PROPERTIES TIMEOUT 120
+            PASS_REGULAR_EXPRESSION "rpc_run: the command ran past 10 s")
+        ctests_use_model(${fault_model} faults/upstream/rpc_tensor_server_hangs_waits)
+    endif()
+endif()

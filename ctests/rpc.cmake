@@ -25,13 +25,16 @@
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 find_package(Threads REQUIRED)
 
-add_executable(rpc_server rpc_server.c)
-target_include_directories(rpc_server PRIVATE ${GGML_BACKEND_RS_API_INCLUDES})
-target_link_libraries(rpc_server PRIVATE ggml ggml-rpc Threads::Threads)
+add_executable(rpc_server rpc_server.c doubles/test_device.c)
+target_include_directories(rpc_server PRIVATE ${GGML_BACKEND_RS_API_INCLUDES}
+    "${CMAKE_CURRENT_SOURCE_DIR}/doubles")
+target_link_libraries(rpc_server PRIVATE ggml ggml-rpc ggml-cpu Threads::Threads)
 if(TARGET ggml_ref::ggml-rpc)
-    add_executable(rpc_server_ref rpc_server.c)
+    add_executable(rpc_server_ref rpc_server.c doubles/test_device.c)
+    target_include_directories(rpc_server_ref PRIVATE ${ref_private_includes}
+        "${CMAKE_CURRENT_SOURCE_DIR}/doubles")
     target_link_libraries(rpc_server_ref PRIVATE ggml_ref::ggml-rpc ggml_ref::ggml ggml_ref::ggml-base
-        Threads::Threads)
+        ggml_ref::ggml-cpu Threads::Threads)
 endif()
 
 # ggml-rpc (upstream's source) and the server must have been compiled against our generated

@@ -2,12 +2,16 @@
 """Runs a command next to ggml-rpc servers on the loopback address (the rpc/* tests).
 
     rpc_run.py --work DIR [--threads N] [--wait S] [--timeout S]
-               --servers NAME=EXE:K [--servers NAME=EXE:K ...] -- COMMAND [ARG ...]
+               [--servers NAME=EXE:K ...] [--server-args NAME=ARGS ...] [--dead NAME ...]
+               -- COMMAND [ARG ...]
 
 For each --servers group, starts K copies of EXE (ctests/rpc_server.c: `--port P --threads N
 --lifetime L`) on free ports of 127.0.0.1, waits until each has printed its ready line, then
 runs COMMAND with every `@NAME@` in its arguments replaced by the group's endpoints
-(`127.0.0.1:P1,127.0.0.1:P2,...`), in a process group of its own. Afterwards a command still
+(`127.0.0.1:P1,127.0.0.1:P2,...`), in a process group of its own. `--server-args NAME=ARGS`
+adds ARGS (split at spaces) to the command line of group NAME's servers (e.g. `--device test
+--fail exit:20`); `--dead NAME` makes `@NAME@` an endpoint where nothing listens (a free port,
+not used: a server missing at load). Afterwards a command still
 running (past --timeout, or this program stopped by SIGTERM) is killed with its whole process
 group, and the servers are always stopped: SIGTERM, then SIGKILL after 5 s. The exit status is
 the command's; 1 when a server cannot be started or the command runs too long.
@@ -80,7 +84,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start(server, threads, lifetime_s, wait_s):
+def start(server, threads, lifetime_s, wait_s, extra):
     """Starts the server on a free port and waits for its ready line; False when it never got ready."""
     ready = re.compile(r"^rpc_server: ready ", re.M)
     for attempt in range(1, START_ATTEMPTS + 1):
@@ -90,7 +94,7 @@ def start(server, threads, lifetime_s, wait_s):
             log.flush()
             server.proc = subprocess.Popen(
                 [server.exe, "--port", str(server.port), "--threads", str(threads),
-                 "--lifetime", str(lifetime_s)],
+                 "--lifetime", str(lifetime_s)] + extra,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
@@ -114,11 +118,19 @@ def main():
     ap.add_argument("--wait", type=float, default=10.0)
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--servers", action="append", default=[], metavar="NAME=EXE:K")
+    ap.add_argument("--server-args", action="append", default=[], metavar="NAME=ARGS")
+    ap.add_argument("--dead", action="append", default=[], metavar="NAME")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command or not args.servers:
-        ap.error("needs --servers and a command after --")
+    if not command or not (args.servers or args.dead):
+        ap.error("needs --servers or --dead, and a command after --")
+    extra = {}
+    for spec in args.server_args:
+        name, sep, value = spec.partition("=")
+        if not sep or not re.fullmatch(r"\w+", name):
+            ap.error(f"--server-args {spec}: expected NAME=ARGS")
+        extra[name] = value.split()
 
     groups = []
     for spec in args.servers:
@@ -142,12 +154,14 @@ def main():
             for i in range(k):
                 server = Server(name, exe, os.path.join(args.work, f"{name}{i}.log"))
                 servers.append(server)
-                if not start(server, args.threads, lifetime_s, args.wait):
+                if not start(server, args.threads, lifetime_s, args.wait, extra.get(name, [])):
                     print(f"rpc_run: {name}{i} ({exe}) did not get ready (its log follows)",
                           file=sys.stderr)
                     return 1
                 group.append(server.endpoint())
             endpoints[name] = ",".join(group)
+        for name in args.dead:
+            endpoints[name] = f"{HOST}:{free_port()}"
         print("rpc_run: servers " + " ".join(f"{n}={e}" for n, e in endpoints.items()), flush=True)
 
         def substitute(arg):

@@ -4,6 +4,7 @@
 // each side of a differential test computes on servers of its own build.
 //
 // Usage: rpc_server --port N [--host ADDR (127.0.0.1)] [--threads N (2)] [--lifetime S (0)]
+//                   [--device cpu|test (cpu)] [--fail RULES]
 //
 //   --port      the TCP port to listen on (1..65535). ggml_backend_rpc_start_server binds the
 //               port it is given and cannot report one the system picks, so the caller picks a
@@ -11,6 +12,11 @@
 //   --threads   CPU threads of the served backend (ggml_backend_set_n_threads through the
 //               CPU registry, as the server does for every device it serves).
 //   --lifetime  exit after S seconds whatever happens (SIGALRM); 0: no limit.
+//   --device    the device served: the CPU, or TESTGPU0 (ctests/doubles/test_device.c: the CPU
+//               backend behind a test device), whose faults on demand apply:
+//   --fail      sets GGML_BACKEND_RS_TESTGPU_FAIL=RULES for this server (e.g. exit:20 ends the
+//               server at its 20th graph compute, hang:20 stops it there; see test_device.c),
+//               so that one server of a test fails while the client and the others do not.
 //
 // Once the server listens (a helper thread looks for a listening socket of this process on the
 // port), prints the line
@@ -24,6 +30,7 @@
 
 #include "ggml-backend.h"
 #include "ggml-rpc.h"
+#include "test_device.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -98,6 +105,7 @@ static void * announce_when_listening(void * arg) {
 int main(int argc, char ** argv) {
     struct endpoint ep = {"127.0.0.1", 0, 2};
     long lifetime = 0;
+    int test_device = 0;
     for (int i = 1; i < argc; i++) {
         const char * a = argv[i];
         if (i + 1 >= argc) {
@@ -117,8 +125,13 @@ int main(int argc, char ** argv) {
             ep.threads = (int) parse_long(v, a, 1, 1024);
         } else if (strcmp(a, "--lifetime") == 0) {
             lifetime = parse_long(v, a, 0, 86400);
+        } else if (strcmp(a, "--device") == 0 && (strcmp(v, "cpu") == 0 || strcmp(v, "test") == 0)) {
+            test_device = strcmp(v, "test") == 0;
+        } else if (strcmp(a, "--fail") == 0) {
+            setenv("GGML_BACKEND_RS_TESTGPU_FAIL", v, 1);
         } else {
-            fprintf(stderr, "usage: rpc_server --port N [--host ADDR] [--threads N] [--lifetime S]\n");
+            fprintf(stderr, "usage: rpc_server --port N [--host ADDR] [--threads N] [--lifetime S] "
+                            "[--device cpu|test] [--fail RULES]\n");
             return 2;
         }
     }
@@ -139,9 +152,13 @@ int main(int argc, char ** argv) {
     // Upstream's server prints with printf; line buffering lets a harness read it as it comes.
     setvbuf(stdout, NULL, _IOLBF, 0);
 
-    ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    if (test_device) {
+        test_device_register(ep.threads);
+    }
+    ggml_backend_dev_t cpu = test_device ? ggml_backend_dev_by_name("TESTGPU0")
+                                         : ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
     if (!cpu) {
-        fprintf(stderr, "rpc_server: no CPU device\n");
+        fprintf(stderr, "rpc_server: no %s device\n", test_device ? "TESTGPU0" : "CPU");
         return 1;
     }
     char name[96];

@@ -8,7 +8,7 @@
 //! schedule, ggml's op vocabulary) are the workspace member `ggml-backend-rs-core`, which
 //! forbids `unsafe`. This crate is the edge around it: [`abi`] mirrors the C types and wraps
 //! their vtables in typed handles; [`buffer`], [`tensor`], [`backend`], [`registry`],
-//! [`sched`] and [`meta`] hold the behaviour; `ffi` holds the exported functions, which
+//! [`sched`] and [`meta`] hold the behaviour, and [`rpc`] is our client for ggml-rpc servers; `ffi` holds the exported functions, which
 //! validate arguments and call the rest (those that take pointers are `unsafe extern "C"`, each
 //! with its caller's contract in a `# Safety` section).
 //!
@@ -39,6 +39,8 @@ pub mod meta;
 pub mod plugin;
 #[cfg(not(all(test, ggml_backend_rs_unlinked)))]
 pub mod registry;
+#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
+pub mod rpc;
 #[cfg(not(all(test, ggml_backend_rs_unlinked)))]
 pub mod sched;
 #[cfg(not(all(test, ggml_backend_rs_unlinked)))]

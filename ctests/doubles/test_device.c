@@ -27,6 +27,10 @@
 //   abort    a graph compute returns GGML_STATUS_ABORTED without computing
 //   copy     an asynchronous tensor copy is declined (returns false: the caller copies otherwise)
 //   event    an event cannot be created (event_new returns NULL)
+//   exit     a graph compute ends the process (_exit(3)): a ggml-rpc server that dies
+//   hang     a graph compute stops (sleeps up to 10 minutes, then computes): a server that
+//            stops answering
+// (exit and hang count graph computes, as compute and abort do, but separately.)
 // Every injected fault is reported on stderr as "TESTGPU<d>: injected fault: <op> #<n>", so a
 // test can demand that its fault was reached.
 
@@ -39,6 +43,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #define TESTGPU_ALIGNMENT 64
 #define TESTGPU_COUNT 4 // at most; testgpu_count() registers 2 unless the environment says otherwise
@@ -86,8 +92,8 @@ struct test_device_trace_stats test_device_trace_read(void) {
 
 // --- fault injection ----------------------------------------------------------------------
 
-enum fault_op { FAULT_ALLOC, FAULT_COMPUTE, FAULT_ABORT, FAULT_COPY, FAULT_EVENT, FAULT_OP_COUNT };
-static const char * const fault_op_names[FAULT_OP_COUNT] = { "alloc", "compute", "abort", "copy", "event" };
+enum fault_op { FAULT_ALLOC, FAULT_COMPUTE, FAULT_ABORT, FAULT_COPY, FAULT_EVENT, FAULT_EXIT, FAULT_HANG, FAULT_OP_COUNT };
+static const char * const fault_op_names[FAULT_OP_COUNT] = { "alloc", "compute", "abort", "copy", "event", "exit", "hang" };
 
 #define FAULT_RULES_MAX 16
 struct fault_rule {
@@ -124,7 +130,7 @@ static void fault_rules_read(void) {
         }
         if (r.op == FAULT_OP_COUNT || r.n < 1 || r.device < -1 || r.device >= TESTGPU_COUNT || count == FAULT_RULES_MAX) {
             fprintf(stderr, "GGML_BACKEND_RS_TESTGPU_FAIL: bad rule '%s' (OP:N[+][@D], OP one of alloc, compute, "
-                            "abort, copy, event; at most %d rules)\n", rule, FAULT_RULES_MAX);
+                            "abort, copy, event, exit, hang; at most %d rules)\n", rule, FAULT_RULES_MAX);
             abort();
         }
         fault_rules[count++] = r;
@@ -269,6 +275,15 @@ static enum ggml_status tb_compute(ggml_backend_t b, struct ggml_cgraph * g) {
     trace(TEST_DEVICE_OP_COMPUTE);
     if (fault(FAULT_COMPUTE, dev_index(b->device))) return GGML_STATUS_FAILED;
     if (fault(FAULT_ABORT, dev_index(b->device))) return GGML_STATUS_ABORTED;
+    if (fault(FAULT_EXIT, dev_index(b->device))) {
+        fflush(stderr);
+        _exit(3);
+    }
+    if (fault(FAULT_HANG, dev_index(b->device))) {
+        fflush(stderr);
+        const struct timespec minute = {60, 0};
+        for (int i = 0; i < 10; i++) nanosleep(&minute, NULL);
+    }
     return ggml_backend_graph_compute((ggml_backend_t) b->context, g);
 }
 static void tb_synchronize(ggml_backend_t b) {

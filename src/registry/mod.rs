@@ -144,6 +144,7 @@ fn builtin_regs() -> Vec<Reg> {
     // SAFETY: registries of compiled-in backends live for the whole process.
     regs.into_iter()
         .filter_map(|r| unsafe { Reg::from_ptr(r) })
+        .map(crate::rpc::substitute)
         .collect()
 }
 

@@ -83,9 +83,10 @@ inline void print_devices_available() {
 // does: the function "ggml_backend_rpc_add_server" of the registry named "RPC" makes one registry
 // per server, which is then registered. In ggml 0.26 the devices are named RPC0, RPC1, ... by one
 // counter over all servers, in the order given (a server with one device: RPC<i> is the i-th
-// endpoint), each described by its endpoint. An unreachable server stops the program inside
-// ggml-rpc (GGML_ABORT "Failed to connect to HOST:PORT"). Returns false with `err` set when the
-// build has no RPC backend, the list is empty or a server reports no devices.
+// endpoint), each described by its endpoint. Returns false with `err` set when the build has no
+// RPC backend, the list is empty or a server cannot be added: with ggml-backend-rs's client the
+// server is unreachable, refuses the protocol or has no devices (the cause logged); upstream's
+// client stops the program instead (GGML_ABORT "Failed to connect to HOST:PORT").
 inline bool add_rpc_servers(const std::string & list, std::string & err) {
     const auto endpoints = split_list(list);
     if (endpoints.empty()) { err = "empty --rpc list"; return false; }
@@ -96,7 +97,7 @@ inline bool add_rpc_servers(const std::string & list, std::string & err) {
     if (!add_server) { err = "--rpc: the RPC registry has no ggml_backend_rpc_add_server"; return false; }
     for (const auto & ep : endpoints) {
         ggml_backend_reg_t reg = add_server(ep.c_str());
-        if (!reg) { err = "--rpc: server " + ep + " reports no devices"; return false; }
+        if (!reg) { err = "--rpc: cannot use server " + ep + " (the reason is logged above)"; return false; }
         ggml_backend_register(reg);
     }
     return true;

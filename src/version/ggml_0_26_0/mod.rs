@@ -395,6 +395,11 @@ pub unsafe extern "C" fn ggml_backend_meta_buffer_set_usage(
 /// backends' kernels).
 #[no_mangle]
 pub extern "C" fn ggml_op_alloc_size_may_expand(op: ggml_op) -> bool {
+    alloc_size_may_expand(op)
+}
+
+/// See [`ggml_op_alloc_size_may_expand`].
+pub fn alloc_size_may_expand(op: ggml_op) -> bool {
     matches!(
         OPS.op(op),
         Ok(Op::FlashAttnExt | Op::MulMat | Op::MulMatId | Op::Cumsum | Op::Argsort | Op::TopK)

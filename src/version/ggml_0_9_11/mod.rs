@@ -174,6 +174,11 @@ impl ggml_cgraph {
     pub fn set_uid(&mut self, _uid: u64) {}
 }
 
+/// This version's buffer types size every result at `ggml_nbytes` (no op may take more).
+pub fn alloc_size_may_expand(_op: crate::abi::ggml_op) -> bool {
+    false
+}
+
 /// Graph identities do not exist in this version.
 pub fn next_graph_uid() -> u64 {
     0

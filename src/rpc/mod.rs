@@ -1,0 +1,95 @@
+//! Our client for ggml-rpc servers, as a ggml backend: devices `RPC0`, `RPC1`, ... on
+//! unchanged `rpc-server`s of ggml 0.26 (protocol 7), in place of upstream's client.
+//!
+//! Upstream's client aborts the process when a server is missing, dies or answers badly, and
+//! blocks forever when one stops answering. This one speaks the same protocol through the
+//! core's [`Client`](ggml_backend_rs_core::rpc::Client), which bounds every wait and turns
+//! every failure into an error naming the server; here those errors become what the ggml ABI
+//! can say: `ggml_backend_rpc_add_server` returns NULL (the endpoint and the cause logged), a
+//! buffer allocation returns NULL, and a graph compute on a server whose connection failed
+//! returns `GGML_STATUS_FAILED`, so `llama_decode` fails instead of the process. Reads from a
+//! failed server give zeros. Nothing waits longer than the timeouts
+//! (`GGML_BACKEND_RS_RPC_TIMEOUT`, below).
+//!
+//! The registry lists this client as backend "RPC" where the build compiled upstream's in
+//! (`GGML_RPC`): [`substitute`] swaps the registries, and the swapped-in one answers
+//! `ggml_backend_rpc_add_server` itself and forwards every other name (the server's
+//! `ggml_backend_rpc_start_server`) to upstream's. `GGML_BACKEND_RS_RPC=upstream` keeps
+//! upstream's client.
+//!
+//! * [`remote`]: one thread per server that owns its connection and runs its requests in
+//!   order (asynchronous ones queued, synchronous ones waited for);
+//! * [`iface`]: the C objects (registries, devices, buffer types, buffers, backends, events)
+//!   and their vtables.
+
+mod iface;
+mod remote;
+
+use std::ffi::c_char;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use ggml_backend_rs_core::rpc::Timeouts;
+
+use crate::abi::*;
+use crate::log::log_error;
+
+pub use iface::add_server;
+
+/// Upstream's RPC registry, where [`substitute`] replaced it (its `ggml_backend_rpc_start_server`
+/// stays reachable through ours).
+static UPSTREAM: OnceLock<usize> = OnceLock::new();
+
+/// The registry the builtin list should hold for `reg`: ours in place of upstream's "RPC"
+/// (unless `GGML_BACKEND_RS_RPC=upstream`), `reg` itself otherwise.
+pub fn substitute(reg: Reg) -> Reg {
+    if reg.name_string() != "RPC" || reg.as_ptr() == iface::registry() {
+        return reg;
+    }
+    if std::env::var("GGML_BACKEND_RS_RPC").is_ok_and(|v| v == "upstream") {
+        return reg;
+    }
+    let _ = UPSTREAM.set(reg.as_ptr() as usize);
+    // SAFETY: our registry is a static of this library.
+    unsafe { Reg::from_ptr(iface::registry()) }.unwrap_or(reg)
+}
+
+/// `name` looked up in upstream's RPC registry, when it was replaced.
+fn upstream_proc_address(name: *const c_char) -> *mut std::ffi::c_void {
+    let Some(&reg) = UPSTREAM.get() else {
+        return std::ptr::null_mut();
+    };
+    // SAFETY: a compiled-in registry lives for the process.
+    let Some(reg) = (unsafe { Reg::from_ptr(reg as ggml_backend_reg_t) }) else {
+        return std::ptr::null_mut();
+    };
+    // SAFETY: `name` is the caller's NUL-terminated string (checked non-NULL by the caller).
+    reg.proc_address(unsafe { std::ffi::CStr::from_ptr(name) })
+}
+
+/// The client's timeouts: the core's defaults (10 s to connect, 30 s for a reply, 300 s per
+/// graph compute), or `GGML_BACKEND_RS_RPC_TIMEOUT=<seconds>` for all three.
+fn timeouts() -> Timeouts {
+    static T: OnceLock<Timeouts> = OnceLock::new();
+    *T.get_or_init(|| {
+        let Ok(v) = std::env::var("GGML_BACKEND_RS_RPC_TIMEOUT") else {
+            return Timeouts::default();
+        };
+        match v.trim().parse::<f64>() {
+            Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => {
+                let d = Duration::from_secs_f64(s);
+                Timeouts {
+                    connect: d,
+                    reply: d,
+                    compute: d,
+                }
+            }
+            _ => {
+                log_error!(
+                    "GGML_BACKEND_RS_RPC_TIMEOUT={v}: not a number of seconds above 0; using the defaults"
+                );
+                Timeouts::default()
+            }
+        }
+    })
+}
