@@ -20,10 +20,10 @@ Bounds: a port is found by binding port 0 and closing the socket, so another pro
 before the server binds it; a server that exits before it is ready is started again on another
 port, at most 5 times. Readiness is awaited at most --wait seconds (default 10) per server, the
 command runs at most --timeout seconds (default 300), and each server exits by itself once
-all of that has passed, plus 60 seconds (its --lifetime), and when this process dies (PR_SET_PDEATHSIG in
-rpc_server); so does the command's first process (a client left without its servers stops on
-its own: ggml-rpc aborts on a lost connection). The servers' output is in DIR/<NAME><i>.log,
-printed when something fails.
+all of that has passed, plus 60 seconds (its --lifetime), and when this process dies
+(PR_SET_PDEATHSIG in rpc_server); so does the command's first process (a client left without its
+servers stops on its own: ours fails its calls, upstream's aborts). The servers' output is in
+DIR/<NAME><i>.log, printed when something fails.
 """
 
 import argparse
