@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tensor parallelism over ggml-rpc on the loopback address: decode throughput of tensor mode over
 # K servers (the meta device, staged AllReduce) against layer split over the same servers and
-# against one local CPU, ours and upstream's in the same run, with our meta device's host time
+# against one local CPU, ours (with our RPC client, and with upstream's) and upstream's in the
+# same run, with our meta device's host time
 # per graph compute (GGML_META_PROFILE: sub-graph launches, AllReduces including the waits for
 # the servers' sub-graphs). Every server is the CPU backend of its build (ctests/rpc_server.c),
 # started and stopped by ctests/rpc_run.py.
@@ -26,7 +27,7 @@ trap 'rm -rf "$work"' EXIT
 
 devs=""
 for ((i = 0; i < servers; i++)); do devs+="${devs:+,}RPC$i"; done
-bench() { # <label> <llama_bench suffix> <server exe or -> <args...>
+bench() { # <label> <llama_bench suffix> <server exe or -> <args...>; CLIENT_ENV: VAR=value for the run
     local label=$1 suffix=$2 server=$3; shift 3
     local cmd=("$build/bench/llama_bench$suffix" --model "$work/m.gguf" --n-prompt 0 --n-gen "$n_gen"
                --reps "$reps" --warmup 1 --threads "$threads" "$@")
@@ -34,7 +35,8 @@ bench() { # <label> <llama_bench suffix> <server exe or -> <args...>
     if [[ $server == - ]]; then
         out="$("${cmd[@]}" 2>&1)"
     else
-        out="$(LLAMA_BENCH_VERBOSE=1 GGML_META_PROFILE=1 python3 "$root/ctests/rpc_run.py" --work "$work/$label" \
+        # shellcheck disable=SC2086
+        out="$(env ${CLIENT_ENV:-} LLAMA_BENCH_VERBOSE=1 GGML_META_PROFILE=1 python3 "$root/ctests/rpc_run.py" --work "$work/$label" \
                --threads "$sthreads" --servers "S=$server:$servers" -- "${cmd[@]}" 2>&1)"
     fi
     local tps prof
@@ -52,3 +54,5 @@ bench "ours, layer split over $servers servers" "" "$build/ctests/rpc_server" --
 bench "upstream, layer split over $servers servers" _ref "$build/ctests/rpc_server_ref" --rpc @S@ --split-mode layer --devices "$devs"
 bench "ours, tensor over $servers servers" "" "$build/ctests/rpc_server" --rpc @S@ --split-mode tensor --devices "$devs"
 bench "upstream, tensor over $servers servers" _ref "$build/ctests/rpc_server_ref" --rpc @S@ --split-mode tensor --devices "$devs"
+CLIENT_ENV=GGML_BACKEND_RS_RPC=upstream \
+    bench "ours with upstream's RPC client, tensor over $servers servers" "" "$build/ctests/rpc_server" --rpc @S@ --split-mode tensor --devices "$devs"

@@ -690,12 +690,12 @@ impl Graph {
     pub fn size(&self) -> usize {
         self.raw().size.max(0) as usize
     }
-    /// Gives the graph a fresh identity, so that no backend replays what it prepared for
-    /// another graph; nothing where the version's graphs carry no identity.
     /// The graph's identity (0: none, or a version whose graphs carry none).
     pub fn uid(&self) -> u64 {
         self.raw().uid()
     }
+    /// Gives the graph a fresh identity, so that no backend replays what it prepared for
+    /// another graph; nothing where the version's graphs carry no identity.
     pub fn renew_uid(&self) {
         // SAFETY: a live graph; its uid is the runner's to set, as ggml's scheduler does.
         unsafe { (*self.as_ptr()).set_uid(crate::version::next_graph_uid()) }

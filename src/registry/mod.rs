@@ -144,7 +144,6 @@ fn builtin_regs() -> Vec<Reg> {
     // SAFETY: registries of compiled-in backends live for the whole process.
     regs.into_iter()
         .filter_map(|r| unsafe { Reg::from_ptr(r) })
-        .map(crate::rpc::substitute)
         .collect()
 }
 
@@ -155,6 +154,8 @@ pub fn register(reg: Reg, library: Option<libloading::Library>) {
 }
 
 fn add(reg: Reg, library: Option<libloading::Library>) {
+    // upstream's RPC client, compiled in or loaded, gives way to ours
+    let reg = crate::rpc::substitute(reg);
     if version::REGISTRATION_IS_IDEMPOTENT && lock_only().backends.iter().any(|e| e.reg == reg) {
         return;
     }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use ggml_backend_rs_core::owned::Registry;
 use ggml_backend_rs_core::rpc::wire::MAX_SRC;
-use ggml_backend_rs_core::rpc::{Client, WireTensor};
+use ggml_backend_rs_core::rpc::{Client, GraphMsg, WireTensor};
 
 use super::remote::{Marker, Remote};
 use super::{timeouts, upstream_proc_address};
@@ -162,7 +162,14 @@ fn wire(t: Tensor, remote: &Arc<Remote>) -> Result<WireTensor, String> {
     }
     let (ne, nb) = (t.ne_all(), t.nb_all());
     for d in 0..4 {
-        let (Ok(n), Ok(s)) = (u32::try_from(ne[d]), u32::try_from(nb[d])) else {
+        // A stride of a dimension of size 1 is never used for an address: it may be cut to 32
+        // bits (as upstream's client cuts every stride); any other size or stride must fit.
+        let stride = match u32::try_from(nb[d]) {
+            Ok(s) => Some(s),
+            Err(_) if ne[d] == 1 => Some(nb[d] as u32),
+            Err(_) => None,
+        };
+        let (Ok(n), Some(s)) = (u32::try_from(ne[d]), stride) else {
             return Err(format!(
                 "tensor '{}' ({:?}, strides {:?}) does not fit the RPC protocol's 32-bit sizes",
                 t.name_string(),
@@ -244,6 +251,9 @@ fn server_of_reg(reg: ggml_backend_reg_t) -> Option<&'static Server> {
 }
 
 unsafe extern "C" fn reg_get_name(reg: ggml_backend_reg_t) -> *const c_char {
+    if reg == registry() {
+        return c"RPC".as_ptr();
+    }
     match server_of_reg(reg) {
         Some(s) => s.name.as_ptr(),
         None => c"RPC".as_ptr(),
@@ -296,15 +306,22 @@ pub unsafe extern "C" fn add_server(endpoint: *const c_char) -> ggml_backend_reg
     let endpoint = unsafe { CStr::from_ptr(endpoint) }
         .to_string_lossy()
         .into_owned();
-    let mut servers = lock(&SERVERS);
-    if let Some(s) = servers.iter().find(|s| s.endpoint == endpoint) {
-        return s.reg as ggml_backend_reg_t;
-    }
-    match connect(&endpoint, servers.iter().map(|s| s.devices.len()).sum()) {
+    // One server added at a time (device numbers follow the order), without holding the server
+    // list, which registry lookups read, while the network is asked.
+    static ADDING: Mutex<()> = Mutex::new(());
+    let _adding = lock(&ADDING);
+    let first = {
+        let servers = lock(&SERVERS);
+        if let Some(s) = servers.iter().find(|s| s.endpoint == endpoint) {
+            return s.reg as ggml_backend_reg_t;
+        }
+        servers.iter().map(|s| s.devices.len()).sum()
+    };
+    match connect(&endpoint, first) {
         Ok(server) => {
             let reg = server.reg as ggml_backend_reg_t;
             lock(&DEVICES).extend(server.devices.iter().copied());
-            servers.push(server);
+            lock(&SERVERS).push(server);
             reg
         }
         Err(e) => {
@@ -325,19 +342,22 @@ fn connect(endpoint: &str, first: usize) -> Result<&'static Server, String> {
     if count == 0 {
         return Err(format!("RPC server {endpoint} has no devices"));
     }
+    // every device's properties before anything is made, so that a failure leaves nothing
+    let props = remote
+        .call(move |c: &mut Client| {
+            (0..count)
+                .map(|i| Ok((c.alignment(i)?, c.max_size(i)?)))
+                .collect::<Result<Vec<_>, ggml_backend_rs_core::rpc::Error>>()
+        })
+        .ok_or_else(gone)?
+        .map_err(|e| e.to_string())?;
     let reg = Box::leak(Box::new(ggml_backend_reg {
         api_version: GGML_BACKEND_API_VERSION,
         iface: SERVER_REG_IFACE,
         context: std::ptr::null_mut(),
     })) as *mut ggml_backend_reg;
     let mut devices = Vec::new();
-    for index in 0..count {
-        let (alignment, max_size) = remote
-            .call(move |c: &mut Client| {
-                Ok::<_, ggml_backend_rs_core::rpc::Error>((c.alignment(index)?, c.max_size(index)?))
-            })
-            .ok_or_else(gone)?
-            .map_err(|e| e.to_string())?;
+    for (index, (alignment, max_size)) in (0..count).zip(props) {
         let long_name = format!("RPC{index}[{endpoint}]");
         let dev: &'static mut RpcDevice = Box::leak(Box::new(RpcDevice {
             remote: remote.clone(),
@@ -500,8 +520,20 @@ unsafe extern "C" fn dev_event_free(_dev: ggml_backend_dev_t, event: ggml_backen
 }
 
 unsafe extern "C" fn dev_event_synchronize(_dev: ggml_backend_dev_t, event: ggml_backend_event_t) {
+    wait_event(event);
+}
+
+/// Waits on the host for `event`: ours, or another device's through that device.
+fn wait_event(event: ggml_backend_event_t) {
     if let Some(m) = EVENTS.get(event as usize) {
         m.wait();
+        return;
+    }
+    // SAFETY: ggml passes a live event, whose device outlives it.
+    if let Some(e) = unsafe { Event::from_ptr(event) } {
+        if let Some(d) = e.device() {
+            d.event_synchronize(e);
+        }
     }
 }
 
@@ -639,17 +671,20 @@ const BUFFER_IFACE: ggml_backend_buffer_i = ggml_backend_buffer_i {
 
 unsafe extern "C" fn buffer_free(buf: ggml_backend_buffer_t) {
     if let Some(b) = BUFFERS.remove(buf as usize) {
-        // the server drops its stored graphs with any buffer: the next graph goes in full
-        for d in lock(&DEVICES)
+        // The server drops its stored graphs with any buffer: the next graph of each of its
+        // devices goes in full. Their graph locks are held while the free is queued, so that no
+        // graph queued in between is taken for stored.
+        let same: Vec<&'static RpcDevice> = lock(&DEVICES)
             .iter()
+            .copied()
             .filter(|d| Arc::ptr_eq(&d.remote, &b.dev.remote))
-        {
-            *lock(&d.last_graph) = 0;
-        }
+            .collect();
+        let mut graphs: Vec<_> = same.iter().map(|d| lock(&d.last_graph)).collect();
         let handle = b.handle;
         b.dev.remote.post(move |c| {
             let _ = c.free_buffer(handle);
         });
+        graphs.iter_mut().for_each(|g| **g = 0);
     }
 }
 
@@ -871,6 +906,8 @@ unsafe extern "C" fn backend_get_tensor_async(
 ) {
     let b = backend(be);
     let Some((_, w)) = backend_tensor(&b, tensor) else {
+        // SAFETY: as below; written now, before the caller can synchronize.
+        unsafe { std::slice::from_raw_parts_mut(data as *mut u8, size) }.fill(0);
         return;
     };
     let at = data as usize;
@@ -917,7 +954,12 @@ unsafe extern "C" fn backend_graph_compute(
         });
         return GGML_STATUS_SUCCESS;
     }
-    match wire_graph(g, &d.remote) {
+    let checked = wire_graph(g, &d.remote).and_then(|(nodes, tensors)| {
+        GraphMsg::check(&nodes, &tensors)
+            .map(|()| (nodes, tensors))
+            .map_err(|e| format!("graph of {} nodes cannot be sent: {e}", g.n_nodes()))
+    });
+    match checked {
         Ok((nodes, tensors)) => {
             *last = uid;
             d.remote.post(move |c| {
@@ -948,8 +990,6 @@ unsafe extern "C" fn backend_event_wait(be: ggml_backend_t, event: ggml_backend_
     let same_server =
         find_device(|d| d.device == ev_dev).is_some_and(|d| Arc::ptr_eq(&d.remote, &b.dev.remote));
     if !same_server {
-        if let Some(m) = EVENTS.get(event as usize) {
-            m.wait();
-        }
+        wait_event(event);
     }
 }

@@ -11,11 +11,12 @@
 //! failed server give zeros. Nothing waits longer than the timeouts
 //! (`GGML_BACKEND_RS_RPC_TIMEOUT`, below).
 //!
-//! The registry lists this client as backend "RPC" where the build compiled upstream's in
-//! (`GGML_RPC`): [`substitute`] swaps the registries, and the swapped-in one answers
-//! `ggml_backend_rpc_add_server` itself and forwards every other name (the server's
-//! `ggml_backend_rpc_start_server`) to upstream's. `GGML_BACKEND_RS_RPC=upstream` keeps
-//! upstream's client.
+//! The registry lists this client as backend "RPC" wherever upstream's would be (compiled in
+//! with `GGML_RPC`, loaded as a module, or registered): [`substitute`] swaps the registries, and
+//! the swapped-in one answers `ggml_backend_rpc_add_server` itself and forwards every other name
+//! (the server's `ggml_backend_rpc_start_server`) to upstream's. `GGML_BACKEND_RS_RPC=upstream`
+//! keeps upstream's client. Upstream's exported functions called by name
+//! (`ggml_backend_rpc_add_server`, `ggml_backend_rpc_init`, ...) remain upstream's client.
 //!
 //! * [`remote`]: one thread per server that owns its connection and runs its requests in
 //!   order (asynchronous ones queued, synchronous ones waited for);
