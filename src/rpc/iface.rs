@@ -692,15 +692,15 @@ unsafe extern "C" fn buffer_get_base(buf: ggml_backend_buffer_t) -> *mut c_void 
     buffer(buf).base as usize as *mut c_void
 }
 
-/// The tensor behind a vtable argument and its wire form for the buffer's server; None (logged)
-/// when it cannot be sent.
-fn tensor_for(b: &RpcBuffer, tensor: *const ggml_tensor) -> Option<(Tensor, WireTensor)> {
-    // SAFETY: ggml passes NULL or a live tensor of this buffer.
+/// The tensor behind a vtable argument and its wire form for `d`'s server; None (logged) when it
+/// cannot be sent.
+fn on_wire(d: &RpcDevice, tensor: *const ggml_tensor) -> Option<(Tensor, WireTensor)> {
+    // SAFETY: ggml passes NULL or a live tensor to every buffer and backend entry.
     let t = unsafe { Tensor::from_ptr(tensor as *mut ggml_tensor) }?;
-    match wire(t, &b.dev.remote) {
+    match wire(t, &d.remote) {
         Ok(w) => Some((t, w)),
         Err(e) => {
-            log_error!("{}: {e}", b.dev.long_name.to_string_lossy());
+            log_error!("{}: {e}", d.long_name.to_string_lossy());
             None
         }
     }
@@ -711,7 +711,7 @@ unsafe extern "C" fn buffer_init_tensor(
     tensor: *mut ggml_tensor,
 ) -> ggml_status {
     let b = buffer(buf);
-    let Some((t, w)) = tensor_for(&b, tensor) else {
+    let Some((t, w)) = on_wire(b.dev, tensor) else {
         return GGML_STATUS_FAILED;
     };
     if is_quantized(t) && t.ne(0) % PADDED_ROW != 0 && t.view_src().is_none() {
@@ -729,7 +729,7 @@ unsafe extern "C" fn buffer_memset_tensor(
     size: usize,
 ) {
     let b = buffer(buf);
-    if let Some((_, w)) = tensor_for(&b, tensor) {
+    if let Some((_, w)) = on_wire(b.dev, tensor) {
         let _ = b
             .dev
             .remote
@@ -755,7 +755,7 @@ unsafe extern "C" fn buffer_set_tensor(
     size: usize,
 ) {
     let b = buffer(buf);
-    let Some((_, w)) = tensor_for(&b, tensor) else {
+    let Some((_, w)) = on_wire(b.dev, tensor) else {
         return;
     };
     // SAFETY: ggml_backend_tensor_set passes `size` readable bytes (checked against the tensor).
@@ -778,7 +778,7 @@ unsafe extern "C" fn buffer_get_tensor(
     let b = buffer(buf);
     // SAFETY: ggml_backend_tensor_get passes `size` writable bytes (checked against the tensor).
     let out = unsafe { std::slice::from_raw_parts_mut(data as *mut u8, size) };
-    let Some((_, w)) = tensor_for(&b, tensor) else {
+    let Some((_, w)) = on_wire(b.dev, tensor) else {
         out.fill(0);
         return;
     };
@@ -809,7 +809,7 @@ unsafe extern "C" fn buffer_cpy_tensor(
     if !same_server {
         return false;
     }
-    let (Some((_, ws)), Some((_, wd))) = (tensor_for(&b, src), tensor_for(&b, dst)) else {
+    let (Some((_, ws)), Some((_, wd))) = (on_wire(b.dev, src), on_wire(b.dev, dst)) else {
         return false;
     };
     matches!(
@@ -863,19 +863,6 @@ unsafe extern "C" fn backend_free(be: ggml_backend_t) {
     }
 }
 
-/// The wire form of a tensor given to a backend entry, logged when it cannot be sent.
-fn backend_tensor(b: &RpcBackend, tensor: *const ggml_tensor) -> Option<(Tensor, WireTensor)> {
-    // SAFETY: ggml passes NULL or a live tensor.
-    let t = unsafe { Tensor::from_ptr(tensor as *mut ggml_tensor) }?;
-    match wire(t, &b.dev.remote) {
-        Ok(w) => Some((t, w)),
-        Err(e) => {
-            log_error!("{}: {e}", b.dev.long_name.to_string_lossy());
-            None
-        }
-    }
-}
-
 unsafe extern "C" fn backend_set_tensor_async(
     be: ggml_backend_t,
     tensor: *mut ggml_tensor,
@@ -884,7 +871,7 @@ unsafe extern "C" fn backend_set_tensor_async(
     size: usize,
 ) {
     let b = backend(be);
-    let Some((t, w)) = backend_tensor(&b, tensor) else {
+    let Some((t, w)) = on_wire(b.dev, tensor) else {
         return;
     };
     // SAFETY: ggml_backend_tensor_set_async passes `size` readable bytes; they are copied now.
@@ -905,7 +892,7 @@ unsafe extern "C" fn backend_get_tensor_async(
     size: usize,
 ) {
     let b = backend(be);
-    let Some((_, w)) = backend_tensor(&b, tensor) else {
+    let Some((_, w)) = on_wire(b.dev, tensor) else {
         // SAFETY: as below; written now, before the caller can synchronize.
         unsafe { std::slice::from_raw_parts_mut(data as *mut u8, size) }.fill(0);
         return;
