@@ -157,8 +157,10 @@ endif()
 # Our RPC client (src/rpc) with a server missing at load, one that dies mid-decode and one that
 # stops answering (ggml 0.26 builds with GGML_RPC; servers from rpc.cmake, run by rpc_run.py):
 # the load fails naming the endpoint; the decode returns -3 (GGML_STATUS_FAILED) within the
-# client's timeouts (GGML_BACKEND_RS_RPC_TIMEOUT), and the driver frees everything, under
-# valgrind when it is on. Server B serves TESTGPU0, whose 20th graph compute (a sub-graph of the
+# client's timeouts (GGML_BACKEND_RS_RPC_TIMEOUT): in tensor mode the step in which the server
+# was lost (the staged AllReduce asks the backends after its reads), in a layer split the next
+# compute on that server ("graph compute refused"). The driver frees everything, under valgrind
+# when it is on. Server B serves TESTGPU0, whose 20th graph compute (a sub-graph of the
 # third decode step in tensor mode; layer split: its 3rd, the third step) ends the server or
 # stops it (`rpc_server --device test --fail exit:N|hang:N`). Upstream's client beside it aborts,
 # or waits with no end (rpc_run.py's time limit stops it).
@@ -202,11 +204,11 @@ if(TARGET rpc_server)
                "--rpc: cannot use server 127.0.0.1:[0-9]+")
     rpc_fault(tensor_server_dies exit:20 RC 1 ARGS ${rpc_fault_tensor}
         EXPECT "RPC server 127.0.0.1:[0-9]+: [A-Z_]+: connection closed by the server"
-               "RPC0\\[127.0.0.1:[0-9]+\\]: graph compute refused" "${rpc_failed}")
+               "${rpc_failed}")
     rpc_fault(tensor_server_hangs hang:20 RC 1 ARGS ${rpc_fault_tensor}
         ENV GGML_BACKEND_RS_RPC_TIMEOUT=4
         EXPECT "RPC server 127.0.0.1:[0-9]+: [A-Z_]+: no reply within [0-9]+ s"
-               "RPC0\\[127.0.0.1:[0-9]+\\]: graph compute refused" "${rpc_failed}")
+               "${rpc_failed}")
     rpc_fault(layer_server_dies exit:3 RC 1 ARGS ${rpc_fault_layer}
         EXPECT "RPC server 127.0.0.1:[0-9]+: [A-Z_]+: connection closed by the server"
                "graph compute refused" "${rpc_failed}")

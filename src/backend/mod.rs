@@ -20,6 +20,20 @@ pub trait Extension: Send + Sync {
         let _ = nodes;
         Ok(())
     }
+
+    /// Why the backend can no longer compute, if it cannot (an RPC server lost): asked after
+    /// waits that ggml's interface gives no status, so that the step fails there.
+    fn failure(&self) -> Option<String> {
+        None
+    }
+}
+
+/// Whether any of `backends` reports a failure through its extension (see
+/// [`Extension::failure`]).
+pub fn any_failed(backends: &[Backend]) -> bool {
+    backends
+        .iter()
+        .any(|&b| extension(b).is_some_and(|e| e.failure().is_some()))
 }
 
 static EXTENSIONS: Registry<dyn Extension> = Registry::new();

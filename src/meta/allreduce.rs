@@ -922,6 +922,10 @@ impl Planned {
                     red.epilogue.as_ref(),
                     &mut self.staging,
                 );
+                // the reads have no status: a backend lost during them (logged) fails the step
+                if crate::backend::any_failed(backends) {
+                    return GGML_STATUS_FAILED;
+                }
                 return GGML_STATUS_SUCCESS;
             }
             Path::Host => {

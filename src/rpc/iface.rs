@@ -481,8 +481,18 @@ unsafe extern "C" fn dev_init_backend(
         // the state's address, for identification only: it is found through the registry
         context: Arc::as_ptr(&b) as *mut c_void,
     }));
-    BACKENDS.insert(backend as usize, b);
+    BACKENDS.insert(backend as usize, b.clone());
+    // SAFETY: made just above; live until `backend_free`.
+    if let Some(h) = unsafe { Backend::from_ptr(backend) } {
+        crate::backend::extend(h, b);
+    }
     backend
+}
+
+impl crate::backend::Extension for RpcBackend {
+    fn failure(&self) -> Option<String> {
+        self.dev.remote.failure()
+    }
 }
 
 unsafe extern "C" fn dev_get_buffer_type(dev: ggml_backend_dev_t) -> ggml_backend_buffer_type_t {
@@ -856,6 +866,10 @@ unsafe extern "C" fn backend_get_name(be: ggml_backend_t) -> *const c_char {
 
 unsafe extern "C" fn backend_free(be: ggml_backend_t) {
     if let Some(b) = BACKENDS.remove(be as usize) {
+        // SAFETY: the live backend ggml frees through this entry.
+        if let Some(h) = unsafe { Backend::from_ptr(be) } {
+            crate::backend::unextend(h);
+        }
         b.dev.remote.drain();
         // SAFETY: made by dev_init_backend with Box; ggml frees a backend once, through this
         // entry.
