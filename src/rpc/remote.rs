@@ -10,8 +10,8 @@
 //! The first failure is logged once and kept: the client answers every later request with it
 //! at once, and [`Remote::failure`] lets graph computes report it.
 
-use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use ggml_backend_rs_core::rpc::{Client, Timeouts};
 
@@ -19,64 +19,132 @@ use crate::log::log_error;
 
 type Job = Box<dyn FnOnce(&mut Client) + Send>;
 
+/// The queue between callers and a server's thread. Waits park on condition variables without
+/// spinning: the client, the servers and these threads often share a few cores.
+#[derive(Default)]
+struct Queue {
+    state: Mutex<State>,
+    /// The thread waits here for work.
+    work: Condvar,
+    /// Callers wait here for jobs to be done.
+    done: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    jobs: VecDeque<Job>,
+    /// Jobs queued and done since the start: job `n` (from 1) is done once `done >= n`.
+    posted: u64,
+    finished: u64,
+    /// Set when the remote is dropped: the thread ends once the queue is empty.
+    closed: bool,
+}
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `job` and returns its number.
+    fn push(&self, job: Job) -> u64 {
+        let mut s = self.lock();
+        s.jobs.push_back(job);
+        s.posted += 1;
+        self.work.notify_one();
+        s.posted
+    }
+
+    /// Waits until job `n` is done.
+    fn wait_for(&self, n: u64) {
+        let mut s = self.lock();
+        while s.finished < n {
+            s = self.done.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// The thread's loop: runs the jobs in order until the queue is closed and empty.
+    fn serve(&self, client: &mut Client, failure: &Mutex<Option<String>>) {
+        loop {
+            let job = {
+                let mut s = self.lock();
+                loop {
+                    if let Some(job) = s.jobs.pop_front() {
+                        break job;
+                    }
+                    if s.closed {
+                        return;
+                    }
+                    s = self.work.wait(s).unwrap_or_else(|p| p.into_inner());
+                }
+            };
+            job(client);
+            if let Some(e) = client.failure() {
+                let mut f = failure.lock().unwrap_or_else(|p| p.into_inner());
+                if f.is_none() {
+                    log_error!(
+                        "ggml-rpc (ggml-backend-rs): {e}; the server's devices fail every later request"
+                    );
+                    *f = Some(e.to_string());
+                }
+            }
+            let mut s = self.lock();
+            s.finished += 1;
+            self.done.notify_all();
+        }
+    }
+}
+
 /// A connected server: its request queue and the failure that ended its connection, if any.
 pub struct Remote {
-    queue: Mutex<Sender<Job>>,
+    queue: Arc<Queue>,
     failure: Arc<Mutex<Option<String>>>,
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        self.queue.lock().closed = true;
+        self.queue.work.notify_one();
+    }
 }
 
 impl Remote {
     /// Connects to `endpoint` ("host:port") and starts its thread.
     pub fn connect(endpoint: &str, timeouts: &Timeouts) -> Result<Remote, String> {
         let mut client = Client::connect(endpoint, timeouts).map_err(|e| e.to_string())?;
-        let (tx, rx) = mpsc::channel::<Job>();
+        let queue = Arc::new(Queue::default());
         let failure = Arc::new(Mutex::new(None::<String>));
-        let seen = failure.clone();
+        let (q, f) = (queue.clone(), failure.clone());
         std::thread::Builder::new()
             .name(format!("rpc {endpoint}"))
-            .spawn(move || {
-                // ends when every sender is gone
-                for job in rx {
-                    job(&mut client);
-                    if let Some(e) = client.failure() {
-                        let mut f = seen.lock().unwrap_or_else(|p| p.into_inner());
-                        if f.is_none() {
-                            log_error!("ggml-rpc (ggml-backend-rs): {e}; the server's devices fail every later request");
-                            *f = Some(e.to_string());
-                        }
-                    }
-                }
-            })
+            .spawn(move || q.serve(&mut client, &f))
             .map_err(|e| format!("RPC server {endpoint}: cannot start its thread: {e}"))?;
-        Ok(Remote {
-            queue: Mutex::new(tx),
-            failure,
-        })
+        Ok(Remote { queue, failure })
     }
 
     /// Queues `job` behind every request made before it.
     pub fn post(&self, job: impl FnOnce(&mut Client) + Send + 'static) {
-        let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        // The thread lives as long as the queue's sender (this object), so the send succeeds.
-        let _ = queue.send(Box::new(job));
+        self.queue.push(Box::new(job));
     }
 
-    /// Runs `job` after every request made before it and returns its result (None if the
-    /// server's thread is gone, which a panic in it would have ended the process for).
+    /// Runs `job` after every request made before it and returns its result.
     pub fn call<R: Send + 'static>(
         &self,
         job: impl FnOnce(&mut Client) -> R + Send + 'static,
     ) -> Option<R> {
-        let (tx, rx) = mpsc::sync_channel(1);
-        self.post(move |c| {
-            let _ = tx.send(job(c));
-        });
-        rx.recv().ok()
+        let slot = Arc::new(Mutex::new(None));
+        let put = slot.clone();
+        let n = self.queue.push(Box::new(move |c| {
+            *put.lock().unwrap_or_else(|p| p.into_inner()) = Some(job(c));
+        }));
+        self.queue.wait_for(n);
+        let r = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+        r
     }
 
     /// Returns once every request made before has been done (or has failed).
     pub fn drain(&self) {
-        let _ = self.call(|_| ());
+        let n = self.queue.lock().posted;
+        self.queue.wait_for(n);
     }
 
     /// The error that ended the connection, if one did.
