@@ -8,9 +8,10 @@
 //! schedule, ggml's op vocabulary) are the workspace member `ggml-backend-rs-core`, which
 //! forbids `unsafe`. This crate is the edge around it: [`abi`] mirrors the C types and wraps
 //! their vtables in typed handles; [`buffer`], [`tensor`], [`backend`], [`registry`],
-//! [`sched`] and [`meta`] hold the behaviour, and [`rpc`] is our client for ggml-rpc servers; `ffi` holds the exported functions, which
-//! validate arguments and call the rest (those that take pointers are `unsafe extern "C"`, each
-//! with its caller's contract in a `# Safety` section).
+//! [`sched`] and [`meta`] hold the behaviour, and [`rpc`] is our client for ggml-rpc servers;
+//! `ffi` holds the exported functions, which validate arguments and call the rest (those that
+//! take pointers are `unsafe extern "C"`, each with its caller's contract in a `# Safety`
+//! section).
 //!
 //! Panics: a panic hook, installed by a constructor when the library is loaded (`log.rs`), hands
 //! the panic's message and location to `ggml_abort`, so a panic ends like ggml's own fatal

@@ -9,7 +9,7 @@
 //! `ggml_backend_set_abort_callback` to the simple backends, so that libllama's thread count
 //! reaches CPU devices inside a meta device.
 
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_char, c_void, CStr};
 use std::ptr;
 use std::sync::Mutex;
 
@@ -18,7 +18,7 @@ use ggml_backend_rs_core::names::NamePolicy;
 use super::device::{of_buft, Face, MetaDevice, Policy};
 use crate::abi::*;
 use crate::log::{abort, ggml_assert};
-use crate::registry::StaticReg;
+use crate::registry::{c_name, StaticReg};
 
 type Key = (Vec<usize>, usize, usize);
 static DEVICES: Mutex<Vec<(Key, usize)>> = Mutex::new(Vec::new());
@@ -114,8 +114,8 @@ fn create(
         simple,
         policy,
         face,
-        cstring(name),
-        cstring(description),
+        c_name(name),
+        c_name(description),
     )));
     let ctx = meta as *mut MetaDevice as *mut c_void;
     let device = Box::leak(Box::new(ggml_backend_device {
@@ -140,10 +140,6 @@ fn create(
         meta,
     });
     device
-}
-
-fn cstring(s: String) -> CString {
-    CString::new(s.replace('\0', " ")).unwrap_or_default()
 }
 
 /// The meta device behind a device vtable entry's argument: only meta devices carry that

@@ -43,6 +43,12 @@ impl StaticReg {
     }
 }
 
+/// A name for a C object of ours (a device, a registry, a buffer type): a NUL inside it, which
+/// C would take for its end, becomes a space.
+pub fn c_name(name: String) -> std::ffi::CString {
+    std::ffi::CString::new(name.replace('\0', " ")).unwrap_or_default()
+}
+
 /// A backend's registration function, `ggml_backend_reg_t ggml_backend_<name>_reg(void)`.
 type RegFn = unsafe extern "C" fn() -> ggml_backend_reg_t;
 

@@ -12,13 +12,13 @@ use std::sync::{Arc, Mutex};
 
 use ggml_backend_rs_core::owned::Registry;
 use ggml_backend_rs_core::rpc::wire::MAX_SRC;
-use ggml_backend_rs_core::rpc::{Client, GraphMsg, WireTensor};
+use ggml_backend_rs_core::rpc::{Client, Error as RpcError, GraphMsg, WireTensor};
 
 use super::remote::{Marker, Remote};
 use super::{timeouts, upstream_proc_address};
 use crate::abi::*;
 use crate::log::{abort, log_error};
-use crate::registry::StaticReg;
+use crate::registry::{c_name, StaticReg};
 
 /// ggml-rpc's devices pad quantized rows to 512 elements on CUDA servers: tensors whose
 /// first dimension is not a multiple of it are sized and initialised by the server.
@@ -218,30 +218,29 @@ fn wire_graph(g: Graph, remote: &Arc<Remote>) -> Result<(Vec<u64>, Vec<WireTenso
     Ok((nodes.iter().map(|n| n.as_ptr() as u64).collect(), out))
 }
 
-fn is_quantized(t: Tensor) -> bool {
-    t.blck_size() > 1
+/// Whether the server sizes and initialises `t` itself (INIT_TENSOR, GET_ALLOC_SIZE): a
+/// quantized tensor of its own memory whose rows a CUDA server pads to [`PADDED_ROW`] elements.
+/// (Every quantized type of ggml has blocks of more than one element, no other type does.)
+fn server_pads(t: Tensor) -> bool {
+    t.blck_size() > 1 && t.ne(0) % PADDED_ROW != 0 && t.view_src().is_none()
 }
 
 // --- registries -----------------------------------------------------------------------------
 
-static REG: StaticReg = StaticReg::new(ggml_backend_reg_i {
-    get_name: Some(reg_get_name),
-    get_device_count: Some(reg_get_device_count),
-    get_device: Some(reg_get_device),
-    get_proc_address: Some(reg_get_proc_address),
-});
-
-/// The "RPC" registry: no devices of its own (servers are added), the functions by name.
-pub fn registry() -> ggml_backend_reg_t {
-    REG.as_ptr()
-}
-
-const SERVER_REG_IFACE: ggml_backend_reg_i = ggml_backend_reg_i {
+/// The vtable of the "RPC" registry and of each server's: the entries tell them apart.
+const REG_IFACE: ggml_backend_reg_i = ggml_backend_reg_i {
     get_name: Some(reg_get_name),
     get_device_count: Some(reg_get_device_count),
     get_device: Some(reg_get_device),
     get_proc_address: Some(reg_get_proc_address),
 };
+
+static REG: StaticReg = StaticReg::new(REG_IFACE);
+
+/// The "RPC" registry: no devices of its own (servers are added), the functions by name.
+pub fn registry() -> ggml_backend_reg_t {
+    REG.as_ptr()
+}
 
 fn server_of_reg(reg: ggml_backend_reg_t) -> Option<&'static Server> {
     lock(&SERVERS)
@@ -251,6 +250,7 @@ fn server_of_reg(reg: ggml_backend_reg_t) -> Option<&'static Server> {
 }
 
 unsafe extern "C" fn reg_get_name(reg: ggml_backend_reg_t) -> *const c_char {
+    // (the "RPC" registry's name without the server list's lock, which adding a server holds)
     if reg == registry() {
         return c"RPC".as_ptr();
     }
@@ -347,13 +347,13 @@ fn connect(endpoint: &str, first: usize) -> Result<&'static Server, String> {
         .call(move |c: &mut Client| {
             (0..count)
                 .map(|i| Ok((c.alignment(i)?, c.max_size(i)?)))
-                .collect::<Result<Vec<_>, ggml_backend_rs_core::rpc::Error>>()
+                .collect::<Result<Vec<_>, RpcError>>()
         })
         .ok_or_else(gone)?
         .map_err(|e| e.to_string())?;
     let reg = Box::leak(Box::new(ggml_backend_reg {
         api_version: GGML_BACKEND_API_VERSION,
-        iface: SERVER_REG_IFACE,
+        iface: REG_IFACE,
         context: std::ptr::null_mut(),
     })) as *mut ggml_backend_reg;
     let mut devices = Vec::new();
@@ -362,9 +362,9 @@ fn connect(endpoint: &str, first: usize) -> Result<&'static Server, String> {
         let dev: &'static mut RpcDevice = Box::leak(Box::new(RpcDevice {
             remote: remote.clone(),
             index,
-            name: cstring(format!("RPC{}", first + index as usize)),
-            description: cstring(endpoint.to_owned()),
-            long_name: cstring(long_name),
+            name: c_name(format!("RPC{}", first + index as usize)),
+            description: c_name(endpoint.to_owned()),
+            long_name: c_name(long_name),
             alignment: usize::try_from(alignment).unwrap_or(usize::MAX),
             max_size: usize::try_from(max_size).unwrap_or(usize::MAX),
             device: 0,
@@ -388,14 +388,10 @@ fn connect(endpoint: &str, first: usize) -> Result<&'static Server, String> {
     }
     Ok(Box::leak(Box::new(Server {
         endpoint: endpoint.to_owned(),
-        name: cstring(format!("RPC[{endpoint}]")),
+        name: c_name(format!("RPC[{endpoint}]")),
         reg: reg as usize,
         devices,
     })))
-}
-
-fn cstring(s: String) -> CString {
-    CString::new(s.replace('\0', " ")).unwrap_or_default()
 }
 
 // --- device ---------------------------------------------------------------------------------
@@ -568,14 +564,11 @@ unsafe extern "C" fn buft_alloc_buffer(
 ) -> ggml_backend_buffer_t {
     let d = device_of_buft(buft);
     let index = d.index;
-    let made = d.remote.call(move |c: &mut Client| {
+    let made = d.remote.call(move |c: &mut Client| -> Result<_, RpcError> {
         let Some(rb) = c.alloc_buffer(index, size as u64)? else {
             return Ok(None);
         };
-        match c.buffer_base(rb.handle) {
-            Ok(base) => Ok(Some((rb, base))),
-            Err(e) => Err(e),
-        }
+        Ok(Some((rb, c.buffer_base(rb.handle)?)))
     });
     let (rb, base) = match made {
         Some(Ok(Some(made))) => made,
@@ -624,8 +617,7 @@ unsafe extern "C" fn buft_get_alloc_size(
         return 0;
     };
     let nbytes = t.nbytes();
-    let padded = is_quantized(t) && t.ne(0) % PADDED_ROW != 0 && t.view_src().is_none();
-    if !padded && !crate::version::alloc_size_may_expand(t.op()) {
+    if !server_pads(t) && !crate::version::alloc_size_may_expand(t.op()) {
         return nbytes;
     }
     let key = AllocKey {
@@ -724,7 +716,7 @@ unsafe extern "C" fn buffer_init_tensor(
     let Some((t, w)) = on_wire(b.dev, tensor) else {
         return GGML_STATUS_FAILED;
     };
-    if is_quantized(t) && t.ne(0) % PADDED_ROW != 0 && t.view_src().is_none() {
+    if server_pads(t) {
         // a failure ends the connection (logged); the next compute reports it
         let _ = b.dev.remote.call(move |c: &mut Client| c.init_tensor(&w));
     }
@@ -768,14 +760,15 @@ unsafe extern "C" fn buffer_set_tensor(
     let Some((_, w)) = on_wire(b.dev, tensor) else {
         return;
     };
-    // SAFETY: ggml_backend_tensor_set passes `size` readable bytes (checked against the tensor).
-    let bytes = unsafe { std::slice::from_raw_parts(data as *const u8, size) }.to_vec();
     // SAFETY: a live buffer (checked above).
     let weights = unsafe { Buffer::from_ptr(buf) }.is_some_and(|h| h.usage() == USAGE_WEIGHTS);
-    let _ = b
-        .dev
-        .remote
-        .call(move |c: &mut Client| upload(c, &w, weights, offset, &bytes));
+    let at = data as usize;
+    let _ = b.dev.remote.call(move |c: &mut Client| {
+        // SAFETY: ggml_backend_tensor_set passes `size` readable bytes (checked against the
+        // tensor), readable until it returns; `call` returns after this job.
+        let bytes = unsafe { std::slice::from_raw_parts(at as *const u8, size) };
+        upload(c, &w, weights, offset, bytes)
+    });
 }
 
 unsafe extern "C" fn buffer_get_tensor(
@@ -786,20 +779,41 @@ unsafe extern "C" fn buffer_get_tensor(
     size: usize,
 ) {
     let b = buffer(buf);
-    // SAFETY: ggml_backend_tensor_get passes `size` writable bytes (checked against the tensor).
-    let out = unsafe { std::slice::from_raw_parts_mut(data as *mut u8, size) };
+    let at = data as usize;
     let Some((_, w)) = on_wire(b.dev, tensor) else {
-        out.fill(0);
+        // SAFETY: ggml_backend_tensor_get passes `size` writable bytes (checked against the
+        // tensor).
+        unsafe { read_failed(at, size) };
         return;
     };
-    let got = b.dev.remote.call(move |c: &mut Client| {
-        let mut v = vec![0u8; size];
-        c.get_tensor(&w, offset as u64, &mut v).map(|_| v)
-    });
-    match got {
-        Some(Ok(v)) => out.copy_from_slice(&v),
-        _ => out.fill(0),
+    // SAFETY: as above, writable until ggml_backend_tensor_get returns; `call` returns after
+    // this job.
+    let _ = b
+        .dev
+        .remote
+        .call(move |c: &mut Client| unsafe { read_into(c, &w, offset, at, size) });
+}
+
+/// Reads `size` bytes of `w` from `offset` into the caller's memory at `at`: zeros where the
+/// server cannot give them.
+///
+/// # Safety
+/// `at` is the address of `size` writable bytes that nothing else uses until this returns.
+unsafe fn read_into(c: &mut Client, w: &WireTensor, offset: usize, at: usize, size: usize) {
+    // SAFETY: this function's contract.
+    let out = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, size) };
+    if c.get_tensor(w, offset as u64, out).is_err() {
+        out.fill(0);
     }
+}
+
+/// Zeros for a read that cannot be made.
+///
+/// # Safety
+/// As [`read_into`].
+unsafe fn read_failed(at: usize, size: usize) {
+    // SAFETY: this function's contract.
+    unsafe { std::slice::from_raw_parts_mut(at as *mut u8, size) }.fill(0);
 }
 
 unsafe extern "C" fn buffer_cpy_tensor(
@@ -906,20 +920,17 @@ unsafe extern "C" fn backend_get_tensor_async(
     size: usize,
 ) {
     let b = backend(be);
+    let at = data as usize;
     let Some((_, w)) = on_wire(b.dev, tensor) else {
         // SAFETY: as below; written now, before the caller can synchronize.
-        unsafe { std::slice::from_raw_parts_mut(data as *mut u8, size) }.fill(0);
+        unsafe { read_failed(at, size) };
         return;
     };
-    let at = data as usize;
-    b.dev.remote.post(move |c| {
-        // SAFETY: ggml_backend_tensor_get_async's caller keeps `size` writable bytes at `data`
-        // untouched until it synchronizes the backend, which waits for this job.
-        let out = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, size) };
-        if c.get_tensor(&w, offset as u64, out).is_err() {
-            out.fill(0);
-        }
-    });
+    // SAFETY: ggml_backend_tensor_get_async's caller keeps `size` writable bytes at `data`
+    // untouched until it synchronizes the backend, which waits for this job.
+    b.dev
+        .remote
+        .post(move |c| unsafe { read_into(c, &w, offset, at, size) });
 }
 
 unsafe extern "C" fn backend_synchronize(be: ggml_backend_t) {
@@ -955,16 +966,16 @@ unsafe extern "C" fn backend_graph_compute(
         });
         return GGML_STATUS_SUCCESS;
     }
-    let checked = wire_graph(g, &d.remote).and_then(|(nodes, tensors)| {
-        GraphMsg::check(&nodes, &tensors)
-            .map(|()| (nodes, tensors))
+    // made and checked here, so that a graph the protocol cannot carry fails this call
+    let payload = wire_graph(g, &d.remote).and_then(|(nodes, tensors)| {
+        GraphMsg::payload(index, &nodes, &tensors)
             .map_err(|e| format!("graph of {} nodes cannot be sent: {e}", g.n_nodes()))
     });
-    match checked {
-        Ok((nodes, tensors)) => {
+    match payload {
+        Ok(payload) => {
             *last = uid;
             d.remote.post(move |c| {
-                let _ = c.graph_compute(index, &nodes, &tensors);
+                let _ = c.send_graph(&payload);
             });
             GGML_STATUS_SUCCESS
         }

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use super::wire::{
     decode_bool, decode_u32, decode_u64, fnv1a64, AllocBufferReply, Command, DeviceMemory,
-    GraphMsg, HelloReply, Request, Version, WireError, WireTensor, HASH_THRESHOLD, MAX_SRC,
-    PROTOCOL, REPLY_HEADER_SIZE,
+    GraphMsg, GraphPayload, HelloReply, Request, Version, WireError, WireTensor, HASH_THRESHOLD,
+    MAX_SRC, PROTOCOL, REPLY_HEADER_SIZE,
 };
 
 /// How long the client waits, per kind of wait. A zero duration is taken as 1 ms.
@@ -786,9 +786,19 @@ impl Client {
         nodes: &[u64],
         tensors: &[WireTensor],
     ) -> Result<(), Error> {
-        let graph = GraphMsg::encode(device, nodes, tensors)
+        let graph = GraphMsg::payload(device, nodes, tensors)
             .map_err(|e| self.invalid(Command::GraphCompute, e.to_string()))?;
-        self.exchange(&Request::GraphCompute { graph: &graph }, &mut [])
+        self.send_graph(&graph)
+    }
+
+    /// [`Client::graph_compute`] with the payload made beforehand ([`GraphMsg::payload`]).
+    pub fn send_graph(&mut self, graph: &GraphPayload) -> Result<(), Error> {
+        self.exchange(
+            &Request::GraphCompute {
+                graph: graph.bytes(),
+            },
+            &mut [],
+        )
     }
 
     /// Computes the device's last graph again (no reply), e.g. after new inputs were set.

@@ -15,4 +15,4 @@ pub mod client;
 pub mod wire;
 
 pub use client::{Cause, Client, Error, ErrorKind, RemoteBuffer, Step, Timeouts, Upload, Waiting};
-pub use wire::{Command, DeviceMemory, GraphMsg, Version, WireTensor};
+pub use wire::{Command, DeviceMemory, GraphMsg, GraphPayload, Version, WireTensor};

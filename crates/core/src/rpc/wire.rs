@@ -411,6 +411,19 @@ impl fmt::Display for GraphError {
 
 impl std::error::Error for GraphError {}
 
+/// A GRAPH_COMPUTE payload that passed [`GraphMsg::check`]: made once by [`GraphMsg::payload`]
+/// (e.g. on the thread that has the graph) and sent as it is by [`Client::send_graph`].
+///
+/// [`Client::send_graph`]: super::Client::send_graph
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GraphPayload(Vec<u8>);
+
+impl GraphPayload {
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// The payload of GRAPH_COMPUTE, decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GraphMsg {
@@ -488,6 +501,15 @@ impl GraphMsg {
             t.encode_into(&mut out);
         }
         Ok(out)
+    }
+
+    /// [`GraphMsg::encode`], kept as a payload known to be checked.
+    pub fn payload(
+        device: u32,
+        nodes: &[u64],
+        tensors: &[WireTensor],
+    ) -> Result<GraphPayload, GraphError> {
+        GraphMsg::encode(device, nodes, tensors).map(GraphPayload)
     }
 
     /// A payload decoded: its counts must account for every byte, and it must pass
