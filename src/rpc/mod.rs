@@ -41,8 +41,8 @@ pub use iface::add_server;
 /// stays reachable through ours).
 static UPSTREAM: OnceLock<usize> = OnceLock::new();
 
-/// The registry the builtin list should hold for `reg`: ours in place of upstream's "RPC"
-/// (unless `GGML_BACKEND_RS_RPC=upstream`), `reg` itself otherwise.
+/// The registry to list for `reg`: ours in place of upstream's "RPC" (unless
+/// `GGML_BACKEND_RS_RPC=upstream`), `reg` itself otherwise.
 pub fn substitute(reg: Reg) -> Reg {
     if reg.name_string() != "RPC" || reg.as_ptr() == iface::registry() {
         return reg;
@@ -60,7 +60,8 @@ fn upstream_proc_address(name: *const c_char) -> *mut std::ffi::c_void {
     let Some(&reg) = UPSTREAM.get() else {
         return std::ptr::null_mut();
     };
-    // SAFETY: a compiled-in registry lives for the process.
+    // SAFETY: the replaced registry was compiled in, or loaded from a library that the registry
+    // entry which now lists ours keeps mapped.
     let Some(reg) = (unsafe { Reg::from_ptr(reg as ggml_backend_reg_t) }) else {
         return std::ptr::null_mut();
     };

@@ -160,33 +160,37 @@ impl Remote {
 /// server's thread gets to it.
 #[derive(Default)]
 pub struct Marker {
-    reached: Mutex<u64>,
-    generation: Mutex<u64>,
+    /// (points recorded, the last point reached)
+    points: Mutex<(u64, u64)>,
     changed: Condvar,
 }
 
 impl Marker {
+    fn lock(&self) -> MutexGuard<'_, (u64, u64)> {
+        self.points.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Queues a new point on `remote`; [`Marker::wait`] then waits for it.
     pub fn record(self: &Arc<Self>, remote: &Remote) {
-        let generation = {
-            let mut g = self.generation.lock().unwrap_or_else(|p| p.into_inner());
-            *g += 1;
-            *g
+        let point = {
+            let mut p = self.lock();
+            p.0 += 1;
+            p.0
         };
         let me = self.clone();
         remote.post(move |_| {
-            let mut r = me.reached.lock().unwrap_or_else(|p| p.into_inner());
-            *r = (*r).max(generation);
+            let mut p = me.lock();
+            p.1 = p.1.max(point);
             me.changed.notify_all();
         });
     }
 
     /// Waits until the last recorded point is reached (at once when none was recorded).
     pub fn wait(&self) {
-        let target = *self.generation.lock().unwrap_or_else(|p| p.into_inner());
-        let mut r = self.reached.lock().unwrap_or_else(|p| p.into_inner());
-        while *r < target {
-            r = self.changed.wait(r).unwrap_or_else(|p| p.into_inner());
+        let mut p = self.lock();
+        let target = p.0;
+        while p.1 < target {
+            p = self.changed.wait(p).unwrap_or_else(|e| e.into_inner());
         }
     }
 }
