@@ -1,4 +1,5 @@
-# cmake -DEXE=<program> -DARGS=<a;b> -DEXPECT=<regex> [-DENV=<VAR=value;..>] -P expect_abort.cmake
+# cmake -DEXE=<program> -DARGS=<a;b> -DEXPECT=<regex> [-DENV=<VAR=value;..>] [-DIGNORE_SIGPIPE=ON]
+#       -P expect_abort.cmake
 # Passes when <program> stops through ggml's abort: killed by SIGABRT (any other signal, a
 # segmentation fault included, and any exit status fail), with ggml_abort's line
 # `<file>:<line>: <message>` in its output, where <message> matches <regex> from its start.
@@ -19,7 +20,14 @@ foreach(item IN LISTS ENV)
     string(REGEX REPLACE "^[^=]*=" "" value "${item}")
     set(ENV{${var}} "${value}")
 endforeach()
-execute_process(COMMAND "${EXE}" ${ARGS} RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
+# IGNORE_SIGPIPE: the program starts with SIGPIPE ignored (coreutils' env; CMake's children start
+# with every signal at its default), so a write to a peer that is gone fails with EPIPE instead of
+# killing the program first. The program is then stopped by its own handling of that error alone.
+set(launcher "")
+if(IGNORE_SIGPIPE)
+    set(launcher env --ignore-signal=PIPE)
+endif()
+execute_process(COMMAND ${launcher} "${EXE}" ${ARGS} RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}${err}")
 if(result MATCHES "^[0-9]+$")
     message(FATAL_ERROR "expected an abort, but the program exited with status ${result}")
