@@ -1,21 +1,69 @@
-# Locates a pinned llama.cpp source: the tree inside the crates.io package llama-cpp-sys-2 =<pin>
-# (cmake/ggml-version.cmake lists the pins: 0.1.146 ships ggml 0.9.11, 0.1.161 ggml 0.26.0).
+# Locates a pinned llama.cpp source (cmake/ggml-version.cmake lists the pins and their ggml
+# releases). A pin is a folder tools/pin/<pin> of one of two kinds:
+#   * a cargo manifest (Cargo.toml, Cargo.lock) depending on crates.io's llama-cpp-sys-2 =<pin>:
+#     fetched with cargo (only the crates.io registry is needed); the tree is llama.cpp/ inside
+#     the unpacked package;
+#   * sdist.cmake, naming a source archive on PyPI (URL, SHA256, the tree's path inside it), for
+#     trees that ship in a Python package (llama-cpp-python vendors llama.cpp, tools included):
+#     downloaded once, checked against its hash and unpacked into GGML_BACKEND_RS_PIN_CACHE
+#     (default: ~/.cache/ggml-backend-rs/pins).
 #
-# ggml_backend_rs_locate_pin(<pin> <out-var>) fetches the package with cargo through the manifest
-# in tools/pin/<pin> (one manifest per pin; only the crates.io registry is needed) and sets
-# <out-var> to the llama.cpp directory inside the unpacked package.
+# ggml_backend_rs_locate_pin(<pin> <out-var>) sets <out-var> to the llama.cpp directory.
 
 include_guard(GLOBAL)
+
+# The tree of an sdist pin (see above): downloaded, verified and unpacked once.
+function(_ggml_backend_rs_locate_sdist pin desc out_var)
+    set(SDIST_URL "")
+    set(SDIST_SHA256 "")
+    set(SDIST_TREE "")
+    include("${desc}")
+    foreach(var SDIST_URL SDIST_SHA256 SDIST_TREE)
+        if(${var} STREQUAL "")
+            message(FATAL_ERROR "ggml-backend-rs: ${desc} sets no ${var}")
+        endif()
+    endforeach()
+    set(cache "$ENV{GGML_BACKEND_RS_PIN_CACHE}")
+    if(cache STREQUAL "")
+        set(cache "$ENV{HOME}/.cache/ggml-backend-rs/pins")
+    endif()
+    set(root "${cache}/${pin}")
+    set(dir "${root}/${SDIST_TREE}")
+    if(NOT EXISTS "${root}/.complete")
+        cmake_path(GET SDIST_URL FILENAME archive_name)
+        set(archive "${cache}/${archive_name}")
+        message(STATUS "ggml-backend-rs: fetching ${SDIST_URL}")
+        file(DOWNLOAD "${SDIST_URL}" "${archive}" EXPECTED_HASH "SHA256=${SDIST_SHA256}"
+             STATUS status TLS_VERIFY ON)
+        list(GET status 0 code)
+        if(NOT code EQUAL 0)
+            list(GET status 1 why)
+            message(FATAL_ERROR "ggml-backend-rs: downloading pin ${pin} (${SDIST_URL}) failed: ${why}")
+        endif()
+        file(REMOVE_RECURSE "${root}")
+        file(ARCHIVE_EXTRACT INPUT "${archive}" DESTINATION "${root}" PATTERNS "${SDIST_TREE}")
+        file(REMOVE "${archive}")
+        file(TOUCH "${root}/.complete")
+    endif()
+    if(NOT EXISTS "${dir}/ggml/src/ggml-backend.cpp")
+        message(FATAL_ERROR "ggml-backend-rs: pin ${pin} has no llama.cpp/ggml source tree at ${dir}")
+    endif()
+    set(${out_var} "${dir}" PARENT_SCOPE)
+endfunction()
 
 function(ggml_backend_rs_locate_pin pin out_var)
     set(pins_dir "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/../tools/pin")
     cmake_path(NORMAL_PATH pins_dir)
+    if(EXISTS "${pins_dir}/${pin}/sdist.cmake")
+        _ggml_backend_rs_locate_sdist("${pin}" "${pins_dir}/${pin}/sdist.cmake" dir)
+        set(${out_var} "${dir}" PARENT_SCOPE)
+        return()
+    endif()
     set(manifest "${pins_dir}/${pin}/Cargo.toml")
     if(NOT EXISTS "${manifest}")
-        file(GLOB pins RELATIVE "${pins_dir}" "${pins_dir}/*/Cargo.toml")
-        list(TRANSFORM pins REPLACE "/Cargo.toml$" "")
+        file(GLOB pins RELATIVE "${pins_dir}" "${pins_dir}/*")
         list(JOIN pins ", " pins)
-        message(FATAL_ERROR "ggml-backend-rs: no pin ${pin} (${manifest}); pins: ${pins}")
+        message(FATAL_ERROR "ggml-backend-rs: no pin ${pin} (tools/pin/${pin}); pins: ${pins}")
     endif()
     find_program(GGML_BACKEND_RS_CARGO cargo HINTS "$ENV{CARGO_HOME}/bin" "$ENV{HOME}/.cargo/bin" REQUIRED)
 

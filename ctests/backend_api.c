@@ -372,8 +372,8 @@ static void test_registry(void) {
     ggml_backend_free(best);
 
     // a device registered on its own joins the device list, again if it is there already
-    // (ggml 0.9.11); from ggml 0.26 on registering a device or backend twice does nothing
-#if GGML_BACKEND_API_VERSION >= 3
+    // (ggml 0.9.11); in the ABI classes that made registration idempotent, nothing happens
+#if GGML_BACKEND_RS_HAS_IDEMPOTENT_REGISTRATION
     const size_t again = 0;
 #else
     const size_t again = 1;

@@ -82,7 +82,7 @@ Bytes float_bytes(size_t n_floats, float base) {
 // The meta API's own allocation of a context's tensors: an export of ggml 0.9.11; from 0.26 on
 // ggml-alloc hands the tensor list to the meta buffer type's alloc_buffer_n.
 ggml_backend_buffer_t alloc_meta(ggml_context * ctx, ggml_backend_buffer_type_t buft) {
-#if GGML_BACKEND_API_VERSION >= 3
+#if GGML_BACKEND_RS_HAS_LIST_ALLOC
     return ggml_backend_alloc_ctx_tensors_from_buft(ctx, buft);
 #else
     return ggml_backend_meta_alloc_ctx_tensors_from_buft(ctx, buft);
@@ -119,7 +119,7 @@ bool is_dim(const State & s) { return (int) s.axis >= 0 && (int) s.axis <= 3; }
 std::vector<Extents> segments(const State & s, size_t n) {
     std::vector<Extents> out;
     for (uint32_t seg = 0; seg < s.n_segments; seg++) {
-#if GGML_BACKEND_API_VERSION >= 3
+#if GGML_BACKEND_RS_HAS_SPLIT_NR
         const uint32_t repeats = s.nr[seg];
 #else
         const uint32_t repeats = 1;
@@ -446,7 +446,7 @@ int case_set_get() {
         w.add("gate_up", GGML_TYPE_F32, { 12, 3, 1, 1 }, dim(0, { { 2, 2, 2 }, { 4, 0, 2 } })),
         w.add("q8", GGML_TYPE_Q8_0, { 128, 3, 1, 1 }, dim(0, { 32, 0, 96 })),
     };
-#if GGML_BACKEND_API_VERSION >= 3
+#if GGML_BACKEND_RS_HAS_SPLIT_NR
     // ggml 0.26's repeated segments: the same QKV layout written as {Q, 1}, {K/V, 2}
     State qkv_nr = dim(1, { { 1, 0, 2 }, { 1, 1, 1 } });
     qkv_nr.nr[1] = 2;
@@ -464,7 +464,7 @@ int case_set_get() {
         CHECK(st && ggml_backend_buffer_get_type(st->buffer) == ggml_backend_dev_buffer_type(cpu_dev()), "qkv device %zu buffer", j);
     }
     for (size_t i = 0; i < ts.size(); i++) round_trip(w, ts[i], (uint32_t) i + 1);
-#if GGML_BACKEND_API_VERSION >= 3
+#if GGML_BACKEND_RS_HAS_SPLIT_NR
     {
         // read back as written: the repeat kept, not spelled out
         const State got = ggml_backend_meta_get_split_state(qkv_rep, true);

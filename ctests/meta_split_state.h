@@ -5,7 +5,6 @@
 #pragma once
 
 #include "ggml-backend.h"
-#include "ggml-backend-impl.h" // GGML_BACKEND_API_VERSION
 
 #if __has_include("ggml-ext.h")
 #    include "ggml-ext.h"
@@ -13,14 +12,14 @@
 
 #include <cstring>
 
-// MIRRORED, one segment; from ggml 0.26 on every segment counted once (nr = 1), as a state
-// without repeats must say.
+// MIRRORED, one segment; where segments repeat (GGML_BACKEND_RS_HAS_SPLIT_NR) every segment
+// counted once (nr = 1), as a state without repeats must say.
 inline ggml_backend_meta_split_state meta_split_state_mirrored() {
     ggml_backend_meta_split_state s;
     memset(&s, 0, sizeof(s));
     s.axis = GGML_BACKEND_SPLIT_AXIS_MIRRORED;
     s.n_segments = 1;
-#if GGML_BACKEND_API_VERSION >= 3
+#if GGML_BACKEND_RS_HAS_SPLIT_NR
     for (uint32_t & r : s.nr) r = 1;
 #endif
     return s;

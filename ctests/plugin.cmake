@@ -40,6 +40,39 @@ set_tests_properties(plugin/ops PROPERTIES
     ENVIRONMENT "GGML_BACKEND_RS_TP=CPU,CPU;GGML_NO_BACKTRACE=1"
     PASS_REGULAR_EXPRESSION "plugin_ops: TP0 = TP\\(CPU,CPU\\) matches the CPU backend")
 
+# The plugin checks its host's ABI class (src/abi/class.rs): ggml_version() and the exports that
+# tell the class apart. In a host of its own class it scores 1 and loads; in a host of another
+# class (GGML_BACKEND_RS_OTHER_CLASS_TREES: build trees of the other ggml versions, each with its
+# plugin_host and plugin) it scores 0 and is refused with one line naming both versions. Both
+# directions are tested: this tree's plugin in the other tree's host, and the other's in ours.
+add_executable(plugin_host plugin_host.c)
+target_link_libraries(plugin_host PRIVATE ggml_ref::ggml ggml_ref::ggml-base ${CMAKE_DL_LIBS})
+add_dependencies(plugin_host ggml-backend-rs-tp)
+add_test(NAME plugin/class/own_class_host_accepts COMMAND "${CMAKE_COMMAND}"
+    -D "DRIVER=$<TARGET_FILE:plugin_host>" -D "ARGS=${plugin};accepted" -D EXPECT_RC=0
+    -D "EXPECT=plugin_host: score 1;plugin_host: load accepted"
+    -D "REJECT=ggml-backend-rs plugin: built for"
+    -D "WORK_DIR=${model_dir}/plugin-class" -P "${CMAKE_CURRENT_SOURCE_DIR}/fault_run.cmake")
+set(our_class_text "ggml ${GGML_BACKEND_RS_GGML_VERSION} \\(ABI class [A-Z]\\)")
+foreach(other IN LISTS GGML_BACKEND_RS_OTHER_CLASS_TREES)
+    cmake_path(ABSOLUTE_PATH other NORMALIZE)
+    load_cache("${other}" READ_WITH_PREFIX other_ GGML_BACKEND_RS_GGML_VERSION)
+    set(v "${other_GGML_BACKEND_RS_GGML_VERSION}")
+    if(v STREQUAL "" OR NOT EXISTS "${other}/ctests/plugin_host")
+        message(FATAL_ERROR "GGML_BACKEND_RS_OTHER_CLASS_TREES: ${other} is not a built tree of "
+            "this project with its tests (no ggml version in its cache, or no ctests/plugin_host)")
+    endif()
+    add_test(NAME plugin/class/refused_by_ggml_${v}_host COMMAND "${CMAKE_COMMAND}"
+        -D "DRIVER=${other}/ctests/plugin_host" -D "ARGS=${plugin};refused" -D EXPECT_RC=0
+        -D "EXPECT=plugin_host: ggml ${v}\n;plugin_host: score 0;plugin_host: load refused;ggml-backend-rs plugin: built for ${our_class_text}, but the host is ggml ${v}: not loaded; rebuild the plugin"
+        -D "WORK_DIR=${model_dir}/plugin-class" -P "${CMAKE_CURRENT_SOURCE_DIR}/fault_run.cmake")
+    add_test(NAME plugin/class/ggml_${v}_plugin_refused COMMAND "${CMAKE_COMMAND}"
+        -D "DRIVER=$<TARGET_FILE:plugin_host>" -D "ARGS=${other}/libggml-backend-rs-tp.so;refused"
+        -D EXPECT_RC=0
+        -D "EXPECT=plugin_host: score 0;plugin_host: load refused;ggml-backend-rs plugin: built for ggml ${v} \\(ABI class [A-Z]\\), but the host is ggml ${GGML_BACKEND_RS_GGML_VERSION}: not loaded; rebuild the plugin"
+        -D "WORK_DIR=${model_dir}/plugin-class" -P "${CMAKE_CURRENT_SOURCE_DIR}/fault_run.cmake")
+endforeach()
+
 # The suites plugin and plugin-linked of ctests/matrix/tests.txt: run B is upstream's
 # llama_driver_ref with the plugin loaded (the configuration's environment: which devices TP0
 # wraps), run A one plain CPU in the same program (plugin) or this build's own tensor mode over

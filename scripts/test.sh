@@ -98,7 +98,9 @@ tree build/dl $pin_main "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=ON -DGGML_BACKE
 
 # 0.9.11, shared: the older ABI's exports, layouts and headers, the scheduler and meta device
 # against its pristine build, its libllama end to end, the memory tests and faults under valgrind.
-tree build/shared-0.9.11 $pin_old "" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_RS_VALGRIND=ON
+# Its plugin and the 0.26 tree's are each loaded into the other version's pristine host and refused.
+tree build/shared-0.9.11 $pin_old "" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_RS_VALGRIND=ON \
+    "-DGGML_BACKEND_RS_OTHER_CLASS_TREES=$root/build/shared"
 
 # ---------------------------------------------------------------------------------------------
 # cargo test — the Rust tests link the crate with ggml core and the CPU backend from the static

@@ -34,6 +34,7 @@ use crate::abi::*;
 use crate::buffer::{HostBuffers, HostFree, HostInit};
 use crate::log::{log_error, log_info};
 use crate::registry::StaticReg;
+use ggml_backend_rs_core::abi_class::Mismatch;
 
 type DevCount = unsafe extern "C" fn() -> usize;
 type DevGet = unsafe extern "C" fn(usize) -> ggml_backend_dev_t;
@@ -52,14 +53,15 @@ unsafe impl Sync for Plugin {}
 
 static PLUGIN: OnceLock<Option<Plugin>> = OnceLock::new();
 
-/// `ggml_backend_score` of the plugin: usable wherever it loads (the devices it builds on
-/// are the host's).
+/// `ggml_backend_score` of the plugin: usable (1) in a host of the ABI class it was built
+/// for (the devices it builds on are the host's), 0 in any other.
 pub fn score() -> c_int {
-    1
+    c_int::from(host_class_matches())
 }
 
 /// `ggml_backend_init` of the plugin: its registry, or NULL when the host's ggml cannot be
-/// found in the process (a log message says which function is missing).
+/// found in the process or is of another ABI class (a log message says which function is
+/// missing, or which versions differ).
 pub fn init() -> ggml_backend_reg_t {
     // This library's panic hook is installed when the module loads (see
     // `crate::log::keep_panic_hook`); the call only keeps its constructor linked.
@@ -70,7 +72,63 @@ pub fn init() -> ggml_backend_reg_t {
         .map_or(std::ptr::null_mut(), |p| p.reg)
 }
 
+/// Whether the host is a ggml of [`crate::version::ABI_CLASS`]; the first call that finds it
+/// is not logs why, once.
+fn host_class_matches() -> bool {
+    static MATCHES: OnceLock<bool> = OnceLock::new();
+    *MATCHES.get_or_init(|| {
+        let class = &crate::version::ABI_CLASS;
+        let process = libloading::os::unix::Library::this();
+        let has = |name: &CStr| {
+            // SAFETY: only the symbol's presence is asked; nothing is called through it.
+            unsafe { process.get::<*const c_void>(name.to_bytes_with_nul()) }.is_ok()
+        };
+        type Version = unsafe extern "C" fn() -> *const c_char;
+        // SAFETY: `ggml_version` is `const char * (void)` in every ggml release; it returns a
+        // static NUL-terminated string.
+        let version = unsafe {
+            process
+                .get::<Version>(b"ggml_version\0")
+                .ok()
+                .map(|f| f())
+                .filter(|p| !p.is_null())
+                .map(|p| CStr::from_ptr(p).to_string_lossy().into_owned())
+        };
+        let Some(version) = version else {
+            log_error!(
+                "ggml-backend-rs plugin: the host process has no `ggml_version` in its global \
+                 symbols (the plugin needs a program linked with ggml's shared libraries)"
+            );
+            return false;
+        };
+        let built = format!("ggml {} (ABI class {})", class.releases_text(), class.name);
+        let rebuild = "rebuild the plugin from the host's llama.cpp tree \
+                       (cmake -DLLAMA_CPP_DIR=<that tree>)";
+        match class.check(&version, has) {
+            Ok(()) => true,
+            Err(Mismatch::Release(host)) => {
+                log_error!(
+                    "ggml-backend-rs plugin: built for {built}, but the host is ggml {host}: \
+                     not loaded; {rebuild}"
+                );
+                false
+            }
+            Err(Mismatch::Export { name, present }) => {
+                log_error!(
+                    "ggml-backend-rs plugin: built for {built}; the host says ggml {version} but \
+                     {} `{name}`, so its ABI is another: not loaded; {rebuild}",
+                    if present { "defines" } else { "lacks" }
+                );
+                false
+            }
+        }
+    })
+}
+
 fn make() -> Option<Plugin> {
+    if !host_class_matches() {
+        return None;
+    }
     let process = libloading::os::unix::Library::this();
     // SAFETY: each name is a function of ggml's C API with the type given here; a host that
     // is a ggml build defines them (ggml-base and ggml). The copies outlive `process`: the

@@ -20,8 +20,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use ggml_backend_rs::abi::facts::OPS;
 use ggml_backend_rs::abi::{GGML_TENSOR_FLAG_COMPUTE, GGML_TENSOR_FLAG_OUTPUT, GGML_TYPE_F32};
-use ggml_backend_rs::version::OPS;
 use ggml_backend_rs_core::rpc::{Cause, Client, ErrorKind, Step, Timeouts, Waiting, WireTensor};
 use ggml_backend_rs_core::Op;
 

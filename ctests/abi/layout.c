@@ -12,7 +12,7 @@
 #include "ggml.h"
 #include "ggml-backend.h"
 #include "ggml-backend-impl.h"
-#if GGML_BACKEND_API_VERSION < 3
+#if !GGML_BACKEND_RS_HAS_META_C_LINKAGE
 #    include "ggml-ext.h" // the meta API, in ggml-backend.h since
 #endif
 #include "ggml-impl.h" // struct ggml_cgraph, struct ggml_hash_set, TENSOR_ALIGNMENT
@@ -40,13 +40,13 @@ int main(void) {
     STRUCT(ggml_backend_buffer_type_i);
     FIELD(ggml_backend_buffer_type_i, get_name);
     FIELD(ggml_backend_buffer_type_i, alloc_buffer);
-#if GGML_BACKEND_API_VERSION >= 3
+#if GGML_BACKEND_RS_HAS_LIST_ALLOC
     FIELD(ggml_backend_buffer_type_i, alloc_buffer_n);
 #endif
     FIELD(ggml_backend_buffer_type_i, get_alignment);
     FIELD(ggml_backend_buffer_type_i, get_max_size);
     FIELD(ggml_backend_buffer_type_i, get_alloc_size);
-#if GGML_BACKEND_API_VERSION >= 3
+#if GGML_BACKEND_RS_HAS_LIST_ALLOC
     FIELD(ggml_backend_buffer_type_i, get_alloc_size_n);
 #endif
     FIELD(ggml_backend_buffer_type_i, is_host);
@@ -142,7 +142,7 @@ int main(void) {
     FIELD(ggml_backend_dev_caps, host_buffer);
     FIELD(ggml_backend_dev_caps, buffer_from_host_ptr);
     FIELD(ggml_backend_dev_caps, events);
-#if GGML_BACKEND_API_VERSION >= 3
+#if GGML_BACKEND_RS_HAS_MMAP_CAPS
     FIELD(ggml_backend_dev_caps, mmap_support);
 #endif
 
@@ -168,7 +168,7 @@ int main(void) {
     STRUCT(ggml_backend_meta_split_state);
     FIELD(ggml_backend_meta_split_state, axis);
     FIELD(ggml_backend_meta_split_state, ne);
-#if GGML_BACKEND_API_VERSION >= 3
+#if GGML_BACKEND_RS_HAS_SPLIT_NR
     FIELD(ggml_backend_meta_split_state, nr);
 #endif
     FIELD(ggml_backend_meta_split_state, n_segments);
@@ -206,9 +206,10 @@ int main(void) {
     FIELD(ggml_cgraph, use_counts);
     FIELD(ggml_cgraph, visited_hash_set);
     FIELD(ggml_cgraph, order);
-#if GGML_BACKEND_API_VERSION >= 3
+#if GGML_BACKEND_RS_HAS_CGRAPH_UID
     FIELD(ggml_cgraph, uid);
-
+#endif
+#if GGML_BACKEND_RS_HAS_GRAPH_OPTIMIZE_PARAMS
     STRUCT(ggml_backend_graph_optimize_params);
     FIELD(ggml_backend_graph_optimize_params, add_alloc_dep);
     FIELD(ggml_backend_graph_optimize_params, user_data);

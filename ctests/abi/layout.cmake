@@ -1,12 +1,12 @@
 # abi_layout: runs the layout program built against our generated headers (OURS) and the one
 # built against upstream's (UPSTREAM); their outputs must be identical. With RUST_FILE, also
-# requires src/version/ggml_<version>/layout_check.rs to assert exactly the facts UPSTREAM prints (the Rust
+# requires src/version/class_<abi class, lower case>/layout_check.rs to assert exactly the facts UPSTREAM prints (the Rust
 # mirrors are then checked by the Rust compiler).
 #
 #   cmake -D OURS=<exe> -D UPSTREAM=<exe> [-D RUST_FILE=<layout_check.rs>] -P layout.cmake
 # Regenerate the Rust file (x86_64 Linux only):
 #   cmake -D UPSTREAM=<build>/ctests/abi/abi_layout_upstream
-#         -D WRITE_RUST=src/version/ggml_<version>/layout_check.rs -P ctests/abi/layout.cmake
+#         -D WRITE_RUST=src/version/class_<abi class, lower case>/layout_check.rs -P ctests/abi/layout.cmake
 
 cmake_minimum_required(VERSION 3.20)
 
@@ -44,11 +44,11 @@ function(rust_checks text out_var)
         endif()
     endforeach()
     set(${out_var}
-"//! Compile-time proof that the `#[repr(C)]` mirrors have the C layouts and values of this ggml
-//! version on x86_64 Linux. Generated from the output of ctests/abi/layout.c (compiled against
+"//! Compile-time proof that the `#[repr(C)]` mirrors have the C layouts and values of this ABI
+//! class on x86_64 Linux. Generated from the output of ctests/abi/layout.c (compiled against
 //! upstream's headers) by ctests/abi/layout.cmake; the ctest `abi_layout` fails when it is stale.
 //! Regenerate: cmake -D UPSTREAM=<build>/ctests/abi/abi_layout_upstream
-//!     -D WRITE_RUST=src/version/ggml_<version>/layout_check.rs -P ctests/abi/layout.cmake
+//!     -D WRITE_RUST=src/version/class_<abi class, lower case>/layout_check.rs -P ctests/abi/layout.cmake
 
 #![cfg(all(target_arch = \"x86_64\", target_os = \"linux\"))]
 

@@ -369,7 +369,7 @@ static void td_props(ggml_backend_dev_t d, struct ggml_backend_dev_props * p) {
     p->caps.host_buffer = false;
     p->caps.buffer_from_host_ptr = false;
     p->caps.events = true;
-#if GGML_BACKEND_API_VERSION >= 3
+#if GGML_BACKEND_RS_HAS_MMAP_CAPS
     p->caps.mmap_support = true; // weights reach it through set_tensor, from wherever they are
 #endif
 }
@@ -506,7 +506,7 @@ static bool testgpu_allreduce(ggml_backend_t * backends, struct ggml_tensor ** t
     return true;
 }
 
-#if GGML_BACKEND_API_VERSION >= 3
+#if GGML_BACKEND_RS_HAS_COMM_API
 struct testgpu_comm {
     size_t n;
     ggml_backend_t backends[TESTGPU_COUNT];
@@ -533,7 +533,7 @@ static void * tr_proc(ggml_backend_reg_t r, const char * name) {
         return (void *) tr_dev_reads_peer;
     }
     if (getenv("GGML_BACKEND_RS_TESTGPU_ALLREDUCE")) {
-#if GGML_BACKEND_API_VERSION >= 3
+#if GGML_BACKEND_RS_HAS_COMM_API
         if (strcmp(name, "ggml_backend_comm_init") == 0) return (void *) testgpu_comm_init;
         if (strcmp(name, "ggml_backend_comm_free") == 0) return (void *) testgpu_comm_free;
         if (strcmp(name, "ggml_backend_comm_allreduce_tensor") == 0) return (void *) testgpu_comm_allreduce;

@@ -197,6 +197,8 @@ GGML_API bool ggml_backend_buffer_is_multi_buffer(ggml_backend_buffer_t buffer);
 
 GGML_API void ggml_backend_multi_buffer_set_usage(ggml_backend_buffer_t buffer, enum ggml_backend_buffer_usage usage);
 
+GGML_API bool ggml_op_alloc_size_may_expand(enum ggml_op op);
+
 GGML_API bool ggml_backend_is_meta(ggml_backend_t backend);
 
 GGML_API bool ggml_backend_buffer_is_meta(ggml_backend_buffer_t buf);
@@ -208,8 +210,6 @@ GGML_API size_t ggml_backend_meta_n_backends(ggml_backend_t meta_backend);
 GGML_API ggml_backend_t ggml_backend_meta_simple_backend(ggml_backend_t meta_backend, size_t index);
 
 GGML_API void ggml_backend_meta_buffer_set_usage(ggml_backend_buffer_t buffer, enum ggml_backend_buffer_usage usage);
-
-GGML_API bool ggml_op_alloc_size_may_expand(enum ggml_op op);
 
 #ifdef __cplusplus
 }  // extern "C"

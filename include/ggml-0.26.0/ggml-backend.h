@@ -36,10 +36,10 @@ typedef struct ggml_backend_sched *ggml_backend_sched_t;
 
 typedef bool (*ggml_backend_eval_callback)(int node_index, struct ggml_tensor *t1, struct ggml_tensor *t2, void *user_data);
 
-typedef bool (*ggml_backend_sched_eval_callback)(struct ggml_tensor *t, bool ask, void *user_data);
-
 // Assigns the split state of a statically allocated tensor.
 typedef struct ggml_backend_meta_split_state (*ggml_backend_meta_get_split_state_t)(const struct ggml_tensor *tensor, void *userdata);
+
+typedef bool (*ggml_backend_sched_eval_callback)(struct ggml_tensor *t, bool ask, void *user_data);
 
 typedef ggml_backend_buffer_type_t (*ggml_backend_split_buffer_type_t)(int main_device, const float *tensor_split);
 
@@ -282,6 +282,14 @@ GGML_API void ggml_backend_graph_copy_free(struct ggml_backend_graph_copy copy);
 
 GGML_API bool ggml_backend_compare_graph_backend(ggml_backend_t backend1, ggml_backend_t backend2, struct ggml_cgraph *graph, ggml_backend_eval_callback callback, void *user_data, const struct ggml_tensor *const *test_nodes, size_t num_test_nodes);
 
+GGML_API ggml_backend_buffer_t ggml_backend_buft_alloc_buffer_n(ggml_backend_buffer_type_t buft, struct ggml_tensor **tensors, int n_tensors);
+
+GGML_API size_t ggml_backend_buft_get_alloc_size_n(ggml_backend_buffer_type_t buft, struct ggml_tensor **tensors, int n_tensors);
+
+GGML_API ggml_backend_dev_t ggml_backend_meta_device(ggml_backend_dev_t *devs, size_t n_devs, ggml_backend_meta_get_split_state_t get_split_state, void *get_split_state_ud);
+
+GGML_API const char *ggml_backend_meta_split_axis_name(enum ggml_backend_meta_split_axis axis);
+
 GGML_API const char *ggml_backend_reg_name(ggml_backend_reg_t reg);
 
 GGML_API size_t ggml_backend_reg_dev_count(ggml_backend_reg_t reg);
@@ -385,14 +393,6 @@ GGML_API void ggml_backend_tensor_copy_async(ggml_backend_t backend_src, ggml_ba
 GGML_API enum ggml_status ggml_backend_tensor_alloc(ggml_backend_buffer_t buffer, struct ggml_tensor *tensor, void *addr);
 
 GGML_API enum ggml_status ggml_backend_view_init(struct ggml_tensor *tensor);
-
-GGML_API ggml_backend_dev_t ggml_backend_meta_device(ggml_backend_dev_t *devs, size_t n_devs, ggml_backend_meta_get_split_state_t get_split_state, void *get_split_state_ud);
-
-GGML_API const char *ggml_backend_meta_split_axis_name(enum ggml_backend_meta_split_axis axis);
-
-GGML_API ggml_backend_buffer_t ggml_backend_buft_alloc_buffer_n(ggml_backend_buffer_type_t buft, struct ggml_tensor **tensors, int n_tensors);
-
-GGML_API size_t ggml_backend_buft_get_alloc_size_n(ggml_backend_buffer_type_t buft, struct ggml_tensor **tensors, int n_tensors);
 
 #ifdef __cplusplus
 }  // extern "C"

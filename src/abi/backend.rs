@@ -8,9 +8,8 @@ use std::ffi::{c_char, c_int, c_void};
 
 use super::ggml::{ggml_cgraph, ggml_context, ggml_guid_t, ggml_status, ggml_tensor};
 
-pub use crate::version::{
+pub use super::facts::{
     ggml_backend_buffer_type_i, ggml_backend_dev_caps, ggml_backend_graph_optimize_t,
-    GGML_BACKEND_API_VERSION,
 };
 
 pub type ggml_backend_buffer_type_t = *mut ggml_backend_buffer_type;

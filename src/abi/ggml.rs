@@ -2,12 +2,12 @@
 //! ggml core functions (target ggml-base, which stays C) that it calls.
 //!
 //! Layouts follow `ggml.h` and the private `ggml-impl.h`; what differs between ggml versions
-//! (the graph struct, the op values) comes from `crate::version`. The ctest `abi_layout`
+//! (the graph struct, the op values) comes from the ABI's facts (`super::facts`). The ctest `abi_layout`
 //! compares every size and offset with the C compiler's.
 
 #![allow(non_camel_case_types)]
 
-use crate::version::OPS;
+use super::facts::OPS;
 use ggml_backend_rs_core::Op;
 use std::ffi::{c_char, c_int, c_void};
 
@@ -93,7 +93,7 @@ pub struct ggml_hash_set {
     pub keys: *mut *mut ggml_tensor,
 }
 
-pub use crate::version::ggml_cgraph;
+pub use super::facts::ggml_cgraph;
 
 impl ggml_cgraph {
     /// A graph over caller-owned node and leaf lists, without gradients or a visited set: the

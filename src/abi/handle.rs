@@ -529,6 +529,42 @@ pub fn per_device_arrays(
     (bs, ts)
 }
 
+/// A C tensor list (`ggml_tensor **` and a count) as handles, every entry checked non-NULL;
+/// a NULL entry or a negative count aborts naming `func`.
+///
+/// # Safety
+/// `tensors` points to `n` tensor pointers (or is anything when `n` is 0), each NULL or live.
+pub unsafe fn tensor_list(
+    tensors: *mut *mut ggml_tensor,
+    n: std::ffi::c_int,
+    func: &str,
+) -> Vec<Tensor> {
+    let Ok(n) = usize::try_from(n) else {
+        crate::log::abort(file!(), line!(), &format!("{func}: n_tensors is {n}"))
+    };
+    if n == 0 {
+        return Vec::new();
+    }
+    if tensors.is_null() {
+        crate::log::abort(
+            file!(),
+            line!(),
+            &format!("{func}: argument `tensors` is NULL"),
+        );
+    }
+    // SAFETY: `tensors` is non-NULL and points to `n` pointers (this function's contract).
+    let raw = unsafe { std::slice::from_raw_parts(tensors, n) };
+    raw.iter()
+        .enumerate()
+        .map(|(i, &t)| {
+            // SAFETY: a non-NULL entry names a live tensor (this function's contract).
+            unsafe { Tensor::from_ptr(t) }.unwrap_or_else(|| {
+                crate::log::abort(file!(), line!(), &format!("{func}: tensors[{i}] is NULL"))
+            })
+        })
+        .collect()
+}
+
 impl Tensor {
     pub fn nbytes(&self) -> usize {
         // SAFETY: ggml_nbytes only reads the live tensor's type, ne and nb.
@@ -581,7 +617,7 @@ impl Tensor {
     /// The op as the typed vocabulary of the core; `None` for a value ggml (at the pin) does
     /// not define.
     pub fn op_kind(&self) -> Option<ggml_backend_rs_core::Op> {
-        crate::version::OPS.op(self.op()).ok()
+        super::facts::OPS.op(self.op()).ok()
     }
     /// Ops that only reinterpret their source's memory (no computation).
     pub fn is_view_op(&self) -> bool {
@@ -698,7 +734,7 @@ impl Graph {
     /// another graph; nothing where the version's graphs carry no identity.
     pub fn renew_uid(&self) {
         // SAFETY: a live graph; its uid is the runner's to set, as ggml's scheduler does.
-        unsafe { (*self.as_ptr()).set_uid(crate::version::next_graph_uid()) }
+        unsafe { (*self.as_ptr()).set_uid(super::facts::next_graph_uid()) }
     }
     pub fn n_leafs(&self) -> usize {
         self.raw().n_leafs.max(0) as usize

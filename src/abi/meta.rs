@@ -1,6 +1,6 @@
 //! `#[repr(C)]` definitions of the meta split API: how a tensor is split across the devices of
 //! a meta device (`ggml-ext.h` in ggml 0.9.11, `ggml-backend.h` since). The split state's
-//! layout is the version's (`crate::version`).
+//! layout is a fact of the ABI (`super::facts::split_nr`).
 
 #![allow(non_camel_case_types)]
 
@@ -33,7 +33,7 @@ pub enum ggml_backend_meta_split_axis {
 /// `enum ggml_backend_meta_split_axis` as it crosses the ABI (a callback may write any int).
 pub type ggml_backend_meta_split_axis_raw = std::ffi::c_int;
 
-pub use crate::version::ggml_backend_meta_split_state;
+pub use super::facts::ggml_backend_meta_split_state;
 
 /// Assigns the split state of a statically allocated tensor.
 pub type ggml_backend_meta_get_split_state_t = Option<

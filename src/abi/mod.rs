@@ -2,16 +2,19 @@
 //! calls. Everything here is data layout; behaviour lives in the other modules.
 
 pub mod backend;
+pub mod facts;
 pub mod ggml;
 pub mod meta;
 
 pub use backend::*;
+pub use facts::*;
 pub use ggml::*;
 pub use meta::*;
 pub mod handle;
 pub mod header;
 
 pub use handle::{
-    per_device_arrays, AllocDep, Backend, Buffer, Buft, Device, Event, Graph, Reg, Tensor,
+    per_device_arrays, tensor_list, AllocDep, Backend, Buffer, Buft, Device, Event, Graph, Reg,
+    Tensor,
 };
 pub use header::Headers;

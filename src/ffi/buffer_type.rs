@@ -71,3 +71,11 @@ pub unsafe extern "C" fn ggml_backend_buft_get_device(
 ) -> ggml_backend_dev_t {
     handle_arg!(buft, Buft, "ggml_backend_buft_get_device").device()
 }
+
+/// Ops whose result a buffer type may size above `ggml_nbytes` (scratch space of some
+/// backends' kernels). Fact `alloc-size-may-expand`.
+#[cfg(feature = "alloc-size-may-expand")]
+#[no_mangle]
+pub extern "C" fn ggml_op_alloc_size_may_expand(op: ggml_op) -> bool {
+    crate::abi::facts::alloc_size_may_expand(op)
+}

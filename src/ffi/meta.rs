@@ -5,17 +5,17 @@
 use std::ffi::{c_char, c_void};
 
 use super::{handle_arg, null_argument, optional_arg};
+use crate::abi::facts::split_to_c;
 use crate::abi::*;
 use crate::log::{abort, ggml_assert};
 use crate::meta::{self, backend, buffer, device};
-use crate::version::split_to_c;
 
 /// `ggml_backend_meta_device`: the meta device over `devs`, made once per device list,
 /// callback and userdata.
 ///
 /// # Safety
 /// `devs` points to `n_devs` live devices (a NULL entry aborts).
-pub(crate) unsafe fn new_meta_device(
+unsafe fn new_meta_device(
     devs: *mut ggml_backend_dev_t,
     n_devs: usize,
     get_split_state: ggml_backend_meta_get_split_state_t,
@@ -47,8 +47,61 @@ pub(crate) unsafe fn new_meta_device(
     meta::device_iface::get_or_create(simple, get_split_state, get_split_state_ud)
 }
 
+// The meta device's constructor and axis names: C names where the meta API is in
+// ggml-backend.h (fact `meta-c-linkage`), else the C++ names ggml-ext.h's declarations link to.
+
+/// # Safety
+/// `devs` points to `n_devs` live devices (a NULL entry aborts).
+#[cfg(feature = "meta-c-linkage")]
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_meta_device(
+    devs: *mut ggml_backend_dev_t,
+    n_devs: usize,
+    get_split_state: ggml_backend_meta_get_split_state_t,
+    get_split_state_ud: *mut c_void,
+) -> ggml_backend_dev_t {
+    // SAFETY: this function's contract.
+    unsafe { new_meta_device(devs, n_devs, get_split_state, get_split_state_ud) }
+}
+
+/// `ggml_backend_dev_t ggml_backend_meta_device(ggml_backend_dev_t * devs, size_t n_devs,
+/// ggml_backend_meta_get_split_state_t get_split_state, void * get_split_state_ud)`, declared
+/// with C++ linkage.
+///
+/// # Safety
+/// `devs` points to `n_devs` live devices (a NULL entry aborts).
+#[cfg(not(feature = "meta-c-linkage"))]
+#[export_name = "_Z24ggml_backend_meta_devicePP19ggml_backend_devicemPF29ggml_backend_meta_split_statePK11ggml_tensorPvES6_"]
+pub unsafe extern "C" fn ggml_backend_meta_device(
+    devs: *mut ggml_backend_dev_t,
+    n_devs: usize,
+    get_split_state: ggml_backend_meta_get_split_state_t,
+    get_split_state_ud: *mut c_void,
+) -> ggml_backend_dev_t {
+    // SAFETY: this function's contract.
+    unsafe { new_meta_device(devs, n_devs, get_split_state, get_split_state_ud) }
+}
+
+#[cfg(feature = "meta-c-linkage")]
+#[no_mangle]
+pub extern "C" fn ggml_backend_meta_split_axis_name(
+    axis: ggml_backend_meta_split_axis_raw,
+) -> *const c_char {
+    split_axis_name(axis)
+}
+
+/// `const char * ggml_backend_meta_split_axis_name(enum ggml_backend_meta_split_axis)`, C++
+/// linkage.
+#[cfg(not(feature = "meta-c-linkage"))]
+#[export_name = "_Z33ggml_backend_meta_split_axis_name28ggml_backend_meta_split_axis"]
+pub extern "C" fn ggml_backend_meta_split_axis_name(
+    axis: ggml_backend_meta_split_axis_raw,
+) -> *const c_char {
+    split_axis_name(axis)
+}
+
 /// `ggml_backend_meta_split_axis_name`.
-pub(crate) fn split_axis_name(axis: ggml_backend_meta_split_axis_raw) -> *const c_char {
+fn split_axis_name(axis: ggml_backend_meta_split_axis_raw) -> *const c_char {
     match meta::split::axis_name(axis) {
         Some(s) => s.as_ptr(),
         None => abort(
@@ -299,9 +352,7 @@ pub(crate) fn inspection_proc(name: &std::ffi::CStr) -> *mut std::ffi::c_void {
     use std::ffi::c_void;
     match name.to_bytes() {
         b"ggml_backend_meta_get_split_state" => ggml_backend_meta_get_split_state as *mut c_void,
-        b"ggml_backend_meta_split_axis_name" => {
-            crate::version::ggml_backend_meta_split_axis_name as *mut c_void
-        }
+        b"ggml_backend_meta_split_axis_name" => ggml_backend_meta_split_axis_name as *mut c_void,
         b"ggml_backend_dev_is_meta" => ggml_backend_dev_is_meta as *mut c_void,
         b"ggml_backend_meta_dev_n_devs" => ggml_backend_meta_dev_n_devs as *mut c_void,
         b"ggml_backend_meta_dev_simple_dev" => ggml_backend_meta_dev_simple_dev as *mut c_void,
@@ -315,4 +366,53 @@ pub(crate) fn inspection_proc(name: &std::ffi::CStr) -> *mut std::ffi::c_void {
         }
         _ => std::ptr::null_mut(),
     }
+}
+
+/// Forwards a usage change to the simple buffers of a meta buffer. Fact
+/// `meta-buffer-set-usage`.
+///
+/// # Safety
+/// `buffer` is a live buffer (NULL and buffers that are not meta buffers abort).
+#[cfg(feature = "meta-buffer-set-usage")]
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_meta_buffer_set_usage(
+    buffer: ggml_backend_buffer_t,
+    usage: ggml_backend_buffer_usage_raw,
+) {
+    const F: &str = "ggml_backend_meta_buffer_set_usage";
+    let b = handle_arg!(buffer, Buffer, "ggml_backend_meta_buffer_set_usage");
+    match buffer::of(b) {
+        Some(mb) => crate::buffer::Extension::usage_changed(&*mb, usage),
+        None => abort(file!(), line!(), &format!("{F}: not a meta buffer")),
+    }
+}
+
+/// Allocates every unallocated tensor of `ctx` in a buffer of meta buffer type `buft`, each
+/// device holding only its slices: where buffer types take no tensor lists (without fact
+/// `list-alloc`), ggml-alloc calls this for meta buffer types.
+///
+/// # Safety
+/// `ctx` is NULL (an error) or a live ggml context.
+#[cfg(not(feature = "list-alloc"))]
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_meta_alloc_ctx_tensors_from_buft(
+    ctx: *mut ggml_context,
+    buft: ggml_backend_buffer_type_t,
+) -> ggml_backend_buffer_t {
+    const F: &str = "ggml_backend_meta_alloc_ctx_tensors_from_buft";
+    if ctx.is_null() {
+        null_argument(F, "ctx");
+    }
+    let dev = meta_buft(buft, F);
+    let mut tensors = Vec::new();
+    // SAFETY: `ctx` is live (this function's contract); ggml's iteration returns its live
+    // tensors, then NULL.
+    unsafe {
+        let mut p = ggml_get_first_tensor(ctx);
+        while let Some(t) = Tensor::from_ptr(p) {
+            tensors.push(t);
+            p = ggml_get_next_tensor(ctx, p);
+        }
+    }
+    meta::buffer_iface::alloc_tensors(tensors, dev)
 }

@@ -23,6 +23,10 @@ mod buffer_type;
 mod device;
 mod event;
 mod graph;
+// Exports that exist with one of the ABI facts (src/abi/facts/): this file and the gated items
+// of meta.rs and buffer_type.rs.
+#[cfg(feature = "list-alloc")]
+mod list_alloc;
 pub(crate) mod meta;
 pub(crate) use meta::inspection_proc;
 mod registry;

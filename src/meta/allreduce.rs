@@ -49,12 +49,12 @@ use std::ptr;
 use std::sync::Mutex;
 
 use super::arena::GraphArena;
+use super::backend_allreduce::BackendAllReduce;
 use super::cuda::CudaAllReduce;
 use super::exchange::{self, Loc};
 use super::host;
 use crate::abi::*;
 use crate::log::{ggml_assert, log_info};
-use crate::version::BackendAllReduce;
 use ggml_backend_rs_core::Op;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

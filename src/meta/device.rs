@@ -111,7 +111,7 @@ impl MetaDevice {
         // tensor and the userdata it was registered with. Its result's axis is a plain integer
         // (`ggml_backend_meta_split_axis_raw`), so an invalid value from C is an error below.
         let c = unsafe { cb(t.as_ptr(), userdata as *mut c_void) };
-        let raw = crate::version::split_from_c(&c);
+        let raw = crate::abi::facts::split_from_c(&c);
         Split::from_raw(&raw, ne, self.n(), granule)
     }
 

@@ -9,7 +9,7 @@
 //! `ggml_backend_set_abort_callback` to the simple backends, so that libllama's thread count
 //! reaches CPU devices inside a meta device.
 
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr;
 use std::sync::Mutex;
 
@@ -309,8 +309,10 @@ unsafe extern "C" fn dev_supports_buft(
 
 // --- buffer type vtable -------------------------------------------------------------------
 
-// The version's own entries complete the struct; a version may have none.
-#[allow(clippy::needless_update)]
+// Where buffer types take tensor lists (fact `list-alloc`), a context's tensors arrive as one
+// list and each device gets its slices; else ggml-alloc calls the exported
+// `ggml_backend_meta_alloc_ctx_tensors_from_buft`, which does the same.
+#[allow(clippy::needless_update)] // without the fact every entry is named here
 const BUFT_IFACE: ggml_backend_buffer_type_i = ggml_backend_buffer_type_i {
     get_name: Some(buft_get_name),
     alloc_buffer: Some(buft_alloc_buffer),
@@ -318,8 +320,26 @@ const BUFT_IFACE: ggml_backend_buffer_type_i = ggml_backend_buffer_type_i {
     get_max_size: Some(buft_get_max_size),
     get_alloc_size: Some(buft_get_alloc_size),
     is_host: Some(buft_is_host),
-    ..crate::version::META_BUFT_ENTRIES
-};
+    ..ggml_backend_buffer_type_i::EMPTY
+}
+.with_alloc_buffer_n(buft_alloc_buffer_n);
+
+/// `alloc_buffer_n`: each device holds only its slices.
+unsafe extern "C" fn buft_alloc_buffer_n(
+    buft: ggml_backend_buffer_type_t,
+    tensors: *mut *mut ggml_tensor,
+    n_tensors: c_int,
+) -> ggml_backend_buffer_t {
+    const F: &str = "ggml_backend_buft_alloc_buffer_n";
+    let dev = meta_of_buft(buft);
+    // SAFETY: ggml_backend_buft_alloc_buffer_n's contract, which called this entry.
+    let list = unsafe { tensor_list(tensors, n_tensors, F) };
+    // A name policy (plugin devices) decides a layer's splits from all of its tensors.
+    for &t in &list {
+        dev.observe(t);
+    }
+    super::buffer_iface::alloc_tensors(list, dev)
+}
 
 unsafe extern "C" fn buft_get_name(buft: ggml_backend_buffer_type_t) -> *const c_char {
     meta_of_buft(buft).name.as_ptr()

@@ -73,7 +73,7 @@ pub fn facts(t: Tensor) -> NodeFacts {
     }
     NodeFacts {
         id: t.as_ptr() as usize,
-        op: crate::version::OPS.op(t.op()).map_err(|_| t.op()),
+        op: crate::abi::facts::OPS.op(t.op()).map_err(|_| t.op()),
         op_params: t.op_params(),
         layout: layout(t),
         view: t.view_src().map(|b| infer::ViewOf {

@@ -13,7 +13,8 @@
 //!   `core::infer` per question (a tensor, a tensor being initialised, a reserved graph);
 //! * [`slices`]: per-device tensors and the memory of each device's slices;
 //! * [`transfer`]: host <-> meta tensor transfers, one routine for every direction and queue;
-//! * `arena`: graph metadata; [`allreduce`]: the AllReduce paths, with `cuda` (our kernels,
+//! * `arena`: graph metadata; [`allreduce`]: the AllReduce paths, with `backend_allreduce` (the
+//!   simple backends' own), `cuda` (our kernels,
 //!   driver loaded at run time), `host` (devices in host memory) and [`exchange`] (the copy/add
 //!   schedule and summation order);
 //! * [`backend`]: the meta backend and its graph plans; `workers`: threads that let CPU
@@ -35,6 +36,7 @@
 pub mod allreduce;
 mod arena;
 pub mod backend;
+mod backend_allreduce;
 pub mod buffer;
 pub mod buffer_iface;
 mod cuda;

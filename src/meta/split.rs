@@ -1,8 +1,8 @@
 //! Split states at the C edge: the core's [`Split`] (`ggml_backend_rs_core::split`) and its
 //! constants, checked against the C enum. The conversions to and from C's
 //! `ggml_backend_meta_split_state`, whose layout depends on the ggml version, are the version's
-//! (`crate::version::split_from_c` into [`RawSplitState`], then [`Split::from_raw`], which
-//! checks it; `crate::version::split_to_c`).
+//! (`crate::abi::facts::split_from_c` into [`RawSplitState`], then [`Split::from_raw`], which
+//! checks it; `crate::abi::facts::split_to_c`).
 
 pub use ggml_backend_rs_core::split::*;
 

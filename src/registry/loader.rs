@@ -91,12 +91,12 @@ pub fn load(path: &Path, silent: bool) -> Option<Reg> {
             return None;
         }
     };
-    if reg.api_version() != GGML_BACKEND_API_VERSION {
+    if reg.api_version() != crate::version::GGML_BACKEND_API_VERSION {
         if !silent {
             log_error!(
                 "ggml_backend_load: failed to initialize backend from {shown}: incompatible API version (backend: {}, current: {})",
                 reg.api_version(),
-                GGML_BACKEND_API_VERSION
+                crate::version::GGML_BACKEND_API_VERSION
             );
         }
         return None;

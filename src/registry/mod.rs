@@ -32,7 +32,7 @@ impl StaticReg {
     /// A registry of backend API version `GGML_BACKEND_API_VERSION` with `iface` and no context.
     pub const fn new(iface: ggml_backend_reg_i) -> StaticReg {
         StaticReg(std::cell::UnsafeCell::new(ggml_backend_reg {
-            api_version: GGML_BACKEND_API_VERSION,
+            api_version: crate::version::GGML_BACKEND_API_VERSION,
             iface,
             context: std::ptr::null_mut(),
         }))

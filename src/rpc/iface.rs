@@ -352,7 +352,7 @@ fn connect(endpoint: &str, first: usize) -> Result<&'static Server, String> {
         .ok_or_else(gone)?
         .map_err(|e| e.to_string())?;
     let reg = Box::leak(Box::new(ggml_backend_reg {
-        api_version: GGML_BACKEND_API_VERSION,
+        api_version: crate::version::GGML_BACKEND_API_VERSION,
         iface: REG_IFACE,
         context: std::ptr::null_mut(),
     })) as *mut ggml_backend_reg;
@@ -617,7 +617,7 @@ unsafe extern "C" fn buft_get_alloc_size(
         return 0;
     };
     let nbytes = t.nbytes();
-    if !server_pads(t) && !crate::version::alloc_size_may_expand(t.op()) {
+    if !server_pads(t) && !crate::abi::facts::alloc_size_may_expand(t.op()) {
         return nbytes;
     }
     let key = AllocKey {

@@ -9,7 +9,7 @@
 //!
 //! The state that flows between the passes lives in [`Sched`]; the per-graph part of it is
 //! cleared by `reset`. What the ggml versions' schedulers do differently is a [`Policy`],
-//! one per version (`crate::version::SCHED_POLICY`).
+//! one per ABI class (`crate::version::SCHED_POLICY`).
 
 mod assign;
 mod compute;
@@ -30,40 +30,7 @@ pub(crate) const MAX_SPLIT_INPUTS: usize = 30;
 /// Copies of the inputs kept for pipeline parallelism (`GGML_SCHED_MAX_COPIES`).
 pub(crate) const MAX_COPIES: usize = 4;
 
-/// What the ggml versions' schedulers do differently, as data: the core's passes take their
-/// parts, the edge carries out the rest. Graph identities (uids) are not here: the caller's
-/// graph and each split's get fresh ones wherever the version's graphs have them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Policy {
-    /// Passes 1–4.
-    pub assign: ggml_backend_rs_core::assign::Policy,
-    /// Pass 5 and the graph inputs' pipeline copies.
-    pub partition: ggml_backend_rs_core::partition::Policy,
-    /// How the size of the graph handed to ggml-alloc is counted, which
-    /// `GGML_SCHED_DEBUG_REALLOC` compares between graphs.
-    pub alloc_graph_size: AllocGraphSize,
-    /// A failed re-plan of the compute buffers (`ggml_gallocr_reserve_n`) fails the
-    /// allocation at once; otherwise the allocation is tried anyway.
-    pub failed_reserve_fails: bool,
-    /// Before a split without inputs on another backend than the previous split, wait for the
-    /// previous split (its event, or its backend): the allocator may have given the later
-    /// split memory the earlier one still uses.
-    pub wait_before_split_without_inputs: bool,
-    /// Record the backend's event after every split; otherwise only after splits with inputs.
-    pub event_after_every_split: bool,
-    /// `GGML_SCHED_DEBUG` names nodes' ops by `ggml_op_desc` (a unary op's own name);
-    /// otherwise by `ggml_op_name` (UNARY).
-    pub debug_op_desc: bool,
-}
-
-/// How the split graph's size is counted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AllocGraphSize {
-    /// Room for `MAX_SPLIT_INPUTS` inputs per split, whatever they hold.
-    PerSplit,
-    /// The inputs there are (graph inputs included) and the allocation dependencies.
-    Counted,
-}
+pub use ggml_backend_rs_core::sched_policy::{AllocGraphSize, SchedPolicy as Policy};
 
 /// The policy of the ggml version being built.
 pub(crate) const POLICY: Policy = crate::version::SCHED_POLICY;

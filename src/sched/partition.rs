@@ -42,7 +42,7 @@ impl Sched {
         }
         self.build_alloc_graph(graph);
         for split in &mut self.splits {
-            split.graph.set_uid(crate::version::next_graph_uid());
+            split.graph.set_uid(crate::abi::facts::next_graph_uid());
         }
     }
 

@@ -18,9 +18,9 @@
 namespace llama_cli {
 
 // --- what differs in libllama's API between the llama.cpp versions the programs build for ---
-// llama.cpp of ggml 0.26 (llama-cpp-sys-2 0.1.161) replaced use_mmap with a load mode; its
-// llama.h is told apart by the state format it raised to 4 in the same release.
-#if LLAMA_STATE_SEQ_VERSION >= 4
+// From ggml 0.18 on llama.h has a load mode instead of use_mmap (GGML_BACKEND_RS_HAS_LLAMA_LOAD_MODE,
+// a fact of the tree's ABI class given by the build).
+#if GGML_BACKEND_RS_HAS_LLAMA_LOAD_MODE
 // mmap: libllama's default (map the file when every device supports it); no mmap: read it.
 inline void set_mmap(llama_model_params & mp, bool mmap) {
     if (!mmap) mp.load_mode = LLAMA_LOAD_MODE_NONE;

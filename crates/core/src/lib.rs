@@ -5,6 +5,9 @@
 //! ggml's tensors and graphs through its typed handles, turns them into the values defined
 //! here, calls these functions, and turns their answers back into C objects and calls.
 //!
+//! * [`abi_class`]: which ggml releases share an ABI, and how a running host is checked
+//!   against it;
+//! * [`sched_policy`]: what the ggml versions' schedulers do differently, as data;
 //! * [`assign`]: the scheduler's passes 1–4 (which backend computes each node), over traits
 //!   the root crate implements for ggml's graphs and devices;
 //! * [`partition`]: the scheduler's pass 5 (the graph's splits and the copies they need);
@@ -35,6 +38,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_debug_implementations)]
 
+pub mod abi_class;
 pub mod assign;
 pub mod chunk;
 pub mod exchange;
@@ -49,6 +53,7 @@ pub mod plan;
 pub mod ptx;
 pub mod rpc;
 pub mod rules;
+pub mod sched_policy;
 pub mod split;
 pub mod transfer;
 

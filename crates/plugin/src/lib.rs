@@ -1,4 +1,4 @@
-//! The two entry points of a ggml backend plugin (API version 2), for programs built against
+//! The two entry points of a ggml backend plugin, for programs built against
 //! upstream ggml: `ggml_backend_load("libggml-backend-rs-tp.so")` or
 //! `GGML_BACKEND_PATH=libggml-backend-rs-tp.so`. The devices and their configuration are
 //! described in `ggml_backend_rs::plugin`.
@@ -16,7 +16,7 @@ pub extern "C" fn ggml_backend_init() -> ggml_backend_reg_t {
     ggml_backend_rs::plugin::init()
 }
 
-/// Nonzero: the plugin runs wherever it loads.
+/// 1 in a host of the ABI class the plugin was built for, 0 in any other.
 #[no_mangle]
 pub extern "C" fn ggml_backend_score() -> c_int {
     ggml_backend_rs::plugin::score()

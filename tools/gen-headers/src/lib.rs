@@ -4,9 +4,10 @@
 //!
 //! cbindgen parses the crate once (settings in `cbindgen.toml`), every version's module
 //! included; for each version this crate keeps the items whose `cfg` holds with that version's
-//! feature enabled, splits them over the three headers the way that version of upstream does
-//! (the meta API sits in `ggml-ext.h` in ggml 0.9.11 and in `ggml-backend.h` since), and
-//! writes each header in three parts:
+//! features enabled (its release feature and the ABI facts the main crate's Cargo.toml lists
+//! for it), splits them over the three headers the way that version of upstream does (the
+//! meta API sits in `ggml-ext.h` without the fact `meta-c-linkage`, in `ggml-backend.h` with
+//! it), and writes each header in three parts:
 //!
 //! 1. typedefs (handles first, then function-pointer types): always visible;
 //! 2. macros, constants, enums and structs, inside `#ifndef GGML_BACKEND_RS_PROTOTYPES_ONLY`;
@@ -38,33 +39,46 @@ pub struct Header {
     pub text: String,
 }
 
-/// A ggml version the library implements: the crate feature that selects it, and where its
-/// headers put the meta API.
+/// A ggml version the library implements: the crate feature that selects it.
 pub struct Version {
     /// `0.9.11`: the headers go to `include/ggml-<name>/`.
     pub name: &'static str,
     feature: &'static str,
+    /// Items only this version has, which must be found.
+    own: &'static [&'static str],
+}
+
+/// A version with the features its build enables, read from the main crate's Cargo.toml.
+struct Build {
+    version: &'static Version,
+    features: Vec<String>,
     /// The meta API's types and constructor: `ggml-ext.h` (with C++ linkage for the
     /// constructor) or `ggml-backend.h`.
     meta_api: Target,
-    /// Items only this version has, which must be found.
-    own: &'static [&'static str],
 }
 
 pub const VERSIONS: &[Version] = &[
     Version {
         name: "0.9.11",
         feature: "ggml-0-9-11",
-        meta_api: Target::Ext,
         own: &[
             "ggml_backend_meta_alloc_ctx_tensors_from_buft",
             "ggml_backend_allreduce_tensor_t",
         ],
     },
     Version {
+        name: "0.24.0",
+        feature: "ggml-0-24-0",
+        own: CLASS_E_OWN,
+    },
+    Version {
+        name: "0.25.3",
+        feature: "ggml-0-25-3",
+        own: CLASS_E_OWN,
+    },
+    Version {
         name: "0.26.0",
         feature: "ggml-0-26-0",
-        meta_api: Target::Public,
         own: &[
             "ggml_backend_meta_device",
             "ggml_backend_meta_split_axis_name",
@@ -78,6 +92,20 @@ pub const VERSIONS: &[Version] = &[
             "ggml_backend_comm_allreduce_tensor_t",
         ],
     },
+];
+
+/// What class E's two releases must have: class F's meta API and communicator, with class
+/// A's context allocator for meta buffer types.
+const CLASS_E_OWN: &[&str] = &[
+    "ggml_backend_meta_device",
+    "ggml_backend_meta_split_axis_name",
+    "ggml_backend_meta_alloc_ctx_tensors_from_buft",
+    "ggml_backend_meta_buffer_set_usage",
+    "ggml_op_alloc_size_may_expand",
+    "ggml_backend_graph_optimize_params",
+    "ggml_backend_comm_init_t",
+    "ggml_backend_comm_free_t",
+    "ggml_backend_comm_allreduce_tensor_t",
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -193,7 +221,7 @@ const GGML_CONSTANTS: &[&str] = &[
     "DEVICE_META",
 ];
 
-fn target_of_type(name: &str, version: &Version) -> Target {
+fn target_of_type(name: &str, version: &Build) -> Target {
     if IMPL_TYPES.contains(&name) {
         Target::Impl
     } else if META_TYPES.contains(&name) {
@@ -213,15 +241,43 @@ fn target_of_function(name: &str) -> Target {
     }
 }
 
-/// Whether `cfg` holds in a build with exactly `feature` enabled, not under test.
-fn holds(cfg: &Cfg, feature: &str) -> bool {
+/// Whether `cfg` holds in a build with exactly `features` enabled, not under test.
+fn holds(cfg: &Cfg, features: &[String]) -> bool {
     match cfg {
         Cfg::Boolean(_) => false,
-        Cfg::Named(key, value) => key == "feature" && value == feature,
-        Cfg::Any(cs) => cs.iter().any(|c| holds(c, feature)),
-        Cfg::All(cs) => cs.iter().all(|c| holds(c, feature)),
-        Cfg::Not(c) => !holds(c, feature),
+        Cfg::Named(key, value) => key == "feature" && features.iter().any(|f| f == value),
+        Cfg::Any(cs) => cs.iter().any(|c| holds(c, features)),
+        Cfg::All(cs) => cs.iter().all(|c| holds(c, features)),
+        Cfg::Not(c) => !holds(c, features),
     }
+}
+
+/// The features a build of `feature` enables: itself and, transitively, what the main crate's
+/// Cargo.toml `[features]` lists for it (a release's ABI facts).
+fn enabled_features(crate_dir: &Path, feature: &str) -> Result<Vec<String>, String> {
+    let path = crate_dir.join("Cargo.toml");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let manifest: toml::Table = text
+        .parse()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let table = manifest
+        .get("features")
+        .and_then(|f| f.as_table())
+        .ok_or_else(|| format!("{}: no [features]", path.display()))?;
+    let mut out: Vec<String> = Vec::new();
+    let mut todo = vec![feature.to_owned()];
+    while let Some(f) = todo.pop() {
+        if out.contains(&f) {
+            continue;
+        }
+        let list = table
+            .get(&f)
+            .and_then(|v| v.as_array())
+            .ok_or_else(|| format!("{}: no feature {f}", path.display()))?;
+        todo.extend(list.iter().filter_map(|v| v.as_str()).map(str::to_owned));
+        out.push(f);
+    }
+    Ok(out)
 }
 
 /// The item's `cfg`, to read or to clear (a kept item is unconditional in its version's
@@ -239,7 +295,7 @@ fn cfg_of(item: &mut ItemContainer) -> &mut Option<Cfg> {
 }
 
 /// Keeps what exists in `version`'s build, made unconditional.
-fn for_version<T>(list: &[T], version: &Version, cfg: impl Fn(&mut T) -> &mut Option<Cfg>) -> Vec<T>
+fn for_version<T>(list: &[T], version: &Build, cfg: impl Fn(&mut T) -> &mut Option<Cfg>) -> Vec<T>
 where
     T: Clone,
 {
@@ -247,7 +303,7 @@ where
     for item in list {
         let mut item = item.clone();
         let c = cfg(&mut item);
-        if c.as_ref().is_none_or(|c| holds(c, version.feature)) {
+        if c.as_ref().is_none_or(|c| holds(c, &version.features)) {
             *c = None;
             out.push(item);
         }
@@ -265,7 +321,7 @@ struct Spec {
     trailer: &'static [&'static str],
 }
 
-fn specs(version: &Version) -> [Spec; 3] {
+fn specs(version: &Build) -> [Spec; 3] {
     let cxx_meta = version.meta_api == Target::Ext;
     [
         Spec {
@@ -348,14 +404,32 @@ pub fn generate(crate_dir: &Path) -> Result<Vec<Header>, String> {
 
     let mut headers = Vec::new();
     for version in VERSIONS {
+        let features = enabled_features(crate_dir, version.feature)?;
+        let meta_api = if features.iter().any(|f| f == "meta-c-linkage") {
+            Target::Public
+        } else {
+            Target::Ext
+        };
+        let version = &Build {
+            version,
+            features,
+            meta_api,
+        };
         let items = for_version(&items, version, cfg_of);
         let constants = for_version(&constants, version, |c| &mut c.cfg);
         let functions = for_version(&functions, version, |f: &mut Function| &mut f.cfg);
         check_expected(&items, &functions, version)?;
         for spec in specs(version) {
-            let text = header_text(&mut bindings, &spec, version, &items, &constants, &functions);
+            let text = header_text(
+                &mut bindings,
+                &spec,
+                version,
+                &items,
+                &constants,
+                &functions,
+            );
             headers.push(Header {
-                path: format!("include/ggml-{}/{}", version.name, spec.file),
+                path: format!("include/ggml-{}/{}", version.version.name, spec.file),
                 text,
             });
         }
@@ -367,7 +441,7 @@ pub fn generate(crate_dir: &Path) -> Result<Vec<Header>, String> {
 fn header_text(
     bindings: &mut Bindings,
     spec: &Spec,
-    version: &Version,
+    version: &Build,
     items: &[ItemContainer],
     constants: &[cbindgen::ir::Constant],
     functions: &[Function],
@@ -426,7 +500,7 @@ fn header_text(
     tidy(&text)
 }
 
-fn preamble(spec: &Spec, version: &Version) -> String {
+fn preamble(spec: &Spec, version: &Build) -> String {
     let matches = if spec.target == Target::Ext && version.meta_api != Target::Ext {
         "// ggml-backend-rs's own extension (upstream has no such header in this version): the\n\
          // meta device's accessors.\n"
@@ -445,7 +519,7 @@ fn preamble(spec: &Spec, version: &Version) -> String {
          // Lets a translation unit check that it reads these headers and not upstream's.\n\
          #define GGML_BACKEND_RS_HEADERS 1\n\n",
         file = spec.file,
-        version = version.name,
+        version = version.version.name,
     );
     for inc in spec.includes {
         writeln!(s, "#include \"{inc}\"").unwrap();
@@ -505,14 +579,14 @@ fn tidy(text: &str) -> String {
 fn check_expected(
     items: &[ItemContainer],
     functions: &[Function],
-    version: &Version,
+    version: &Build,
 ) -> Result<(), String> {
     let names: HashSet<&str> = items.iter().map(|i| i.deref().name()).collect();
     let fnames: HashSet<&str> = functions.iter().map(|f| f.path.name()).collect();
     let of_other_versions = |n: &&str| {
         VERSIONS
             .iter()
-            .any(|v| v.name != version.name && v.own.contains(n))
+            .any(|v| v.name != version.version.name && v.own.contains(n))
     };
     let types = IMPL_TYPES
         .iter()
@@ -526,6 +600,7 @@ fn check_expected(
         .chain(fns.copied().filter(|n| !fnames.contains(n)))
         .chain(
             version
+                .version
                 .own
                 .iter()
                 .copied()
@@ -537,7 +612,7 @@ fn check_expected(
     } else {
         Err(format!(
             "cbindgen did not find, for ggml {}: {missing:?}",
-            version.name
+            version.version.name
         ))
     }
 }

@@ -1,8 +1,8 @@
-//! Compile-time proof that the `#[repr(C)]` mirrors have the C layouts and values of this ggml
-//! version on x86_64 Linux. Generated from the output of ctests/abi/layout.c (compiled against
+//! Compile-time proof that the `#[repr(C)]` mirrors have the C layouts and values of this ABI
+//! class on x86_64 Linux. Generated from the output of ctests/abi/layout.c (compiled against
 //! upstream's headers) by ctests/abi/layout.cmake; the ctest `abi_layout` fails when it is stale.
 //! Regenerate: cmake -D UPSTREAM=<build>/ctests/abi/abi_layout_upstream
-//!     -D WRITE_RUST=src/version/ggml_<version>/layout_check.rs -P ctests/abi/layout.cmake
+//!     -D WRITE_RUST=src/version/class_<abi class, lower case>/layout_check.rs -P ctests/abi/layout.cmake
 
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
