@@ -64,6 +64,17 @@
 // Declared here rather than in a header: only the Rust registry calls it.
 GGML_API size_t ggml_backend_rs_builtin_regs(ggml_backend_reg_t * regs, size_t capacity);
 
+// The Rust registry (in ggml-base, which this library links) takes the list from here.
+void ggml_backend_rs_set_builtin_list(size_t (*list)(ggml_backend_reg_t * regs, size_t capacity));
+
+// Hands the list to the registry when this library loads: a library loaded with RTLD_LOCAL
+// (Python's ctypes, as llama-cpp-python loads libllama) is not in the process's global scope,
+// where the registry would otherwise look the list up by name. ggml-base is loaded, and its
+// constructors have run, before those of a library that depends on it.
+__attribute__((constructor)) static void ggml_backend_rs_hand_over_builtins(void) {
+    ggml_backend_rs_set_builtin_list(ggml_backend_rs_builtin_regs);
+}
+
 // Appends `reg` unless it is NULL (a backend may decline to register, e.g. no device found).
 static void push(ggml_backend_reg_t reg, ggml_backend_reg_t * regs, size_t capacity, size_t * n) {
     if (reg == NULL) {

@@ -43,8 +43,9 @@ set_tests_properties(plugin/ops PROPERTIES
 # The plugin checks its host's ABI class (src/abi/class.rs): ggml_version() and the exports that
 # tell the class apart. In a host of its own class it scores 1 and loads; in a host of another
 # class (GGML_BACKEND_RS_OTHER_CLASS_TREES: build trees of the other ggml versions, each with its
-# plugin_host and plugin) it scores 0 and is refused with one line naming both versions. Both
-# directions are tested: this tree's plugin in the other tree's host, and the other's in ours.
+# plugin_host and plugin) it scores 0 and is refused with one line naming both versions; a tree of
+# another release of the same class (E: 0.24.0 and 0.25.3) loads it. Both directions are tested:
+# this tree's plugin in the other tree's host, and the other's in ours.
 add_executable(plugin_host plugin_host.c)
 target_link_libraries(plugin_host PRIVATE ggml_ref::ggml ggml_ref::ggml-base ${CMAKE_DL_LIBS})
 add_dependencies(plugin_host ggml-backend-rs-tp)
@@ -53,14 +54,29 @@ add_test(NAME plugin/class/own_class_host_accepts COMMAND "${CMAKE_COMMAND}"
     -D "EXPECT=plugin_host: score 1;plugin_host: load accepted"
     -D "REJECT=ggml-backend-rs plugin: built for"
     -D "WORK_DIR=${model_dir}/plugin-class" -P "${CMAKE_CURRENT_SOURCE_DIR}/fault_run.cmake")
-set(our_class_text "ggml ${GGML_BACKEND_RS_GGML_VERSION} \\(ABI class [A-Z]\\)")
+# "built for ggml 0.24.0 or 0.25.3 (ABI class E)": a class may have several releases.
+set(our_class_text "ggml ([0-9.]+ or )*${GGML_BACKEND_RS_GGML_VERSION}( or [0-9.]+)* \\(ABI class [A-Z]\\)")
 foreach(other IN LISTS GGML_BACKEND_RS_OTHER_CLASS_TREES)
     cmake_path(ABSOLUTE_PATH other NORMALIZE)
-    load_cache("${other}" READ_WITH_PREFIX other_ GGML_BACKEND_RS_GGML_VERSION)
+    load_cache("${other}" READ_WITH_PREFIX other_ GGML_BACKEND_RS_GGML_VERSION GGML_BACKEND_RS_ABI_CLASS)
     set(v "${other_GGML_BACKEND_RS_GGML_VERSION}")
     if(v STREQUAL "" OR NOT EXISTS "${other}/ctests/plugin_host")
         message(FATAL_ERROR "GGML_BACKEND_RS_OTHER_CLASS_TREES: ${other} is not a built tree of "
             "this project with its tests (no ggml version in its cache, or no ctests/plugin_host)")
+    endif()
+    if(other_GGML_BACKEND_RS_ABI_CLASS STREQUAL GGML_BACKEND_RS_ABI_CLASS)
+        # Another release of the same class (0.24.0 and 0.25.3): the plugins are interchangeable.
+        add_test(NAME plugin/class/accepted_by_ggml_${v}_host COMMAND "${CMAKE_COMMAND}"
+            -D "DRIVER=${other}/ctests/plugin_host" -D "ARGS=${plugin};accepted" -D EXPECT_RC=0
+            -D "EXPECT=plugin_host: ggml ${v}\n;plugin_host: score 1;plugin_host: load accepted"
+            -D "REJECT=ggml-backend-rs plugin: built for"
+            -D "WORK_DIR=${model_dir}/plugin-class" -P "${CMAKE_CURRENT_SOURCE_DIR}/fault_run.cmake")
+        add_test(NAME plugin/class/ggml_${v}_plugin_accepted COMMAND "${CMAKE_COMMAND}"
+            -D "DRIVER=$<TARGET_FILE:plugin_host>" -D "ARGS=${other}/libggml-backend-rs-tp.so;accepted"
+            -D EXPECT_RC=0 -D "EXPECT=plugin_host: score 1;plugin_host: load accepted"
+            -D "REJECT=ggml-backend-rs plugin: built for"
+            -D "WORK_DIR=${model_dir}/plugin-class" -P "${CMAKE_CURRENT_SOURCE_DIR}/fault_run.cmake")
+        continue()
     endif()
     add_test(NAME plugin/class/refused_by_ggml_${v}_host COMMAND "${CMAKE_COMMAND}"
         -D "DRIVER=${other}/ctests/plugin_host" -D "ARGS=${plugin};refused" -D EXPECT_RC=0
@@ -69,7 +85,7 @@ foreach(other IN LISTS GGML_BACKEND_RS_OTHER_CLASS_TREES)
     add_test(NAME plugin/class/ggml_${v}_plugin_refused COMMAND "${CMAKE_COMMAND}"
         -D "DRIVER=$<TARGET_FILE:plugin_host>" -D "ARGS=${other}/libggml-backend-rs-tp.so;refused"
         -D EXPECT_RC=0
-        -D "EXPECT=plugin_host: score 0;plugin_host: load refused;ggml-backend-rs plugin: built for ggml ${v} \\(ABI class [A-Z]\\), but the host is ggml ${GGML_BACKEND_RS_GGML_VERSION}: not loaded; rebuild the plugin"
+        -D "EXPECT=plugin_host: score 0;plugin_host: load refused;ggml-backend-rs plugin: built for ggml ([0-9.]+ or )*${v}( or [0-9.]+)* \\(ABI class [A-Z]\\), but the host is ggml ${GGML_BACKEND_RS_GGML_VERSION}: not loaded; rebuild the plugin"
         -D "WORK_DIR=${model_dir}/plugin-class" -P "${CMAKE_CURRENT_SOURCE_DIR}/fault_run.cmake")
 endforeach()
 

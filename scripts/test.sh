@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
-# The project's test command. For both supported llama.cpp versions it builds ggml + llama with the
-# Rust backend layer spliced in and runs the ctests, then the crate's own tests:
+# The project's test command. For each supported ABI class (docs/abi-classes.md) it builds ggml +
+# llama with the Rust backend layer spliced in and runs the ctests, then the crate's own tests:
 #
-#   llama.cpp of ggml 0.26.0 (pin llama-cpp-sys-2 0.1.161, the default): every tree — shared
+#   class F, ggml 0.26.0 (pin llama-cpp-sys-2 0.1.161, the default): every tree — shared
 #     (with the valgrind tests), static (the tests whose outcome depends on how the library is
 #     linked: ctest label "linkage"), and shared with the backends as run-time modules
 #     (GGML_BACKEND_DL); cargo test links the static tree's libraries.
-#   llama.cpp of ggml 0.9.11 (pin 0.1.146): the shared tree, with its differential, meta, plugin,
+#   class E, ggml 0.25.3 (pin llama-cpp-python-0.3.36, PyPI's sdist): the shared tree, with its
+#     differential, meta, plugin, fault and valgrind tests; ggml 0.24.0 (pin 0.1.159), the same
+#     ABI with one scheduler pass of its own: the shared tree's ABI, scheduler and plugin tests.
+#   class A, ggml 0.9.11 (pin 0.1.146): the shared tree, with its differential, meta, plugin,
 #     fault and valgrind tests (the static and DL trees exercise no code of ours that differs per
-#     version).
+#     class).
+#
+# The plugin of each shared tree is loaded into the pristine host of every other class and must
+# refuse it (ctests plugin/class/*).
 #
 # Before the builds: cargo fmt --check and clippy for both versions. After them: the GPU benchmark
 # program's unit tests (bench/gpubench, Python) and the generated headers' check.
 #
-#   ./scripts/test.sh              build dirs: build/shared, build/static, build/dl (0.26) and
+#   ./scripts/test.sh              build dirs: build/shared, build/static, build/dl (0.26),
+#                                  build/shared-0.25.3, build/shared-0.24.0 and
 #                                  build/shared-0.9.11 (kept between runs)
-#   ./scripts/test.sh --quick [RE] one tree (build/shared, or build/shared-0.9.11 with
-#                                  PIN=0.1.146) and its ctests matching the regular expression
+#   ./scripts/test.sh --quick [RE] one tree (build/shared, or build/shared-<ggml> with PIN=<pin>
+#                                  of another release) and its ctests matching the regular expression
 #                                  RE (all when omitted): for iterating on a change, not a
 #                                  substitute for the full run
 #
@@ -31,8 +38,10 @@ jobs="${JOBS:-$(nproc)}"
 # subdirectory, ggml-<version>).
 cargo_dir="$root/build/cargo"
 
-pin_main=0.1.161   # ggml 0.26.0: build/shared, build/static, build/dl
-pin_old=0.1.146    # ggml 0.9.11: build/shared-0.9.11
+pin_main=0.1.161                  # ggml 0.26.0: build/shared, build/static, build/dl
+pin_e=llama-cpp-python-0.3.36     # ggml 0.25.3: build/shared-0.25.3
+pin_e_old=0.1.159                 # ggml 0.24.0: build/shared-0.24.0
+pin_old=0.1.146                   # ggml 0.9.11: build/shared-0.9.11
 
 # LLAMA_CPP_DIR is always passed, empty for "the pin", so a tree configured with a tree before
 # goes back to its pin.
@@ -58,7 +67,13 @@ if [[ "${1:-}" == "--quick" ]]; then
     pin="${PIN:-$pin_main}"
     dir=build/shared
     rpc=(-DGGML_RPC=ON)
-    [[ "$pin" == "$pin_old" && -z "${LLAMA_CPP_DIR:-}" ]] && dir=build/shared-0.9.11 && rpc=()
+    if [[ -z "${LLAMA_CPP_DIR:-}" ]]; then
+        case "$pin" in
+            "$pin_old") dir=build/shared-0.9.11 rpc=() ;;
+            "$pin_e") dir=build/shared-0.25.3 ;;
+            "$pin_e_old") dir=build/shared-0.24.0 ;;
+        esac
+    fi
     tree "$dir" "$pin" "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=ON "${rpc[@]}"
     step "quick tests passed"
     exit 0
@@ -71,8 +86,10 @@ fi
 step "cargo fmt --check, clippy (both ggml versions)"
 cargo fmt --check
 cargo clippy --all-targets --target-dir build/cargo-clippy -- -D warnings
-cargo clippy --all-targets --target-dir build/cargo-clippy --no-default-features \
-    --features ggml-0-9-11 -- -D warnings
+for release in ggml-0-25-3 ggml-0-24-0 ggml-0-9-11; do
+    cargo clippy --all-targets --target-dir build/cargo-clippy --no-default-features \
+        --features "$release" -- -D warnings
+done
 
 # 0.26, shared: also builds the pristine reference ggml for the differential tests. Both have the
 # RPC backend (GGML_RPC, given explicitly: a tree configured before keeps its cached value), for
@@ -101,6 +118,33 @@ tree build/dl $pin_main "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=ON -DGGML_BACKE
 # Its plugin and the 0.26 tree's are each loaded into the other version's pristine host and refused.
 tree build/shared-0.9.11 $pin_old "" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_RS_VALGRIND=ON \
     "-DGGML_BACKEND_RS_OTHER_CLASS_TREES=$root/build/shared"
+
+# Class E, 0.25.3 (llama-cpp-python's tree), shared: everything the 0.26 shared tree runs, RPC
+# included; its plugin against the hosts of classes A and F and theirs against its host.
+tree build/shared-0.25.3 $pin_e "" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_RS_VALGRIND=ON -DGGML_RPC=ON \
+    "-DGGML_BACKEND_RS_OTHER_CLASS_TREES=$root/build/shared;$root/build/shared-0.9.11"
+
+# Class E, 0.24.0: the same ABI as 0.25.3 but for one scheduler pass (graph inputs get pipeline
+# copies only where a node reads them). Its exports, layouts, headers and prototypes, the version
+# check, its scheduler against its pristine build and end to end (the pipeline configuration
+# exercises that pass), and its plugin refused by the other classes' hosts.
+filter=(-R '^(abi_|ggml_version/|headers/|differential/llama/|e2e/|plugin/class/)')
+tree build/shared-0.24.0 $pin_e_old "" -DBUILD_SHARED_LIBS=ON -DGGML_RPC=OFF \
+    "-DGGML_BACKEND_RS_OTHER_CLASS_TREES=$root/build/shared;$root/build/shared-0.25.3"
+filter=()
+
+# llama-cpp-python as a Python user builds it, with the splice (README, "llama-cpp-python"): pip
+# builds its sdist's llama.cpp (ggml 0.25.3) from PyPI with our backend layer, reusing the crate
+# the 0.25.3 tree built; then a Python program decodes through llama-cpp-python's own bindings
+# with split none and with tensor parallelism over CPU,CPU and demands the same tokens.
+step "llama-cpp-python 0.3.36 on this library: pip install with the splice, tensor mode through its API"
+venv="$root/build/venv-llama-cpp-python"
+[[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+"$venv/bin/pip" uninstall -y -q llama-cpp-python || true
+CMAKE_ARGS="-DCMAKE_PROJECT_ggml_INCLUDE=$root/cmake/ggml-backend-rs.cmake -DGGML_BACKEND_RS_CARGO_TARGET_DIR=$cargo_dir -DLLAVA_BUILD=OFF" \
+    "$venv/bin/pip" install -q --no-cache-dir --no-binary llama-cpp-python llama-cpp-python==0.3.36
+"$venv/bin/python" ctests/python/llama_cpp_python_tp.py \
+    --model build/shared-0.25.3/ctests/models/tiny-gqa-f32.gguf
 
 # ---------------------------------------------------------------------------------------------
 # cargo test — the Rust tests link the crate with ggml core and the CPU backend from the static

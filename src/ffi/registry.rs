@@ -206,3 +206,20 @@ pub unsafe extern "C" fn ggml_backend_load_all_from_path(dir_path: *const c_char
     let dir = unsafe { c_str_arg(dir_path) }.map(|p| Path::new(OsStr::from_bytes(p.to_bytes())));
     loader::load_all(dir)
 }
+
+/// Called by target `ggml` when its library loads (cmake/ggml-backend-rs-builtins.c): the list
+/// of the backends compiled into the build, which the registry reads on first use. A program
+/// that loads the libraries with `RTLD_LOCAL` (Python's ctypes: llama-cpp-python) keeps their
+/// symbols out of the global scope, where the registry would otherwise look the list up.
+///
+/// # Safety
+/// `list` is NULL (ignored) or a function of type `ggml_backend_rs_builtin_regs` that stays
+/// callable for the life of the process.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_backend_rs_set_builtin_list(
+    list: Option<crate::registry::BuiltinRegs>,
+) {
+    if let Some(list) = list {
+        crate::registry::set_builtin_list(list);
+    }
+}

@@ -1,9 +1,11 @@
 //! The backend registry: the process-wide list of backend registries and their devices.
 //!
 //! Backends compiled into the build are registered on first use. Their list comes from target
-//! `ggml` (`ggml_backend_rs_builtin_regs`, see `cmake/ggml-backend-rs-builtins.c`), looked up in
-//! the process at run time; a process without it (this crate's `libggml_backend_rs.so` linked
-//! in place of upstream's backend files) gets the backends whose registration functions
+//! `ggml` (`ggml_backend_rs_builtin_regs`, see `cmake/ggml-backend-rs-builtins.c`), which hands
+//! it over when its library loads ([`set_builtin_list`]), so the list is found however the
+//! library was loaded (Python's ctypes keeps it out of the global scope); else it is looked up in
+//! the process. A process without it (this crate's `libggml_backend_rs.so` linked in place of
+//! upstream's backend files) gets the backends whose registration functions
 //! (`ggml_backend_<name>_reg`) it finds instead, in upstream's order. Others are added with
 //! `ggml_backend_register`, `ggml_backend_device_register` or loaded from shared libraries
 //! ([`loader`]).
@@ -18,7 +20,17 @@ use crate::version;
 
 /// `ggml_backend_rs_builtin_regs`, provided by the build (target `ggml`): writes up to
 /// `capacity` registries of the compiled-in backends to `regs` and returns how many there are.
-type BuiltinRegs = unsafe extern "C" fn(regs: *mut ggml_backend_reg_t, capacity: usize) -> usize;
+pub type BuiltinRegs =
+    unsafe extern "C" fn(regs: *mut ggml_backend_reg_t, capacity: usize) -> usize;
+
+/// The builtin list target `ggml` handed over when it loaded (see the module documentation).
+static BUILTIN_LIST: std::sync::OnceLock<BuiltinRegs> = std::sync::OnceLock::new();
+
+/// Takes the builtin list from target `ggml`; the first one given counts (a process has one
+/// ggml build). Used when the registry is first read.
+pub fn set_builtin_list(list: BuiltinRegs) {
+    let _ = BUILTIN_LIST.set(list);
+}
 
 /// A registry object of the library's own (the meta devices', the plugin's) that lives for the
 /// process: built at compile time, never written, read by C through [`StaticReg::as_ptr`].
@@ -115,8 +127,14 @@ fn ensure_builtins() {
 
 fn builtin_regs() -> Vec<Reg> {
     let process = libloading::os::unix::Library::this();
-    // SAFETY: the symbol, where the build defines it, has the type `BuiltinRegs` declares.
-    let listed = unsafe { process.get::<BuiltinRegs>(b"ggml_backend_rs_builtin_regs\0") };
+    let listed = match BUILTIN_LIST.get() {
+        Some(&list) => Ok(list),
+        None => {
+            // SAFETY: the symbol, where the build defines it, has the type `BuiltinRegs`
+            // declares.
+            unsafe { process.get::<BuiltinRegs>(b"ggml_backend_rs_builtin_regs\0") }.map(|s| *s)
+        }
+    };
     let regs = match listed {
         Ok(list) => {
             // SAFETY: a NULL buffer with capacity 0 only asks for the count.
