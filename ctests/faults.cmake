@@ -155,16 +155,21 @@ if(TARGET llama_driver_ref)
 endif()
 
 # --- ggml-rpc servers ----------------------------------------------------------------------
-# Our RPC client (src/rpc) with a server missing at load, one that dies mid-decode and one that
-# stops answering (ggml 0.26 builds with GGML_RPC; servers from rpc.cmake, run by rpc_run.py):
-# the load fails naming the endpoint; the decode returns -3 (GGML_STATUS_FAILED) within the
-# client's timeouts (GGML_BACKEND_RS_RPC_TIMEOUT): in tensor mode the step in which the server
-# was lost (the staged AllReduce asks the backends after its reads), in a layer split the next
-# compute on that server ("graph compute refused"). The driver frees everything, under valgrind
-# when it is on. Server B serves TESTGPU0, whose 20th graph compute (a sub-graph of the
-# third decode step in tensor mode; layer split: its 3rd, the third step) ends the server or
-# stops it (`rpc_server --device test --fail exit:N|hang:N`). Upstream's client beside it aborts,
-# or waits with no end (rpc_run.py's time limit stops it).
+# Our RPC client (src/rpc) with a server missing at load, one that dies at each point of a step
+# and one that stops answering (ggml 0.24 on, built with GGML_RPC; servers from rpc.cmake, run
+# by rpc_run.py): the load fails naming the endpoint; the decode of the step in which the
+# server was lost returns -3 (GGML_STATUS_FAILED) within the client's timeouts
+# (GGML_BACKEND_RS_RPC_TIMEOUT), never logits nobody computed with success. In tensor mode a
+# server lost in one of the step's sub-graphs shows in the staged AllReduce's reads after it;
+# one lost in the last sub-graph, and in a layer split one lost in any split, shows when the
+# scheduler settles the servers at the end of the compute (one DEVICE_COUNT round trip each:
+# backend::Extension::settle). The driver frees everything, under valgrind when it is on.
+# The failing server runs TESTGPU0, whose Nth graph compute ends the process or stops it
+# (`rpc_server --device test --fail exit:N|hang:N`). Graph computes on one server per step of
+# the 2-layer model: 6 in tensor mode (the prompt is computes 1-6, step 0 is 7-12, step 1 13-18;
+# its sub-graphs are cut at each layer's attention output and FFN down projection), 1 in a layer
+# split (the prompt is compute 1, step 1 is compute 3). Upstream's client beside it aborts, or
+# waits with no end (rpc_run.py's time limit stops it).
 if(TARGET rpc_server)
     set(rpc_fault_base --model "${fault_gguf}" --threads ${ctests_threads} --n-predict 4)
     set(rpc_fault_tensor ${rpc_fault_base} --flash-attn on --split-mode tensor --rpc @A@,@B@
@@ -172,24 +177,41 @@ if(TARGET rpc_server)
     # (even: by free memory, the test device's 4 GiB would get no layer next to the CPU's)
     set(rpc_fault_layer ${rpc_fault_base} --split-mode layer --tensor-split 1,1 --rpc @A@,@B@
         --devices RPC0,RPC1)
+    set(rpc_fault_layer3 ${rpc_fault_base} --split-mode layer --tensor-split 1,1,1
+        --rpc @A@,@B@,@C@ --devices RPC0,RPC1,RPC2)
     set(rpc_fault_missing ${rpc_fault_base} --rpc @X@ --devices RPC0)
-    set(rpc_failed "llama_driver: llama_decode\\(step [0-9]+\\) failed: -3")
-
-    # rpc_servers(<out> <server exe> <fault rule or ->): rpc_run.py's arguments for the servers:
-    # A, and B serving TESTGPU0 with the rule; none but the dead endpoint X without a rule.
-    function(rpc_servers out exe rule)
-        if(rule STREQUAL "-")
-            set(${out} --dead X PARENT_SCOPE)
-        else()
-            set(${out} --servers "A=${exe}:1" --servers "B=${exe}:1"
-                --server-args "B=--device test --fail ${rule}" PARENT_SCOPE)
-        endif()
+    set(rpc_closed "RPC server 127.0.0.1:[0-9]+: [A-Z_]+: connection closed by the server")
+    # (the read of a later split's input from the lost server may see it first, GET_TENSOR)
+    set(rpc_settled "ggml_backend_sched_graph_compute: RPC server 127.0.0.1:[0-9]+: [A-Z_]+: connection closed by the server")
+    function(rpc_failed_in out step)
+        set(${out} "llama_driver: llama_decode\\(step ${step}\\) failed: -3" PARENT_SCOPE)
     endfunction()
 
-    # rpc_fault(<name> <rule or -> RC <status> ARGS <args..> EXPECT <regex..> [ENV <VAR=value..>])
-    function(rpc_fault name rule)
-        cmake_parse_arguments(F "" "RC" "ARGS;EXPECT;ENV" ${ARGN})
-        rpc_servers(servers "$<TARGET_FILE:rpc_server>" ${rule})
+    # rpc_servers(<out> <server exe> <servers> <fault>): rpc_run.py's arguments for the servers
+    # named in <servers> (e.g. "A;B"), each one process; <fault> is `<server>=<rule>` (that
+    # server runs TESTGPU0 with the rule) or `-`: then the only endpoint is X, where nothing
+    # listens.
+    function(rpc_servers out exe servers fault)
+        if(fault STREQUAL "-")
+            set(${out} --dead X PARENT_SCOPE)
+            return()
+        endif()
+        string(REPLACE "=" ";" fault "${fault}")
+        list(GET fault 0 faulty)
+        list(GET fault 1 rule)
+        set(args "")
+        foreach(name IN LISTS servers)
+            list(APPEND args --servers "${name}=${exe}:1")
+        endforeach()
+        list(APPEND args --server-args "${faulty}=--device test --fail ${rule}")
+        set(${out} ${args} PARENT_SCOPE)
+    endfunction()
+
+    # rpc_fault(<name> <fault> SERVERS <names..> RC <status> ARGS <args..> EXPECT <regex..>
+    #           [ENV <VAR=value..>])
+    function(rpc_fault name fault)
+        cmake_parse_arguments(F "" "RC" "SERVERS;ARGS;EXPECT;ENV" ${ARGN})
+        rpc_servers(servers "$<TARGET_FILE:rpc_server>" "${F_SERVERS}" ${fault})
         set(work "${model_dir}/faults/rpc/${name}")
         add_test(NAME faults/rpc/${name} COMMAND "${Python3_EXECUTABLE}" "${rpc_run}"
             --work "${work}" --threads ${ctests_threads} --timeout 240 ${servers} --
@@ -200,19 +222,29 @@ if(TARGET rpc_server)
         ctests_use_model(${fault_model} faults/rpc/${name})
     endfunction()
 
+    rpc_failed_in(step1 1)
+    rpc_failed_in(step2 2)
     rpc_fault(missing_at_load - RC 1 ARGS ${rpc_fault_missing}
         EXPECT "RPC server 127.0.0.1:[0-9]+: connect: connection refused"
                "--rpc: cannot use server 127.0.0.1:[0-9]+")
-    rpc_fault(tensor_server_dies exit:20 RC 1 ARGS ${rpc_fault_tensor}
-        EXPECT "RPC server 127.0.0.1:[0-9]+: [A-Z_]+: connection closed by the server"
-               "${rpc_failed}")
-    rpc_fault(tensor_server_hangs hang:20 RC 1 ARGS ${rpc_fault_tensor}
+    # tensor mode, server B lost in step 1's first, a middle and its last sub-graph
+    rpc_fault(tensor_server_dies_first_subgraph B=exit:13 SERVERS A B RC 1 ARGS ${rpc_fault_tensor}
+        EXPECT "${rpc_closed}" "${step1}")
+    rpc_fault(tensor_server_dies_middle_subgraph B=exit:15 SERVERS A B RC 1 ARGS ${rpc_fault_tensor}
+        EXPECT "${rpc_closed}" "${step1}")
+    rpc_fault(tensor_server_dies_last_subgraph B=exit:18 SERVERS A B RC 1 ARGS ${rpc_fault_tensor}
+        EXPECT "ggml_backend_sched_graph_compute: RPC server 127.0.0.1:[0-9]+: DEVICE_COUNT: connection closed"
+               "${step1}")
+    rpc_fault(tensor_server_hangs B=hang:20 SERVERS A B RC 1 ARGS ${rpc_fault_tensor}
         ENV GGML_BACKEND_RS_RPC_TIMEOUT=4
-        EXPECT "RPC server 127.0.0.1:[0-9]+: [A-Z_]+: no reply within [0-9]+ s"
-               "${rpc_failed}")
-    rpc_fault(layer_server_dies exit:3 RC 1 ARGS ${rpc_fault_layer}
-        EXPECT "RPC server 127.0.0.1:[0-9]+: [A-Z_]+: connection closed by the server"
-               "graph compute refused" "${rpc_failed}")
+        EXPECT "RPC server 127.0.0.1:[0-9]+: [A-Z_]+: no reply within [0-9]+ s" "${step2}")
+    # a layer split, the server of step 1's first, middle (three servers) and last split lost
+    rpc_fault(layer_first_split_dies A=exit:3 SERVERS A B RC 1 ARGS ${rpc_fault_layer}
+        EXPECT "${rpc_settled}" "${step1}")
+    rpc_fault(layer_middle_split_dies B=exit:3 SERVERS A B C RC 1 ARGS ${rpc_fault_layer3}
+        EXPECT "${rpc_settled}" "${step1}")
+    rpc_fault(layer_last_split_dies B=exit:3 SERVERS A B RC 1 ARGS ${rpc_fault_layer}
+        EXPECT "${rpc_settled}" "${step1}")
 
     if(TARGET rpc_server_ref AND TARGET llama_driver_ref)
         # upstream's client over servers of its build: aborts where ours fails the call. Its
@@ -221,7 +253,7 @@ if(TARGET rpc_server)
         # after that reset is timing (under load the test saw both). The driver runs with SIGPIPE
         # ignored, so each lost server ends in the client's own abort, the outcome to compare.
         function(rpc_upstream_aborts name rule expect)
-            rpc_servers(servers "$<TARGET_FILE:rpc_server_ref>" ${rule})
+            rpc_servers(servers "$<TARGET_FILE:rpc_server_ref>" "A;B" ${rule})
             add_test(NAME faults/upstream/rpc_${name} COMMAND "${Python3_EXECUTABLE}" "${rpc_run}"
                 --work "${model_dir}/faults/upstream/rpc_${name}" --threads ${ctests_threads}
                 --timeout 240 ${servers} --
@@ -233,11 +265,11 @@ if(TARGET rpc_server)
         endfunction()
         rpc_upstream_aborts(missing_at_load_aborts - "Failed to connect to 127.0.0.1:[0-9]+"
             ${rpc_fault_missing})
-        rpc_upstream_aborts(tensor_server_dies_aborts exit:20
+        rpc_upstream_aborts(tensor_server_dies_aborts B=exit:20
             "Remote RPC server crashed or returned malformed response" ${rpc_fault_tensor})
         # ... and waits for a server that stops answering until something else stops it: here
         # rpc_run.py, after 10 s
-        rpc_servers(servers "$<TARGET_FILE:rpc_server_ref>" hang:20)
+        rpc_servers(servers "$<TARGET_FILE:rpc_server_ref>" "A;B" B=hang:20)
         add_test(NAME faults/upstream/rpc_tensor_server_hangs_waits COMMAND "${Python3_EXECUTABLE}"
             "${rpc_run}" --work "${model_dir}/faults/upstream/rpc_hangs" --threads ${ctests_threads}
             --timeout 10 ${servers} -- "$<TARGET_FILE:llama_driver_ref>" ${rpc_fault_tensor})

@@ -1,6 +1,8 @@
 // The scheduler over two backends (TESTGPU + CPU) against one (CPU): a small graph whose ops
 // are split between the devices (TESTGPU refuses get_rows and soft_max), with weights in
-// both kinds of buffer, graph inputs, and pipeline copies when run with "parallel".
+// both kinds of buffer, graph inputs (one that no node reads), and pipeline copies when run
+// with "parallel". The compute buffer sizes it prints show which graph inputs got pipeline
+// copies: ggml 0.25.3 on copies every input leaf, earlier releases those a node reads.
 //
 // Usage: sched_split [parallel]
 // Prints one line per evaluation with the split count and a digest of the output; exits 1
@@ -68,7 +70,12 @@ static struct ggml_tensor * build(struct ggml_context * ctx, struct model * m, s
     struct ggml_tensor * y = ggml_mul_mat(ctx, m->w2, s);                 // TESTGPU again
     struct ggml_tensor * out = ggml_add(ctx, y, x);                       // residual across devices
     ggml_set_output(out);
+    // an input leaf in the graph that no node reads (libllama's graphs have such inputs for
+    // some batch shapes)
+    struct ggml_tensor * unread = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 1024);
+    ggml_set_input(unread);
     struct ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, unread);
     ggml_build_forward_expand(gf, out);
     *ids_out = ids;
     *gf_out = gf;
@@ -124,9 +131,9 @@ static void run(ggml_backend_t * backends, int n_backends, struct model * m, boo
     }
     printf("n_backends=%d n_copies=%d\n", ggml_backend_sched_get_n_backends(sched), ggml_backend_sched_get_n_copies(sched));
     for (int b = 0; b < n_backends; b++) {
-        printf("backend %s buffer %s size>0 %d\n", ggml_backend_name(ggml_backend_sched_get_backend(sched, b)),
+        printf("backend %s buffer %s size %zu\n", ggml_backend_name(ggml_backend_sched_get_backend(sched, b)),
                ggml_backend_buft_name(ggml_backend_sched_get_buffer_type(sched, backends[b])),
-               ggml_backend_sched_get_buffer_size(sched, backends[b]) > 0);
+               ggml_backend_sched_get_buffer_size(sched, backends[b]));
     }
     ggml_backend_sched_free(sched);
 }

@@ -128,7 +128,7 @@ tree build/shared-0.25.3 $pin_e "" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_RS_VALG
 # copies only where a node reads them). Its exports, layouts, headers and prototypes, the version
 # check, its scheduler against its pristine build and end to end (the pipeline configuration
 # exercises that pass), and its plugin refused by the other classes' hosts.
-filter=(-R '^(abi_|ggml_version/|headers/|differential/llama/|e2e/|plugin/class/)')
+filter=(-R '^(abi_|ggml_version/|headers/|differential/(llama/|sched_split)|sched/|e2e/|plugin/class/)')
 tree build/shared-0.24.0 $pin_e_old "" -DBUILD_SHARED_LIBS=ON -DGGML_RPC=OFF \
     "-DGGML_BACKEND_RS_OTHER_CLASS_TREES=$root/build/shared;$root/build/shared-0.25.3"
 filter=()

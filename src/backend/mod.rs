@@ -26,6 +26,15 @@ pub trait Extension: Send + Sync {
     fn failure(&self) -> Option<String> {
         None
     }
+
+    /// Waits for the work queued on the backend where it learns only later than the call that
+    /// queued it whether that work ran (an RPC server computes after `graph_compute` returned,
+    /// and reads have no status), and says whether it did. The scheduler asks once per
+    /// compute, after the last split, so that a step with a lost server fails in that step
+    /// instead of handing back outputs nobody computed. Nothing to wait for: `Ok`.
+    fn settle(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Whether any of `backends` reports a failure through its extension (see
@@ -34,6 +43,17 @@ pub fn any_failed(backends: &[Backend]) -> bool {
     backends
         .iter()
         .any(|&b| extension(b).is_some_and(|e| e.failure().is_some()))
+}
+
+/// Settles every one of `backends` that has an extension (see [`Extension::settle`]); the
+/// first failure found.
+pub fn settle_all(backends: &[Backend]) -> Result<(), String> {
+    for &b in backends {
+        if let Some(e) = extension(b) {
+            e.settle()?;
+        }
+    }
+    Ok(())
 }
 
 static EXTENSIONS: Registry<dyn Extension> = Registry::new();

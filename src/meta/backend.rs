@@ -163,6 +163,11 @@ impl crate::backend::Extension for MetaBackend {
     fn check_reserve(&self, nodes: Vec<Tensor>) -> Result<(), String> {
         facts::check_reserve(self.dev, nodes)
     }
+
+    /// The simple backends' work of the step, the last sub-graph's included.
+    fn settle(&self) -> Result<(), String> {
+        crate::backend::settle_all(&self.simple)
+    }
 }
 
 /// The meta backend behind a C backend, if it is a live one.

@@ -489,6 +489,18 @@ impl crate::backend::Extension for RpcBackend {
     fn failure(&self) -> Option<String> {
         self.dev.remote.failure()
     }
+
+    /// One round trip after the graphs sent since the last one (none when nothing was sent:
+    /// the server's other devices settled it): its reply comes once they are computed.
+    fn settle(&self) -> Result<(), String> {
+        let remote = &self.dev.remote;
+        if remote.take_unsettled() {
+            remote.call(|c| {
+                let _ = c.synchronize();
+            });
+        }
+        remote.failure().map_or(Ok(()), Err)
+    }
 }
 
 unsafe extern "C" fn dev_get_buffer_type(dev: ggml_backend_dev_t) -> ggml_backend_buffer_type_t {
@@ -961,7 +973,7 @@ unsafe extern "C" fn backend_graph_compute(
     let uid = g.uid();
     let mut last = lock(&d.last_graph);
     if uid != 0 && *last == uid {
-        d.remote.post(move |c| {
+        d.remote.post_compute(move |c| {
             let _ = c.graph_recompute(index);
         });
         return GGML_STATUS_SUCCESS;
@@ -974,7 +986,7 @@ unsafe extern "C" fn backend_graph_compute(
     match payload {
         Ok(payload) => {
             *last = uid;
-            d.remote.post(move |c| {
+            d.remote.post_compute(move |c| {
                 let _ = c.send_graph(&payload);
             });
             GGML_STATUS_SUCCESS

@@ -11,6 +11,7 @@
 //! at once, and [`Remote::failure`] lets graph computes report it.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use ggml_backend_rs_core::rpc::{Client, Timeouts};
@@ -98,6 +99,9 @@ impl Queue {
 pub struct Remote {
     queue: Arc<Queue>,
     failure: Arc<Mutex<Option<String>>>,
+    /// A graph compute was queued since the last [`Remote::take_unsettled`]: its outcome shows
+    /// only at the next reply.
+    unsettled: AtomicBool,
 }
 
 impl Drop for Remote {
@@ -118,12 +122,29 @@ impl Remote {
             .name(format!("rpc {endpoint}"))
             .spawn(move || q.serve(&mut client, &f))
             .map_err(|e| format!("RPC server {endpoint}: cannot start its thread: {e}"))?;
-        Ok(Remote { queue, failure })
+        Ok(Remote {
+            queue,
+            failure,
+            unsettled: AtomicBool::new(false),
+        })
     }
 
     /// Queues `job` behind every request made before it.
     pub fn post(&self, job: impl FnOnce(&mut Client) + Send + 'static) {
         self.queue.push(Box::new(job));
+    }
+
+    /// Queues a graph compute (`job`), which has no reply of its own: see
+    /// [`Remote::take_unsettled`].
+    pub fn post_compute(&self, job: impl FnOnce(&mut Client) + Send + 'static) {
+        self.unsettled.store(true, Ordering::Release);
+        self.post(job);
+    }
+
+    /// Whether a graph compute was queued since the last call (which clears it): only then
+    /// does a settle need a round trip.
+    pub fn take_unsettled(&self) -> bool {
+        self.unsettled.swap(false, Ordering::AcqRel)
     }
 
     /// Runs `job` after every request made before it and returns its result.

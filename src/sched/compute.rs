@@ -162,6 +162,18 @@ impl Sched {
             }
             prev_backend = Some(backend_id);
         }
+        // Backends that learn of a failure late (RPC servers) are asked now, once each.
+        let mut used: Vec<Backend> = self
+            .splits
+            .iter()
+            .map(|s| self.backends[s.backend])
+            .collect();
+        used.sort_by_key(|b| b.as_ptr() as usize);
+        used.dedup();
+        if let Err(e) = crate::backend::settle_all(&used) {
+            log_error!("ggml_backend_sched_graph_compute: {e}");
+            return GGML_STATUS_FAILED;
+        }
         GGML_STATUS_SUCCESS
     }
 
