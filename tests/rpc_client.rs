@@ -160,6 +160,7 @@ fn our_client_against_upstreams_rpc_server() {
         connect: Duration::from_secs(10),
         reply: Duration::from_secs(60),
         compute: Duration::from_secs(60),
+        ..Timeouts::default()
     };
     let mut c = Client::connect(&ep, &timeouts).unwrap();
     assert_eq!(c.server_version().major, 7);

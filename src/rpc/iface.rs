@@ -778,7 +778,7 @@ unsafe extern "C" fn buffer_set_tensor(
     let _ = b.dev.remote.call(move |c: &mut Client| {
         // SAFETY: ggml_backend_tensor_set passes `size` readable bytes (checked against the
         // tensor), readable until it returns; `call` returns after this job.
-        let bytes = unsafe { std::slice::from_raw_parts(at as *const u8, size) };
+        let bytes = unsafe { host_bytes(at, size) };
         upload(c, &w, weights, offset, bytes)
     });
 }
@@ -813,8 +813,8 @@ unsafe extern "C" fn buffer_get_tensor(
 /// `at` is the address of `size` writable bytes that nothing else uses until this returns.
 unsafe fn read_into(c: &mut Client, w: &WireTensor, offset: usize, at: usize, size: usize) {
     // SAFETY: this function's contract.
-    let out = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, size) };
-    if c.get_tensor(w, offset as u64, out).is_err() {
+    let out = unsafe { host_bytes_mut(at, size) };
+    if !out.is_empty() && c.get_tensor(w, offset as u64, out).is_err() {
         out.fill(0);
     }
 }
@@ -825,7 +825,34 @@ unsafe fn read_into(c: &mut Client, w: &WireTensor, offset: usize, at: usize, si
 /// As [`read_into`].
 unsafe fn read_failed(at: usize, size: usize) {
     // SAFETY: this function's contract.
-    unsafe { std::slice::from_raw_parts_mut(at as *mut u8, size) }.fill(0);
+    unsafe { host_bytes_mut(at, size) }.fill(0);
+}
+
+/// The caller's `size` bytes at `at`; empty, without touching the pointer (which ggml may pass
+/// as NULL or dangling), when `size` is 0.
+///
+/// # Safety
+/// When `size` > 0, `at` is the address of `size` readable bytes that stay live and unwritten
+/// for `'a`.
+unsafe fn host_bytes<'a>(at: usize, size: usize) -> &'a [u8] {
+    if size == 0 {
+        return &[];
+    }
+    // SAFETY: this function's contract, with a non-zero size.
+    unsafe { std::slice::from_raw_parts(at as *const u8, size) }
+}
+
+/// As [`host_bytes`], writable.
+///
+/// # Safety
+/// When `size` > 0, `at` is the address of `size` writable bytes that nothing else uses for
+/// `'a`.
+unsafe fn host_bytes_mut<'a>(at: usize, size: usize) -> &'a mut [u8] {
+    if size == 0 {
+        return &mut [];
+    }
+    // SAFETY: this function's contract, with a non-zero size.
+    unsafe { std::slice::from_raw_parts_mut(at as *mut u8, size) }
 }
 
 unsafe extern "C" fn buffer_cpy_tensor(
@@ -915,7 +942,7 @@ unsafe extern "C" fn backend_set_tensor_async(
         return;
     };
     // SAFETY: ggml_backend_tensor_set_async passes `size` readable bytes; they are copied now.
-    let bytes = unsafe { std::slice::from_raw_parts(data as *const u8, size) }.to_vec();
+    let bytes = unsafe { host_bytes(data as usize, size) }.to_vec();
     let weights = t
         .data_buffer()
         .is_some_and(|buf| buf.usage() == USAGE_WEIGHTS);

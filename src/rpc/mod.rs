@@ -69,29 +69,47 @@ fn upstream_proc_address(name: *const c_char) -> *mut std::ffi::c_void {
     reg.proc_address(unsafe { std::ffi::CStr::from_ptr(name) })
 }
 
-/// The client's timeouts: the core's defaults (10 s to connect, 30 s for a reply, 300 s per
-/// graph compute), or `GGML_BACKEND_RS_RPC_TIMEOUT=<seconds>` for all three.
+/// The client's bounds (see `Timeouts`), from the environment: `GGML_BACKEND_RS_RPC_TIMEOUT`
+/// sets connect, reply and compute at once, in seconds; `..._TIMEOUT_CONNECT`,
+/// `..._TIMEOUT_REPLY` and `..._TIMEOUT_COMPUTE` each one of them (over the first);
+/// `GGML_BACKEND_RS_RPC_MIN_RATE` the slowest a transfer may go, in MiB/s. A value that is not
+/// a positive number is reported and the default kept.
 fn timeouts() -> Timeouts {
     static T: OnceLock<Timeouts> = OnceLock::new();
     *T.get_or_init(|| {
-        let Ok(v) = std::env::var("GGML_BACKEND_RS_RPC_TIMEOUT") else {
-            return Timeouts::default();
-        };
-        match v.trim().parse::<f64>() {
-            Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => {
-                let d = Duration::from_secs_f64(s);
-                Timeouts {
-                    connect: d,
-                    reply: d,
-                    compute: d,
+        let mut t = Timeouts::default();
+        let seconds = |name: &str| -> Option<Duration> {
+            let v = std::env::var(name).ok()?;
+            match v.trim().parse::<f64>() {
+                Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => Some(Duration::from_secs_f64(s)),
+                _ => {
+                    log_error!("{name}={v}: not a number of seconds above 0; using the default");
+                    None
                 }
             }
-            _ => {
-                log_error!(
-                    "GGML_BACKEND_RS_RPC_TIMEOUT={v}: not a number of seconds above 0; using the defaults"
-                );
-                Timeouts::default()
+        };
+        if let Some(d) = seconds("GGML_BACKEND_RS_RPC_TIMEOUT") {
+            (t.connect, t.reply, t.compute) = (d, d, d);
+        }
+        if let Some(d) = seconds("GGML_BACKEND_RS_RPC_TIMEOUT_CONNECT") {
+            t.connect = d;
+        }
+        if let Some(d) = seconds("GGML_BACKEND_RS_RPC_TIMEOUT_REPLY") {
+            t.reply = d;
+        }
+        if let Some(d) = seconds("GGML_BACKEND_RS_RPC_TIMEOUT_COMPUTE") {
+            t.compute = d;
+        }
+        if let Ok(v) = std::env::var("GGML_BACKEND_RS_RPC_MIN_RATE") {
+            match v.trim().parse::<f64>() {
+                Ok(r) if r.is_finite() && r > 0.0 && r < 1e9 => {
+                    t.min_rate = ((r * (1u64 << 20) as f64) as u64).max(1);
+                }
+                _ => log_error!(
+                    "GGML_BACKEND_RS_RPC_MIN_RATE={v}: not a number of MiB/s above 0; using the default"
+                ),
             }
         }
+        t
     })
 }

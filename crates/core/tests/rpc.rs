@@ -28,6 +28,7 @@ fn short() -> Timeouts {
         connect: Duration::from_secs(5),
         reply: Duration::from_millis(200),
         compute: Duration::from_secs(10),
+        ..Timeouts::default()
     }
 }
 
@@ -137,7 +138,7 @@ fn tensor(id: u64, buffer: u64, data: u64) -> WireTensor {
 #[test]
 fn handshake_then_each_request_as_the_server_reads_it() {
     let (addr, server) = serve(|mut s| {
-        hello(&mut s, Version { patch: 5, ..V7 });
+        hello(&mut s, V7);
         expect(&mut s, Command::DeviceCount)
             .is_empty()
             .then_some(())
@@ -182,7 +183,7 @@ fn handshake_then_each_request_as_the_server_reads_it() {
         assert!(request(&mut s).is_none(), "the client sent more");
     });
     let mut c = Client::connect(&addr, &Timeouts::default()).unwrap();
-    assert_eq!(c.server_version(), Version { patch: 5, ..V7 });
+    assert_eq!(c.server_version(), V7);
     assert_eq!(c.endpoint(), addr);
     assert_eq!(c.device_count().unwrap(), 2);
     assert_eq!(c.alignment(1).unwrap(), 32);
@@ -238,6 +239,274 @@ fn a_server_of_another_protocol_version_is_refused() {
         // The client closed the connection without sending anything more.
         assert_eq!(server.join().unwrap(), 0);
     }
+}
+
+#[test]
+fn a_server_of_another_patch_level_is_refused_as_numbering_ops_differently() {
+    let version = Version { patch: 1, ..V7 };
+    let (addr, server) = serve(move |mut s| {
+        hello(&mut s, version);
+        drain(&mut s)
+    });
+    let e = Client::connect(&addr, &short()).unwrap_err();
+    assert_eq!(e.cause(), &Cause::VersionMismatch(version));
+    let msg = e.to_string();
+    assert!(
+        msg.contains("protocol 7.0.1, this client 7.0.0")
+            && msg.contains("numbers ops differently"),
+        "{msg}"
+    );
+    assert_eq!(server.join().unwrap(), 0);
+}
+
+/// A server that answers the requests of `script` in order, each with its payload, then
+/// reads until the client closes (returning how many more bytes came).
+fn scripted(script: Vec<(Command, Vec<u8>)>) -> (String, JoinHandle<usize>) {
+    serve(move |mut s| {
+        hello(&mut s, V7);
+        for (command, payload) in script {
+            expect(&mut s, command);
+            reply(&mut s, &payload);
+        }
+        drain(&mut s)
+    })
+}
+
+fn le64(values: &[u64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+#[test]
+fn every_value_a_server_answers_is_checked_before_it_is_used() {
+    type Call = fn(&mut Client) -> Result<(), ggml_backend_rs_core::rpc::Error>;
+    type Script = Vec<(Command, Vec<u8>)>;
+    /// (case, the server's replies, the calls, the command that fails, the value's name, the
+    /// value)
+    type Case = (&'static str, Script, Call, Command, &'static str, u64);
+    let t = tensor(1, 1, 0x1000);
+    let cases: Vec<Case> = vec![
+        (
+            "no devices",
+            vec![(Command::DeviceCount, 0u32.to_le_bytes().to_vec())],
+            |c| c.device_count().map(drop),
+            Command::DeviceCount,
+            "a device count of",
+            0,
+        ),
+        (
+            "2^32 - 1 devices (would hold the caller for hours)",
+            vec![(Command::DeviceCount, u32::MAX.to_le_bytes().to_vec())],
+            |c| c.device_count().map(drop),
+            Command::DeviceCount,
+            "a device count of",
+            u64::from(u32::MAX),
+        ),
+        (
+            "alignment 0 (ggml-alloc divides by it)",
+            vec![(Command::GetAlignment, le64(&[0]))],
+            |c| c.alignment(0).map(drop),
+            Command::GetAlignment,
+            "an alignment of",
+            0,
+        ),
+        (
+            "alignment 48, not a power of two",
+            vec![(Command::GetAlignment, le64(&[48]))],
+            |c| c.alignment(0).map(drop),
+            Command::GetAlignment,
+            "an alignment of",
+            48,
+        ),
+        (
+            "alignment 2 MiB",
+            vec![(Command::GetAlignment, le64(&[2 << 20]))],
+            |c| c.alignment(0).map(drop),
+            Command::GetAlignment,
+            "an alignment of",
+            2 << 20,
+        ),
+        (
+            "maximum size 16, below the alignment 32",
+            vec![
+                (Command::GetAlignment, le64(&[32])),
+                (Command::GetMaxSize, le64(&[16])),
+            ],
+            |c| c.alignment(0).and_then(|_| c.max_size(0)).map(drop),
+            Command::GetMaxSize,
+            "a maximum buffer size of",
+            16,
+        ),
+        (
+            "maximum size 0",
+            vec![(Command::GetMaxSize, le64(&[0]))],
+            |c| c.max_size(0).map(drop),
+            Command::GetMaxSize,
+            "a maximum buffer size of",
+            0,
+        ),
+        (
+            "a buffer smaller than asked for",
+            vec![(Command::AllocBuffer, le64(&[0xb0f, 100]))],
+            |c| c.alloc_buffer(0, 4096).map(drop),
+            Command::AllocBuffer,
+            "a buffer size of",
+            100,
+        ),
+        (
+            "a buffer larger than any memory",
+            vec![(Command::AllocBuffer, le64(&[0xb0f, 1 << 60]))],
+            |c| c.alloc_buffer(0, 4096).map(drop),
+            Command::AllocBuffer,
+            "a buffer size of",
+            1 << 60,
+        ),
+        (
+            "base address 0 (ggml-alloc aborts on it)",
+            vec![
+                (Command::AllocBuffer, le64(&[0xb0f, 4096])),
+                (Command::BufferGetBase, le64(&[0])),
+            ],
+            |c| {
+                c.alloc_buffer(0, 4096)
+                    .and_then(|b| c.buffer_base(b.unwrap().handle))
+                    .map(drop)
+            },
+            Command::BufferGetBase,
+            "a base address of",
+            0,
+        ),
+        (
+            "a base address off the device's alignment",
+            vec![
+                (Command::GetAlignment, le64(&[64])),
+                (Command::AllocBuffer, le64(&[0xb0f, 4096])),
+                (Command::BufferGetBase, le64(&[0x1004])),
+            ],
+            |c| {
+                c.alignment(0)?;
+                let b = c.alloc_buffer(0, 4096)?.unwrap();
+                c.buffer_base(b.handle).map(drop)
+            },
+            Command::BufferGetBase,
+            "a base address of",
+            0x1004,
+        ),
+        (
+            "a base address whose buffer would end past 2^64",
+            vec![
+                (Command::AllocBuffer, le64(&[0xb0f, 4096])),
+                (Command::BufferGetBase, le64(&[u64::MAX - 10])),
+            ],
+            |c| {
+                c.alloc_buffer(0, 4096)
+                    .and_then(|b| c.buffer_base(b.unwrap().handle))
+                    .map(drop)
+            },
+            Command::BufferGetBase,
+            "a base address of",
+            u64::MAX - 10,
+        ),
+        (
+            "an allocation size above the device's largest buffer",
+            vec![
+                (Command::GetMaxSize, le64(&[1 << 20])),
+                (Command::GetAllocSize, le64(&[2 << 20])),
+            ],
+            |c| {
+                c.max_size(0)?;
+                c.alloc_size(0, &tensor(1, 1, 0x1000), &[]).map(drop)
+            },
+            Command::GetAllocSize,
+            "an allocation size of",
+            2 << 20,
+        ),
+        (
+            "an allocation size above any memory",
+            vec![(Command::GetAllocSize, le64(&[1 << 60]))],
+            |c| c.alloc_size(0, &tensor(1, 1, 0x1000), &[]).map(drop),
+            Command::GetAllocSize,
+            "an allocation size of",
+            1 << 60,
+        ),
+        (
+            "more memory free than there is",
+            vec![(Command::GetDeviceMemory, le64(&[300, 200]))],
+            |c| c.device_memory(0).map(drop),
+            Command::GetDeviceMemory,
+            "a free memory of",
+            300,
+        ),
+        (
+            "a total memory above any memory",
+            vec![(Command::GetDeviceMemory, le64(&[0, 1 << 60]))],
+            |c| c.device_memory(0).map(drop),
+            Command::GetDeviceMemory,
+            "a total memory of",
+            1 << 60,
+        ),
+    ];
+    for (name, script, call, command, what, got) in cases {
+        let (addr, server) = scripted(script);
+        let mut c = Client::connect(&addr, &short()).unwrap();
+        let e = call(&mut c).expect_err(name);
+        assert_eq!(e.kind(), ErrorKind::Invalid, "{name}: {e}");
+        assert_eq!(e.step(), Step::Command(command), "{name}");
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "RPC server {addr}: {command}: the server answered {what} {got}, which "
+            )),
+            "{name}: {msg}"
+        );
+        // The server is not trusted again: the next call fails at once, without I/O.
+        assert_eq!(c.alloc_size(0, &t, &[]).unwrap_err(), e, "{name}");
+        drop(c);
+        assert_eq!(server.join().unwrap(), 0, "{name}: the client sent more");
+    }
+}
+
+#[test]
+fn a_server_that_trickles_a_reply_times_out_in_total_not_per_stall() {
+    // One byte every 20 ms never stalls for the 200 ms reply bound, but 4096 bytes at 10 000
+    // bytes/s may take 0.2 + 0.41 s in all.
+    let (addr, server) = serve(|mut s| {
+        hello(&mut s, V7);
+        expect(&mut s, Command::GetTensor);
+        s.write_all(&4096u64.to_le_bytes()).unwrap();
+        let start = Instant::now();
+        let mut sent = 0;
+        while sent < 4096 && start.elapsed() < LIMIT && s.write_all(&[7]).is_ok() {
+            sent += 1;
+            thread::sleep(Duration::from_millis(20));
+        }
+        sent
+    });
+    let timeouts = Timeouts {
+        min_rate: 10_000,
+        ..short()
+    };
+    let mut c = Client::connect(&addr, &timeouts).unwrap();
+    let mut out = vec![0u8; 4096];
+    let start = Instant::now();
+    let e = c
+        .get_tensor(&tensor(1, 1, 0x1000), 0, &mut out)
+        .unwrap_err();
+    let took = start.elapsed();
+    let total = timeouts.transfer(4096, timeouts.reply);
+    assert_eq!(
+        e.cause(),
+        &Cause::TimedOut {
+            waiting: Waiting::ReplyData,
+            after: total
+        }
+    );
+    assert!(
+        took >= total && took < total + Duration::from_secs(2),
+        "took {took:?}"
+    );
+    drop(c);
+    let sent = server.join().unwrap();
+    assert!(sent < 4096, "the server sent everything ({sent} bytes)");
 }
 
 #[test]

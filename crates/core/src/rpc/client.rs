@@ -24,26 +24,39 @@ use super::wire::{
 /// * `connect`: establishing the TCP connection (name resolution is the system resolver's,
 ///   with its own timeouts);
 /// * `reply`: from the end of a request to the whole header of its reply; also the longest
-///   stall while sending a request or reading a reply's payload (large transfers may take
-///   longer in all, as long as data keeps moving);
+///   stall while sending a request or reading a reply's payload;
 /// * `compute`: added to those bounds once per graph compute (GRAPH_COMPUTE or
 ///   GRAPH_RECOMPUTE) sent since the last reply, because the server computes before it reads
-///   or answers anything else.
+///   or answers anything else;
+/// * `min_rate`: the slowest a transfer may go, in bytes per second: sending a request or
+///   reading a reply's payload of N bytes takes at most its stall bound plus N / `min_rate`
+///   in all, so a server that trickles data cannot hold the caller without end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
     pub connect: Duration,
     pub reply: Duration,
     pub compute: Duration,
+    pub min_rate: u64,
 }
 
 impl Default for Timeouts {
-    /// 10 s to connect, 30 s for a reply, 300 s per graph compute.
+    /// 10 s to connect, 30 s for a reply, 300 s per graph compute, transfers at 1 MiB/s or
+    /// faster.
     fn default() -> Self {
         Timeouts {
             connect: Duration::from_secs(10),
             reply: Duration::from_secs(30),
             compute: Duration::from_secs(300),
+            min_rate: 1 << 20,
         }
+    }
+}
+
+impl Timeouts {
+    /// The longest a transfer of `bytes` may take in all, given its stall bound.
+    pub fn transfer(&self, bytes: u64, stall: Duration) -> Duration {
+        let rate = self.min_rate.max(1);
+        stall.saturating_add(Duration::from_secs_f64(bytes as f64 / rate as f64))
     }
 }
 
@@ -98,6 +111,13 @@ pub enum Cause {
     Malformed { expected: u64, got: u64 },
     /// The server speaks a protocol version this client does not.
     VersionMismatch(Version),
+    /// A reply of the right size whose value cannot be true (a server is an untrusted peer):
+    /// `what` the value is, `got` as received, `rule` what it must be.
+    Invalid {
+        what: &'static str,
+        got: u64,
+        rule: String,
+    },
     /// A request this client cannot send (nothing was sent; the client stays usable).
     InvalidRequest(String),
     /// Another I/O error.
@@ -118,6 +138,7 @@ pub enum ErrorKind {
     Closed,
     Malformed,
     VersionMismatch,
+    Invalid,
     InvalidRequest,
     Io,
 }
@@ -132,6 +153,7 @@ impl Cause {
             Cause::Closed { .. } => ErrorKind::Closed,
             Cause::Malformed { .. } => ErrorKind::Malformed,
             Cause::VersionMismatch(_) => ErrorKind::VersionMismatch,
+            Cause::Invalid { .. } => ErrorKind::Invalid,
             Cause::InvalidRequest(_) => ErrorKind::InvalidRequest,
             Cause::Io { .. } => ErrorKind::Io,
         }
@@ -219,12 +241,23 @@ impl fmt::Display for Error {
                 "malformed reply: {got} bytes announced, {expected} expected (is this a ggml \
                  0.26 rpc-server?)"
             ),
+            Cause::VersionMismatch(v) if v.messages_supported() => {
+                write!(
+                    f,
+                    "the server speaks RPC protocol {v}, this client {PROTOCOL}: the patch \
+                     level follows ggml's op list, so that server numbers ops differently \
+                     (build it from the same llama.cpp as this program)"
+                )
+            }
             Cause::VersionMismatch(v) => write!(
                 f,
-                "the server speaks RPC protocol {v}, this client {}.{}.x (ggml 0.26's \
+                "the server speaks RPC protocol {v}, this client {}.{}.x (ggml 0.24-0.26's \
                  rpc-server)",
                 PROTOCOL.major, PROTOCOL.minor
             ),
+            Cause::Invalid { what, got, rule } => {
+                write!(f, "the server answered {what} {got}, which {rule}")
+            }
             Cause::InvalidRequest(why) => write!(f, "invalid request: {why}"),
             Cause::Io { message, .. } => write!(f, "I/O error: {message}"),
         }
@@ -269,6 +302,25 @@ pub struct Client {
     pending_computes: u32,
     /// The last command without reply sent since the last reply.
     unanswered: Option<Command>,
+    /// What the server said of its devices (alignment, maximum buffer size) and buffers
+    /// (device, size): the bounds later replies are checked against.
+    limits: Limits,
+}
+
+/// Most devices one server may report; more is a broken reply, not hardware.
+pub const MAX_DEVICES: u32 = 256;
+/// Largest buffer alignment a server may report (1 MiB; GPUs ask for 256 bytes at most).
+pub const MAX_ALIGNMENT: u64 = 1 << 20;
+/// Largest size in bytes any reply may state (1 PiB).
+pub const MAX_BYTES: u64 = 1 << 50;
+
+#[derive(Debug, Default)]
+struct Limits {
+    /// Per device: alignment and maximum buffer size, once asked.
+    alignment: std::collections::HashMap<u32, u64>,
+    max_size: std::collections::HashMap<u32, u64>,
+    /// Per live buffer handle: its device and size.
+    buffers: std::collections::HashMap<u64, (u32, u64)>,
 }
 
 fn at_least_1ms(d: Duration) -> Duration {
@@ -363,13 +415,25 @@ fn connect_any(addrs: &[SocketAddr], limit: Duration) -> Result<TcpStream, Cause
 
 /// Writes every part, failing when the server takes nothing for `stall`. (`TcpStream` sends
 /// with `MSG_NOSIGNAL`, so a closed peer is an error here, not a SIGPIPE in the host.)
-fn send(stream: &mut TcpStream, parts: &[&[u8]], stall: Duration) -> Result<(), Cause> {
+fn send(
+    stream: &mut TcpStream,
+    parts: &[&[u8]],
+    stall: Duration,
+    total: Duration,
+) -> Result<(), Cause> {
     stream
         .set_write_timeout(Some(stall))
         .map_err(|e| other_io(&e))?;
+    let start = Instant::now();
     for part in parts {
         let mut rest = *part;
         while !rest.is_empty() {
+            if start.elapsed() > total {
+                return Err(Cause::TimedOut {
+                    waiting: Waiting::Send,
+                    after: total,
+                });
+            }
             match stream.write(rest) {
                 Ok(0) => return Err(closed()),
                 Ok(n) => rest = &rest[n..],
@@ -414,12 +478,24 @@ fn read_within(stream: &mut TcpStream, buf: &mut [u8], limit: Duration) -> Resul
 }
 
 /// Fills `buf`, failing when no data comes for `stall`.
-fn read_progress(stream: &mut TcpStream, buf: &mut [u8], stall: Duration) -> Result<(), Cause> {
+fn read_progress(
+    stream: &mut TcpStream,
+    buf: &mut [u8],
+    stall: Duration,
+    total: Duration,
+) -> Result<(), Cause> {
     stream
         .set_read_timeout(Some(stall))
         .map_err(|e| other_io(&e))?;
+    let start = Instant::now();
     let mut filled = 0;
     while filled < buf.len() {
+        if start.elapsed() > total {
+            return Err(Cause::TimedOut {
+                waiting: Waiting::ReplyData,
+                after: total,
+            });
+        }
         match stream.read(&mut buf[filled..]) {
             Ok(0) => return Err(closed()),
             Ok(n) => filled += n,
@@ -463,6 +539,7 @@ impl Client {
             failed: None,
             pending_computes: 0,
             unanswered: None,
+            limits: Limits::default(),
         };
         let mut reply = [0u8; HelloReply::SIZE];
         client.exchange(&Request::Hello, &mut reply)?;
@@ -553,7 +630,11 @@ impl Client {
                 .reply
                 .saturating_add(self.timeouts.compute.saturating_mul(self.pending_computes)),
         );
-        send(stream, &[&req.head(), req.bulk()], reply_bound)?;
+        let head = req.head();
+        let send_bound = self
+            .timeouts
+            .transfer((head.len() + req.bulk().len()) as u64, reply_bound);
+        send(stream, &[&head, req.bulk()], reply_bound, send_bound)?;
         let Some(size) = req.reply_size() else {
             self.unanswered = Some(command);
             if matches!(command, Command::GraphCompute | Command::GraphRecompute) {
@@ -571,7 +652,9 @@ impl Client {
                 got: announced,
             });
         }
-        read_progress(stream, reply, at_least_1ms(self.timeouts.reply))?;
+        let stall = at_least_1ms(self.timeouts.reply);
+        let total = self.timeouts.transfer(size, stall);
+        read_progress(stream, reply, stall, total)?;
         // The server answers in order: everything sent before has been done.
         self.pending_computes = 0;
         self.unanswered = None;
@@ -589,50 +672,126 @@ impl Client {
         decode(&reply).map_err(|e| self.fail(req.command(), malformed(e)))
     }
 
-    /// How many devices the server serves.
+    /// Fails the client when a reply's value breaks `rule` (see [`Cause::Invalid`]).
+    fn check(
+        &mut self,
+        command: Command,
+        what: &'static str,
+        got: u64,
+        holds: bool,
+        rule: impl FnOnce() -> String,
+    ) -> Result<u64, Error> {
+        if holds {
+            Ok(got)
+        } else {
+            let rule = rule();
+            Err(self.fail(command, Cause::Invalid { what, got, rule }))
+        }
+    }
+
+    /// How many devices the server serves: 1 to [`MAX_DEVICES`].
     pub fn device_count(&mut self) -> Result<u32, Error> {
-        self.ask::<4, _>(&Request::DeviceCount, |b| {
+        let n = self.ask::<4, _>(&Request::DeviceCount, |b| {
             decode_u32("DEVICE_COUNT reply", b)
-        })
+        })?;
+        self.check(
+            Command::DeviceCount,
+            "a device count of",
+            n.into(),
+            (1..=MAX_DEVICES).contains(&n),
+            || format!("must be 1 to {MAX_DEVICES}"),
+        )?;
+        Ok(n)
     }
 
-    /// The alignment of the device's buffers, in bytes.
+    /// The alignment of the device's buffers, in bytes: a power of two up to
+    /// [`MAX_ALIGNMENT`].
     pub fn alignment(&mut self, device: u32) -> Result<u64, Error> {
-        self.ask::<8, _>(&Request::GetAlignment { device }, |b| {
+        let a = self.ask::<8, _>(&Request::GetAlignment { device }, |b| {
             decode_u64("GET_ALIGNMENT reply", b)
-        })
+        })?;
+        let a = self.check(
+            Command::GetAlignment,
+            "an alignment of",
+            a,
+            a.is_power_of_two() && a <= MAX_ALIGNMENT,
+            || format!("must be a power of two up to {MAX_ALIGNMENT}"),
+        )?;
+        self.limits.alignment.insert(device, a);
+        Ok(a)
     }
 
-    /// The largest buffer the device allocates, in bytes.
+    /// The largest buffer the device allocates, in bytes: at least its alignment (when
+    /// known) and at least 1.
     pub fn max_size(&mut self, device: u32) -> Result<u64, Error> {
-        self.ask::<8, _>(&Request::GetMaxSize { device }, |b| {
+        let m = self.ask::<8, _>(&Request::GetMaxSize { device }, |b| {
             decode_u64("GET_MAX_SIZE reply", b)
-        })
+        })?;
+        let least = self.limits.alignment.get(&device).copied().unwrap_or(1);
+        let m = self.check(
+            Command::GetMaxSize,
+            "a maximum buffer size of",
+            m,
+            m >= least,
+            || format!("must be at least {least} (the device's alignment)"),
+        )?;
+        self.limits.max_size.insert(device, m);
+        Ok(m)
     }
 
     /// Allocates a buffer of `size` bytes on the device; `None` when the server could not.
+    /// A buffer smaller than asked for, or larger than any reply may state, fails the client.
     pub fn alloc_buffer(&mut self, device: u32, size: u64) -> Result<Option<RemoteBuffer>, Error> {
         let r = self.ask::<{ AllocBufferReply::SIZE }, _>(
             &Request::AllocBuffer { device, size },
             AllocBufferReply::decode,
         )?;
-        Ok((r.remote_ptr != 0).then_some(RemoteBuffer {
+        if r.remote_ptr == 0 {
+            return Ok(None);
+        }
+        self.check(
+            Command::AllocBuffer,
+            "a buffer size of",
+            r.remote_size,
+            r.remote_size >= size && r.remote_size <= MAX_BYTES.max(size),
+            || format!("must be at least the {size} bytes asked for"),
+        )?;
+        self.limits
+            .buffers
+            .insert(r.remote_ptr, (device, r.remote_size));
+        Ok(Some(RemoteBuffer {
             handle: r.remote_ptr,
             size: r.remote_size,
         }))
     }
 
     /// The buffer's base address on the server: tensors' `data` fields are this plus their
-    /// offset in the buffer.
+    /// offset in the buffer. Not 0, aligned to its device's alignment, and with room for the
+    /// buffer's size below 2^64 (for a buffer this client allocated).
     pub fn buffer_base(&mut self, buffer: u64) -> Result<u64, Error> {
-        self.ask::<8, _>(&Request::BufferGetBase { buffer }, |b| {
+        let base = self.ask::<8, _>(&Request::BufferGetBase { buffer }, |b| {
             decode_u64("BUFFER_GET_BASE reply", b)
-        })
+        })?;
+        let (align, size) = match self.limits.buffers.get(&buffer) {
+            Some(&(device, size)) => (
+                self.limits.alignment.get(&device).copied().unwrap_or(1),
+                size,
+            ),
+            None => (1, 0),
+        };
+        self.check(
+            Command::BufferGetBase,
+            "a base address of",
+            base,
+            base != 0 && base % align == 0 && base.checked_add(size).is_some(),
+            || format!("must be non-zero, a multiple of {align} and below 2^64 - {size}"),
+        )
     }
 
     /// Frees a buffer (no reply). The server also forgets its stored graphs, so the next
     /// compute must be a GRAPH_COMPUTE, not a GRAPH_RECOMPUTE.
     pub fn free_buffer(&mut self, buffer: u64) -> Result<(), Error> {
+        self.limits.buffers.remove(&buffer);
         self.exchange(&Request::FreeBuffer { buffer }, &mut [])
     }
 
@@ -747,7 +906,21 @@ impl Client {
             tensor,
             srcs: &all,
         };
-        self.ask::<8, _>(&req, |b| decode_u64("GET_ALLOC_SIZE reply", b))
+        let size = self.ask::<8, _>(&req, |b| decode_u64("GET_ALLOC_SIZE reply", b))?;
+        let max = self
+            .limits
+            .max_size
+            .get(&device)
+            .copied()
+            .unwrap_or(MAX_BYTES);
+        let max = max.min(MAX_BYTES);
+        self.check(
+            Command::GetAllocSize,
+            "an allocation size of",
+            size,
+            size <= max,
+            || format!("must be at most {max} (the device's largest buffer)"),
+        )
     }
 
     /// Sets `size` bytes of the tensor from byte `offset` to `value` (no reply).
@@ -767,12 +940,27 @@ impl Client {
         self.exchange(&req, &mut [])
     }
 
-    /// The device's free and total memory.
+    /// The device's free and total memory: free at most total, total at most [`MAX_BYTES`].
     pub fn device_memory(&mut self, device: u32) -> Result<DeviceMemory, Error> {
-        self.ask::<{ DeviceMemory::SIZE }, _>(
+        let m = self.ask::<{ DeviceMemory::SIZE }, _>(
             &Request::GetDeviceMemory { device },
             DeviceMemory::decode,
-        )
+        )?;
+        self.check(
+            Command::GetDeviceMemory,
+            "a total memory of",
+            m.total,
+            m.total <= MAX_BYTES,
+            || format!("must be at most {MAX_BYTES}"),
+        )?;
+        self.check(
+            Command::GetDeviceMemory,
+            "a free memory of",
+            m.free,
+            m.free <= m.total,
+            || format!("must be at most the total, {}", m.total),
+        )?;
+        Ok(m)
     }
 
     /// Computes a graph on the device (no reply): `nodes` in execution order, `tensors`

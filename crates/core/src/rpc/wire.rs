@@ -45,12 +45,21 @@ pub struct Version {
 }
 
 impl Version {
-    /// Whether this client can talk to a server of version `self`: the same major version and
-    /// no newer minor one (the patch level follows ggml's op list and does not change the
-    /// messages).
+    /// Whether this client can talk to a server of version `self`: the same major version, no
+    /// newer minor one, and the same patch level. The messages do not change with the patch
+    /// level, but upstream raises it whenever ggml's op list changes (ggml-rpc.h asserts
+    /// `GGML_OP_COUNT` next to it): a server of another patch level reads every op value from
+    /// the first changed one on as another op, so it is refused, not warned about.
     // The rule holds whatever our minor version is; with 0 today, `<=` is `==` to clippy.
     #[allow(clippy::absurd_extreme_comparisons)]
     pub fn is_supported(self) -> bool {
+        self.messages_supported() && self.patch == PROTOCOL.patch
+    }
+
+    /// Whether this client reads and writes the messages of a server of version `self` (the
+    /// same major version, no newer minor one), whatever its patch level.
+    #[allow(clippy::absurd_extreme_comparisons)]
+    pub fn messages_supported(self) -> bool {
         self.major == PROTOCOL.major && self.minor <= PROTOCOL.minor
     }
 }
@@ -1222,14 +1231,17 @@ mod tests {
     }
 
     #[test]
-    fn versions_of_the_same_major_and_no_newer_minor_are_supported() {
+    fn versions_of_the_same_major_no_newer_minor_and_the_same_patch_are_supported() {
         let v = |major, minor, patch| Version {
             major,
             minor,
             patch,
         };
         assert!(v(7, 0, 0).is_supported());
-        assert!(v(7, 0, 9).is_supported());
+        assert!(
+            !v(7, 0, 9).is_supported(),
+            "another patch level numbers ops differently"
+        );
         assert!(!v(7, 1, 0).is_supported());
         assert!(!v(6, 0, 0).is_supported());
         assert!(!v(8, 0, 0).is_supported());
