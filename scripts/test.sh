@@ -90,6 +90,9 @@ for release in ggml-0-25-3 ggml-0-24-0 ggml-0-9-11; do
     cargo clippy --all-targets --target-dir build/cargo-clippy --no-default-features \
         --features "$release" -- -D warnings
 done
+# the fuzz targets (their own workspace)
+cargo fmt --check --manifest-path fuzz/Cargo.toml
+cargo clippy --manifest-path fuzz/Cargo.toml --target-dir build/cargo-clippy-fuzz --bins -- -D warnings
 
 # 0.26, shared: also builds the pristine reference ggml for the differential tests. Both have the
 # RPC backend (GGML_RPC, given explicitly: a tree configured before keeps its cached value), for
@@ -163,6 +166,12 @@ step "cargo test"
 read -ra cargo_features < build/static/cargo-feature-args.txt
 GGML_BACKEND_RS_TEST_LIBS="$(cat build/static/rust-test-libs.txt)" GGML_BACKEND_RS_RPC_SERVER="$root/build/shared/ctests/rpc_server" \
     cargo test --release "${cargo_features[@]}" --target-dir "$root/build/cargo-test"
+
+# Coverage-guided fuzzing, bounded: every target of fuzz/ (the RPC client's decoding and a byte
+# stream fed to it, split states from C, view mapping) for 20 s over its committed corpus; any
+# crash, panic, hang or excess memory fails the run (scripts/fuzz.sh).
+step "fuzzing: each target 20 s"
+./scripts/fuzz.sh 20
 
 # The committed headers in include/ggml-<version>/ must be what cbindgen generates now.
 step "GPU benchmark program: its unit tests (settings, logits parsing, tables from results)"

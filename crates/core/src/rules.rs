@@ -288,17 +288,22 @@ impl Layout {
 
     /// Dense, in ggml's sense: rows of whole blocks (`nb[0]` bytes per block), then each
     /// dimension right after the previous one (dimensions of extent 1 may have any stride).
+    /// A layout whose size does not fit in memory is not.
     pub fn is_contiguous(&self) -> bool {
-        let mut expect = self.nb[0];
-        if self.ne[0] % self.blck != 0 {
+        if self.blck <= 0 || self.ne[0] % self.blck != 0 || self.ne.iter().any(|&e| e < 0) {
             return false;
         }
-        expect *= (self.ne[0] / self.blck) as usize;
+        let Some(mut expect) = self.nb[0].checked_mul((self.ne[0] / self.blck) as usize) else {
+            return false;
+        };
         for k in 1..4 {
             if self.ne[k] != 1 && self.nb[k] != expect {
                 return false;
             }
-            expect *= self.ne[k] as usize;
+            let Some(next) = expect.checked_mul(self.ne[k] as usize) else {
+                return false;
+            };
+            expect = next;
         }
         true
     }
@@ -441,7 +446,7 @@ fn map_view_in_periods(
         .filter(|&k| k != e && v.ne[k] > 1 && v.nb[k] < chunk)
         .map(|k| {
             let units = if k == 0 { v.ne[0] / v.blck } else { v.ne[k] };
-            (units as usize - 1) * v.nb[k]
+            (units.max(1) as usize - 1).saturating_mul(v.nb[k])
         })
         .sum::<usize>()
         + base.nb[0];

@@ -241,15 +241,17 @@ impl Split {
                         granule: g,
                     });
                 }
-                let split = DimSplit { axis, n, ne: ext };
-                if split.total() != ne[axis] {
+                // Summed with overflow checked: extents from C may be anything, and a sum that
+                // wrapped around to the tensor's extent would pass for a split.
+                let total = ext.iter().try_fold(0i64, |sum, &e| sum.checked_add(e));
+                if total != Some(ne[axis]) {
                     return Err(StateError::WrongTotal {
-                        total: split.total(),
+                        total,
                         expected: ne[axis],
                         axis,
                     });
                 }
-                Ok(Split::Dim(split))
+                Ok(Split::Dim(DimSplit { axis, n, ne: ext }))
             }
             other => Err(StateError::InvalidAxis(other)),
         }
@@ -297,8 +299,9 @@ pub enum StateError {
         extent: i64,
         granule: i64,
     },
+    /// `total`: None when the extents' sum overflows.
     WrongTotal {
-        total: i64,
+        total: Option<i64>,
         expected: i64,
         axis: usize,
     },
@@ -319,12 +322,20 @@ impl fmt::Display for StateError {
                 write!(f, "extent {extent} is not a multiple of {granule}")
             }
             StateError::WrongTotal {
-                total,
+                total: Some(total),
                 expected,
                 axis,
             } => write!(
                 f,
                 "extents add up to {total} but the tensor has {expected} along axis {axis}"
+            ),
+            StateError::WrongTotal {
+                total: None,
+                expected,
+                axis,
+            } => write!(
+                f,
+                "extents add up to more than 2^63 but the tensor has {expected} along axis {axis}"
             ),
             StateError::InvalidAxis(a) => write!(f, "invalid split axis {a}"),
             StateError::ZeroRepeat { segment } => {
@@ -400,6 +411,28 @@ pub fn axis_name(axis: i32) -> Option<&'static std::ffi::CStr> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn extents_whose_sum_overflows_are_refused_not_wrapped() {
+        // i64::MAX + 3 + (2^63 - 2) wraps to 6 + ... : refused whatever it wraps to.
+        let mut c = RawSplitState::mirrored();
+        c.axis = 0;
+        c.n_segments = 1;
+        c.ne[0] = i64::MAX;
+        c.ne[1] = i64::MAX;
+        c.ne[2] = 4;
+        let wrapped = i64::MAX.wrapping_add(i64::MAX).wrapping_add(4);
+        let e = Split::from_raw(&c, [wrapped, 1, 1, 1], 3, |_| 1).unwrap_err();
+        assert_eq!(
+            e,
+            StateError::WrongTotal {
+                total: None,
+                expected: wrapped,
+                axis: 0
+            }
+        );
+        assert!(e.to_string().contains("more than 2^63"), "{e}");
+    }
+
     use super::*;
 
     fn raw(axis: i32, ne: &[i64], n_segments: u32) -> RawSplitState {
