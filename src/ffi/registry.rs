@@ -212,9 +212,13 @@ pub unsafe extern "C" fn ggml_backend_load_all_from_path(dir_path: *const c_char
 /// that loads the libraries with `RTLD_LOCAL` (Python's ctypes: llama-cpp-python) keeps their
 /// symbols out of the global scope, where the registry would otherwise look the list up.
 ///
+/// Not in any header: cmake/ggml-backend-rs-builtins.c declares it for itself.
+///
 /// # Safety
 /// `list` is NULL (ignored) or a function of type `ggml_backend_rs_builtin_regs` that stays
 /// callable for the life of the process.
+///
+/// cbindgen:ignore
 #[no_mangle]
 pub unsafe extern "C" fn ggml_backend_rs_set_builtin_list(
     list: Option<crate::registry::BuiltinRegs>,
