@@ -17,7 +17,8 @@ jobs="${JOBS:-4}"
 
 trees=("$@")
 if [[ ${#trees[@]} -eq 0 ]]; then
-    for t in build/shared build/static build/dl build/shared-0.9.11; do
+    for t in build/shared build/static build/dl build/shared-0.9.11 build/shared-0.25.3 \
+             build/shared-0.24.0; do
         [[ -f "$t/CTestTestfile.cmake" ]] && trees+=("$t")
     done
 fi
@@ -28,10 +29,13 @@ fi
 
 for round in $(seq 1 "$rounds"); do
     for t in "${trees[@]}"; do
-        # scripts/test.sh runs the static tree's "linkage" tests only (the rest is the shared
-        # tree's code); the same here.
+        # the tests scripts/test.sh runs in each tree: the static tree's "linkage" tests (the
+        # rest is the shared tree's code), 0.24.0's ABI, scheduler and plugin tests
         filter=()
-        [[ "$(basename "$t")" == static ]] && filter=(-L linkage)
+        case "$(basename "$t")" in
+            static) filter=(-L linkage) ;;
+            shared-0.24.0) filter=(-R "$(sed -n "s/^filter=(-R '\(.*\)')$/\1/p" scripts/test.sh)") ;;
+        esac
         start=$SECONDS
         if ! ctest --test-dir "$t" --output-on-failure -j "$jobs" "${filter[@]}" > "$t/stress-round-$round.log" 2>&1; then
             grep -E "tests passed|\*\*\*|Failed|Timeout" "$t/stress-round-$round.log" | tail -20
