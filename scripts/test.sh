@@ -82,8 +82,8 @@ elif [[ $# -gt 0 ]]; then
     exit 2
 fi
 
-# Formatting and lints of every crate, for each ggml version's feature.
-step "cargo fmt --check, clippy (both ggml versions)"
+# Formatting and lints of every crate, for each ggml release's feature.
+step "cargo fmt --check, clippy (every release, the fuzz targets)"
 cargo fmt --check
 cargo clippy --all-targets --target-dir build/cargo-clippy -- -D warnings
 for release in ggml-0-25-3 ggml-0-24-0 ggml-0-9-11; do
