@@ -72,8 +72,8 @@ pub fn init() -> ggml_backend_reg_t {
         .map_or(std::ptr::null_mut(), |p| p.reg)
 }
 
-/// Whether the host is a ggml of [`crate::version::ABI_CLASS`]; the first call that finds it
-/// is not logs why, once.
+/// Whether the host is a ggml of [`crate::version::ABI_CLASS`]; asked once, and when it is
+/// not, the one log line says why.
 fn host_class_matches() -> bool {
     static MATCHES: OnceLock<bool> = OnceLock::new();
     *MATCHES.get_or_init(|| {

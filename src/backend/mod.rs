@@ -45,15 +45,14 @@ pub fn any_failed(backends: &[Backend]) -> bool {
         .any(|&b| extension(b).is_some_and(|e| e.failure().is_some()))
 }
 
-/// Settles every one of `backends` that has an extension (see [`Extension::settle`]); the
-/// first failure found.
+/// Settles `backend` if it has an extension (see [`Extension::settle`]).
+pub fn settle(backend: Backend) -> Result<(), String> {
+    extension(backend).map_or(Ok(()), |e| e.settle())
+}
+
+/// Settles every one of `backends`; the first failure found.
 pub fn settle_all(backends: &[Backend]) -> Result<(), String> {
-    for &b in backends {
-        if let Some(e) = extension(b) {
-            e.settle()?;
-        }
-    }
-    Ok(())
+    backends.iter().try_for_each(|&b| settle(b))
 }
 
 static EXTENSIONS: Registry<dyn Extension> = Registry::new();

@@ -78,16 +78,18 @@ fn timeouts() -> Timeouts {
     static T: OnceLock<Timeouts> = OnceLock::new();
     *T.get_or_init(|| {
         let mut t = Timeouts::default();
-        let seconds = |name: &str| -> Option<Duration> {
+        // A positive number below 1e9 from the variable `name`, if it is set; else reported.
+        let positive = |name: &str, unit: &str| -> Option<f64> {
             let v = std::env::var(name).ok()?;
             match v.trim().parse::<f64>() {
-                Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => Some(Duration::from_secs_f64(s)),
+                Ok(x) if x.is_finite() && x > 0.0 && x < 1e9 => Some(x),
                 _ => {
-                    log_error!("{name}={v}: not a number of seconds above 0; using the default");
+                    log_error!("{name}={v}: not a number of {unit} above 0; using the default");
                     None
                 }
             }
         };
+        let seconds = |name: &str| positive(name, "seconds").map(Duration::from_secs_f64);
         if let Some(d) = seconds("GGML_BACKEND_RS_RPC_TIMEOUT") {
             (t.connect, t.reply, t.compute) = (d, d, d);
         }
@@ -100,15 +102,8 @@ fn timeouts() -> Timeouts {
         if let Some(d) = seconds("GGML_BACKEND_RS_RPC_TIMEOUT_COMPUTE") {
             t.compute = d;
         }
-        if let Ok(v) = std::env::var("GGML_BACKEND_RS_RPC_MIN_RATE") {
-            match v.trim().parse::<f64>() {
-                Ok(r) if r.is_finite() && r > 0.0 && r < 1e9 => {
-                    t.min_rate = ((r * (1u64 << 20) as f64) as u64).max(1);
-                }
-                _ => log_error!(
-                    "GGML_BACKEND_RS_RPC_MIN_RATE={v}: not a number of MiB/s above 0; using the default"
-                ),
-            }
+        if let Some(mib) = positive("GGML_BACKEND_RS_RPC_MIN_RATE", "MiB/s") {
+            t.min_rate = ((mib * (1u64 << 20) as f64) as u64).max(1);
         }
         t
     })

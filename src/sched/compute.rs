@@ -162,17 +162,18 @@ impl Sched {
             }
             prev_backend = Some(backend_id);
         }
-        // Backends that learn of a failure late (RPC servers) are asked now, once each.
-        let mut used: Vec<Backend> = self
-            .splits
-            .iter()
-            .map(|s| self.backends[s.backend])
-            .collect();
-        used.sort_by_key(|b| b.as_ptr() as usize);
-        used.dedup();
-        if let Err(e) = crate::backend::settle_all(&used) {
-            log_error!("ggml_backend_sched_graph_compute: {e}");
-            return GGML_STATUS_FAILED;
+        // Backends that learn of a failure late (RPC servers) are asked now, each one the
+        // splits used once (a bit per backend index: at most MAX_BACKENDS).
+        let mut asked = 0u32;
+        for s in &self.splits {
+            if asked & (1 << s.backend) != 0 {
+                continue;
+            }
+            asked |= 1 << s.backend;
+            if let Err(e) = crate::backend::settle(self.backends[s.backend]) {
+                log_error!("ggml_backend_sched_graph_compute: {e}");
+                return GGML_STATUS_FAILED;
+            }
         }
         GGML_STATUS_SUCCESS
     }
