@@ -86,6 +86,7 @@ function(ggml_backend_rs_add_crate)
         add_custom_command(
             OUTPUT "${archive}" "${tdir}/release/libggml_backend_rs.so"
             COMMAND "${CMAKE_COMMAND}" -E env "LLAMA_CPP_DIR=${GGML_BACKEND_RS_LLAMA_CPP_DIR}"
+                    "GGML_BACKEND_RS_UNLISTED_RELEASE=${GGML_BACKEND_RS_UNLISTED_RELEASE}"
                     "${GGML_BACKEND_RS_CARGO}" build --release --lib ${GGML_BACKEND_RS_CARGO_FEATURE_ARGS}
                     --manifest-path "${root}/Cargo.toml" --target-dir "${tdir}"
             # cargo leaves an up-to-date archive untouched; the outputs must still be newer than
@@ -127,7 +128,9 @@ function(ggml_backend_rs_add_plugin)
         "${root}/crates/*/Cargo.toml")
     add_custom_command(
         OUTPUT "${archive}"
-        COMMAND "${GGML_BACKEND_RS_CARGO}" build --release -p ggml-backend-rs-plugin
+        COMMAND "${CMAKE_COMMAND}" -E env
+                "GGML_BACKEND_RS_UNLISTED_RELEASE=${GGML_BACKEND_RS_UNLISTED_RELEASE}"
+                "${GGML_BACKEND_RS_CARGO}" build --release -p ggml-backend-rs-plugin
                 ${GGML_BACKEND_RS_CARGO_FEATURE_ARGS}
                 --manifest-path "${root}/Cargo.toml" --target-dir "${tdir}"
         COMMAND "${CMAKE_COMMAND}" -E touch_nocreate "${archive}"

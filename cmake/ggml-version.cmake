@@ -11,17 +11,31 @@
 # ggml_backend_rs_pins(<pins-var> <default-pin-var>): the pins, and the default version's pin.
 #
 # ggml_backend_rs_detect_ggml_version(<ggml dir>) reads GGML_VERSION_MAJOR/MINOR/PATCH from
-# <ggml dir>/CMakeLists.txt (the `ggml` directory of a llama.cpp tree, or a ggml checkout) and
-# sets these cache variables (INTERNAL: they follow the tree at every configure):
-#   GGML_BACKEND_RS_GGML_VERSION        e.g. 0.26.0
+# <ggml dir>/CMakeLists.txt (the `ggml` directory of a llama.cpp tree, or a ggml checkout), then
+# takes the tree for what its headers say (cmake/ggml-abi-probe.cmake asks the compilers: the
+# facts below, every size, offset and value the crate mirrors, the functions declared):
+#   * a listed release whose headers are that release's is built as it;
+#   * a listed release whose headers differ (a patched ggml) stops the configure, naming what
+#     differs;
+#   * an unlisted release whose headers equal a listed release's (the nearest one of its class)
+#     is built as that release, with a warning: what headers cannot show (registration, the
+#     scheduler's behaviour) is taken from it;
+#   * an unlisted release that equals none stops the configure, naming for each class what
+#     differs, and the supported releases with their pins.
+# In script mode (no compiler) only the table is read: an unlisted release stops.
+# Sets these cache variables (INTERNAL: they follow the tree at every configure):
+#   GGML_BACKEND_RS_GGML_VERSION        the tree's ggml version, e.g. 0.26.0
+#   GGML_BACKEND_RS_GGML_RELEASE        the listed release it is built as (the same when listed)
+#   GGML_BACKEND_RS_UNLISTED_RELEASE    the tree's version when unlisted, else empty (given to
+#                                       cargo: the plugin takes a host of it as its class's)
 #   GGML_BACKEND_RS_ABI_CLASS           its ABI class, e.g. F
-#   GGML_BACKEND_RS_CARGO_FEATURE_ARGS  cargo arguments that select the version's feature: none
+#   GGML_BACKEND_RS_CARGO_FEATURE_ARGS  cargo arguments that select the release's feature: none
 #                                       for the default feature, else --no-default-features
 #                                       --features ggml-<v>
-#   GGML_BACKEND_RS_OUR_INCLUDE_DIR     our generated headers for that version
-# Any other version stops the configure, naming the supported ones and their pins.
+#   GGML_BACKEND_RS_OUR_INCLUDE_DIR     our generated headers for that release
 
 include_guard(GLOBAL)
+include("${CMAKE_CURRENT_LIST_DIR}/ggml-abi-probe.cmake")
 
 # <ggml version>|<llama-cpp-sys-2 pin>|<ABI class>[|default]
 set(GGML_BACKEND_RS_GGML_VERSIONS
@@ -138,6 +152,89 @@ function(_ggml_backend_rs_check_facts feature class)
     endif()
 endfunction()
 
+# The facts of <release> as the crate and the C programs see them together: its class's row of
+# the table above, plus the crate's own layout facts from Cargo.toml's release feature.
+function(_ggml_backend_rs_release_facts release class out_var)
+    ggml_backend_rs_abi_facts("${class}" facts)
+    string(REPLACE "." "-" feature "ggml-${release}")
+    file(READ "${GGML_BACKEND_RS_ROOT}/Cargo.toml" manifest)
+    if(manifest MATCHES "\n${feature} = \\[([^]]*)\\]")
+        string(REGEX MATCHALL "\"[a-z0-9-]+\"" cargo_facts "${CMAKE_MATCH_1}")
+        list(TRANSFORM cargo_facts REPLACE "\"" "")
+        list(TRANSFORM cargo_facts REPLACE "-" "_")
+        list(TRANSFORM cargo_facts TOUPPER)
+        list(APPEND facts ${cargo_facts})
+    endif()
+    list(REMOVE_DUPLICATES facts)
+    set(${out_var} "${facts}" PARENT_SCOPE)
+endfunction()
+
+# How probed facts differ from expected ones, leaving out those the headers cannot tell:
+# "has X" / "lacks Y" items, empty when they agree.
+function(_ggml_backend_rs_fact_differences probed expected unknown out_var)
+    set(diff "")
+    foreach(f IN LISTS probed)
+        if(NOT f IN_LIST expected AND NOT f IN_LIST unknown)
+            list(APPEND diff "has ${f}")
+        endif()
+    endforeach()
+    foreach(f IN LISTS expected)
+        if(NOT f IN_LIST probed AND NOT f IN_LIST unknown)
+            list(APPEND diff "lacks ${f}")
+        endif()
+    endforeach()
+    set(${out_var} "${diff}" PARENT_SCOPE)
+endfunction()
+
+# Everything that tells a tree's headers from <release>'s: facts, layouts, declarations.
+function(_ggml_backend_rs_header_differences ggml_dir release class probed unknown out_var)
+    _ggml_backend_rs_release_facts("${release}" "${class}" expected)
+    _ggml_backend_rs_fact_differences("${probed}" "${expected}" "${unknown}" diff)
+    if(diff STREQUAL "")
+        # Same facts: then every size, offset and value, and the functions declared.
+        set(ours "${GGML_BACKEND_RS_ROOT}/include/ggml-${release}")
+        ggml_backend_rs_abi_facts("${class}" c_facts)
+        ggml_backend_rs_compare_layouts("${ggml_dir}" "${ours}" "${c_facts}" layout_diff)
+        ggml_backend_rs_compare_declarations("${ggml_dir}" "${ours}" decl_diff)
+        list(APPEND diff ${layout_diff} ${decl_diff})
+    endif()
+    set(${out_var} "${diff}" PARENT_SCOPE)
+endfunction()
+
+# The listed release of <class> nearest below <version> (else the class's first).
+function(_ggml_backend_rs_nearest_release class version out_var)
+    set(best "")
+    foreach(entry IN LISTS GGML_BACKEND_RS_GGML_VERSIONS)
+        string(REPLACE "|" ";" fields "${entry}")
+        list(GET fields 0 v)
+        list(GET fields 2 c)
+        if(NOT c STREQUAL class)
+            continue()
+        endif()
+        if(best STREQUAL "" OR (v VERSION_LESS_EQUAL version AND v VERSION_GREATER best))
+            set(best "${v}")
+        endif()
+    endforeach()
+    set(${out_var} "${best}" PARENT_SCOPE)
+endfunction()
+
+function(_ggml_backend_rs_supported_text out_var)
+    set(supported "")
+    foreach(entry IN LISTS GGML_BACKEND_RS_GGML_VERSIONS)
+        string(REPLACE "|" ";" fields "${entry}")
+        list(GET fields 0 v)
+        list(GET fields 1 p)
+        if(p MATCHES "^[0-9.]+$")
+            set(where "llama-cpp-sys-2 =${p}")
+        else()
+            set(where "${p}")
+        endif()
+        list(APPEND supported "ggml ${v} (${where}, GGML_BACKEND_RS_PIN=${p})")
+    endforeach()
+    list(JOIN supported ", " supported)
+    set(${out_var} "${supported}" PARENT_SCOPE)
+endfunction()
+
 function(ggml_backend_rs_detect_ggml_version ggml_dir)
     cmake_path(ABSOLUTE_PATH ggml_dir NORMALIZE)
     string(REGEX REPLACE "/$" "" ggml_dir "${ggml_dir}")
@@ -163,35 +260,83 @@ function(ggml_backend_rs_detect_ggml_version ggml_dir)
         endif()
     endforeach()
     set(version "${MAJOR}.${MINOR}.${PATCH}")
-
     _ggml_backend_rs_version_entry("${version}" pin class is_default)
-    if(pin STREQUAL "")
-        set(supported "")
-        foreach(entry IN LISTS GGML_BACKEND_RS_GGML_VERSIONS)
-            string(REPLACE "|" ";" fields "${entry}")
-            list(GET fields 0 v)
-            list(GET fields 1 p)
-            if(p MATCHES "^[0-9.]+$")
-                set(where "llama-cpp-sys-2 =${p}")
-            else()
-                set(where "${p}")
+    _ggml_backend_rs_supported_text(supported)
+
+    # The tree is taken for what its headers say (project mode; script mode, which cannot
+    # compile, knows only the table).
+    set(release "${version}")
+    if(CMAKE_SCRIPT_MODE_FILE)
+        if(pin STREQUAL "")
+            message(FATAL_ERROR "ggml-backend-rs: ${ggml_dir} is ggml ${version}; supported: ${supported}")
+        endif()
+    else()
+        ggml_backend_rs_probe_abi("${ggml_dir}" probed unknown)
+        if(NOT pin STREQUAL "")
+            _ggml_backend_rs_header_differences("${ggml_dir}" "${release}" "${class}"
+                "${probed}" "${unknown}" diff)
+            if(diff)
+                list(JOIN diff "\n  " diff)
+                message(FATAL_ERROR "ggml-backend-rs: ${ggml_dir} says ggml ${version} (ABI class "
+                    "${class}), but its headers are not that release's:\n  ${diff}\n"
+                    "A patched ggml is an ABI this library does not implement.")
             endif()
-            list(APPEND supported "ggml ${v} (${where}, GGML_BACKEND_RS_PIN=${p})")
-        endforeach()
-        list(JOIN supported ", " supported)
-        message(FATAL_ERROR "ggml-backend-rs: ${ggml_dir} is ggml ${version}; supported: ${supported}")
+        else()
+            # An unlisted release: built as the class its headers equal, if one does.
+            set(reasons "")
+            set(class "")
+            foreach(entry IN LISTS GGML_BACKEND_RS_ABI_CLASSES)
+                string(FIND "${entry}" "|" bar)
+                string(SUBSTRING "${entry}" 0 ${bar} c)
+                _ggml_backend_rs_nearest_release(${c} "${version}" r)
+                _ggml_backend_rs_header_differences("${ggml_dir}" "${r}" "${c}"
+                    "${probed}" "${unknown}" diff)
+                if(diff STREQUAL "")
+                    set(class "${c}")
+                    set(release "${r}")
+                    break()
+                endif()
+                list(JOIN diff ", " diff)
+                list(APPEND reasons "class ${c} (ggml ${r}): ${diff}")
+            endforeach()
+            if(class STREQUAL "")
+                list(JOIN reasons "\n  " reasons)
+                message(FATAL_ERROR "ggml-backend-rs: ${ggml_dir} is ggml ${version}, a release "
+                    "this library does not list, and its headers match none of its ABI classes:\n"
+                    "  ${reasons}\nsupported: ${supported}")
+            endif()
+            _ggml_backend_rs_version_entry("${release}" pin class_again is_default)
+            message(WARNING "ggml-backend-rs: ${ggml_dir} is ggml ${version}, a release this "
+                "library does not list; its headers equal ggml ${release}'s (ABI class ${class}: "
+                "facts, layouts and declarations), so it is built as ggml ${release}. What headers "
+                "cannot show (${unknown}, the scheduler's behaviour) is taken from ggml ${release}.")
+        endif()
     endif()
 
-    string(REPLACE "." "-" feature "ggml-${version}")
+    string(REPLACE "." "-" feature "ggml-${release}")
     if(is_default)
         set(cargo_args "")
     else()
         set(cargo_args --no-default-features --features "${feature}")
     endif()
+    if(release STREQUAL version)
+        set(unlisted "")
+    else()
+        set(unlisted "${version}")
+    endif()
     set(GGML_BACKEND_RS_GGML_VERSION "${version}" CACHE INTERNAL "ggml version of the llama.cpp tree")
+    set(GGML_BACKEND_RS_GGML_RELEASE "${release}" CACHE INTERNAL
+        "the listed ggml release the tree is built as (its own version when listed)")
+    set(GGML_BACKEND_RS_UNLISTED_RELEASE "${unlisted}" CACHE INTERNAL
+        "the tree's version when it is not listed but its headers equal a listed release's")
     set(GGML_BACKEND_RS_ABI_CLASS "${class}" CACHE INTERNAL "ABI class of the llama.cpp tree")
     set(GGML_BACKEND_RS_CARGO_FEATURE_ARGS "${cargo_args}" CACHE INTERNAL "")
-    set(GGML_BACKEND_RS_OUR_INCLUDE_DIR "${GGML_BACKEND_RS_ROOT}/include/ggml-${version}" CACHE INTERNAL "")
+    set(GGML_BACKEND_RS_OUR_INCLUDE_DIR "${GGML_BACKEND_RS_ROOT}/include/ggml-${release}" CACHE INTERNAL "")
     _ggml_backend_rs_check_facts("${feature}" "${class}")
-    message(STATUS "ggml-backend-rs: ggml ${version}, ABI class ${class} (cargo feature ${feature})")
+    if(release STREQUAL version)
+        message(STATUS "ggml-backend-rs: ggml ${version}, ABI class ${class} (cargo feature ${feature})")
+    else()
+        message(STATUS "ggml-backend-rs: ggml ${version} built as ggml ${release}, ABI class ${class} "
+            "(cargo feature ${feature})")
+    endif()
 endfunction()

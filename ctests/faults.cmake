@@ -140,7 +140,7 @@ if(TARGET llama_driver_ref)
         ctests_use_model(${fault_model} faults/upstream/${name})
     endfunction()
     # the assertions that stop it, per ggml release
-    if(GGML_BACKEND_RS_GGML_VERSION VERSION_LESS 0.24)
+    if(GGML_BACKEND_RS_GGML_RELEASE VERSION_LESS 0.24)
         set(weights_assert "buffer")           # ggml-backend.cpp, ggml_backend_buffer_get_size
                                                # (weights and KV cache)
         set(compute_buffer_assert "buffer")

@@ -101,10 +101,15 @@ fn host_class_matches() -> bool {
             );
             return false;
         };
-        let built = format!("ggml {} (ABI class {})", class.releases_text(), class.name);
+        let unlisted = crate::version::UNLISTED_RELEASE;
+        let built = format!(
+            "ggml {} (ABI class {})",
+            class.releases_text(unlisted),
+            class.name
+        );
         let rebuild = "rebuild the plugin from the host's llama.cpp tree \
                        (cmake -DLLAMA_CPP_DIR=<that tree>)";
-        match class.check(&version, has) {
+        match class.check(&version, unlisted, has) {
             Ok(()) => true,
             Err(Mismatch::Release(host)) => {
                 log_error!(

@@ -23,6 +23,15 @@ macro_rules! one_release {
 }
 one_release!("ggml-0-9-11", "ggml-0-24-0", "ggml-0-25-3", "ggml-0-26-0");
 
+/// The llama.cpp tree's own ggml version, when CMake builds a tree whose version no class
+/// lists but whose headers equal a listed release's (cmake/ggml-version.cmake); the plugin
+/// takes a host of that version as its class's. Set by CMake's cargo command.
+/// cbindgen:ignore
+pub const UNLISTED_RELEASE: Option<&str> = match option_env!("GGML_BACKEND_RS_UNLISTED_RELEASE") {
+    Some(v) if !v.is_empty() => Some(v),
+    _ => None,
+};
+
 #[cfg(feature = "ggml-0-9-11")]
 mod class_a;
 #[cfg(feature = "ggml-0-9-11")]

@@ -29,9 +29,16 @@ pub enum Mismatch {
 
 impl AbiClass {
     /// Checks a host: its `ggml_version()` and whether it defines each export this class
-    /// is told apart by (`has`: does the host define that symbol).
-    pub fn check(&self, version: &str, has: impl Fn(&CStr) -> bool) -> Result<(), Mismatch> {
-        if !self.releases.contains(&version) {
+    /// is told apart by (`has`: does the host define that symbol). `unlisted` is one more
+    /// release taken as the class's: a tree whose headers equal the class's but whose version
+    /// the class does not list (accepted so at configure time, cmake/ggml-version.cmake).
+    pub fn check(
+        &self,
+        version: &str,
+        unlisted: Option<&str>,
+        has: impl Fn(&CStr) -> bool,
+    ) -> Result<(), Mismatch> {
+        if !self.releases.contains(&version) && unlisted != Some(version) {
             return Err(Mismatch::Release(version.to_owned()));
         }
         for (list, present) in [(self.has_exports, true), (self.lacks_exports, false)] {
@@ -45,9 +52,11 @@ impl AbiClass {
         Ok(())
     }
 
-    /// The releases as a reader would list them: `0.24.0 or 0.25.3`.
-    pub fn releases_text(&self) -> String {
-        self.releases.join(" or ")
+    /// The releases as a reader would list them: `0.24.0 or 0.25.3`, with `unlisted` last.
+    pub fn releases_text(&self, unlisted: Option<&str>) -> String {
+        let mut all = self.releases.to_vec();
+        all.extend(unlisted);
+        all.join(" or ")
     }
 }
 
@@ -65,26 +74,47 @@ mod tests {
     #[test]
     fn a_host_is_checked_by_release_then_by_exports() {
         let e_host = |n: &CStr| n == c"ggml_backend_meta_alloc_ctx_tensors_from_buft";
-        assert_eq!(E.check("0.25.3", e_host), Ok(()));
-        assert_eq!(E.check("0.24.0", e_host), Ok(()));
+        assert_eq!(E.check("0.25.3", None, e_host), Ok(()));
+        assert_eq!(E.check("0.24.0", None, e_host), Ok(()));
         assert_eq!(
-            E.check("0.26.0", e_host),
+            E.check("0.26.0", None, e_host),
             Err(Mismatch::Release("0.26.0".into()))
         );
         assert_eq!(
-            E.check("0.25.3", |_| true),
+            E.check("0.25.3", None, |_| true),
             Err(Mismatch::Export {
                 name: "ggml_backend_buft_alloc_buffer_n".into(),
                 present: true
             })
         );
         assert_eq!(
-            E.check("0.25.3", |_| false),
+            E.check("0.25.3", None, |_| false),
             Err(Mismatch::Export {
                 name: "ggml_backend_meta_alloc_ctx_tensors_from_buft".into(),
                 present: false
             })
         );
-        assert_eq!(E.releases_text(), "0.24.0 or 0.25.3");
+        assert_eq!(E.releases_text(None), "0.24.0 or 0.25.3");
+    }
+
+    #[test]
+    fn an_unlisted_release_is_accepted_by_its_exports() {
+        let e_host = |n: &CStr| n == c"ggml_backend_meta_alloc_ctx_tensors_from_buft";
+        assert_eq!(E.check("0.25.9", Some("0.25.9"), e_host), Ok(()));
+        assert_eq!(
+            E.check("0.25.8", Some("0.25.9"), e_host),
+            Err(Mismatch::Release("0.25.8".into()))
+        );
+        assert_eq!(
+            E.check("0.25.9", Some("0.25.9"), |_| true),
+            Err(Mismatch::Export {
+                name: "ggml_backend_buft_alloc_buffer_n".into(),
+                present: true
+            })
+        );
+        assert_eq!(
+            E.releases_text(Some("0.25.9")),
+            "0.24.0 or 0.25.3 or 0.25.9"
+        );
     }
 }
