@@ -13,14 +13,20 @@
 #         -D CHANGE=<change> -D EXPECT=<regex> -D FAIL=ON|OFF -P run.cmake
 cmake_minimum_required(VERSION 3.24)
 
+# The copies are files of their own, never links into the tree (a tree may be a farm of
+# symbolic links): a change below must not reach the original.
 file(REMOVE_RECURSE "${WORK}")
-file(GLOB public "${TREE}/ggml/include/*.h")
-file(GLOB private "${TREE}/ggml/src/*.h")
-file(COPY ${public} DESTINATION "${WORK}/tree/ggml/include")
-file(COPY ${private} DESTINATION "${WORK}/tree/ggml/src")
-if(EXISTS "${TREE}/include/llama.h")
-    file(COPY "${TREE}/include/llama.h" DESTINATION "${WORK}/tree/include")
-endif()
+function(copy_headers pattern dest)
+    file(GLOB files "${pattern}")
+    foreach(f IN LISTS files)
+        cmake_path(GET f FILENAME name)
+        file(READ "${f}" content)
+        file(WRITE "${dest}/${name}" "${content}")
+    endforeach()
+endfunction()
+copy_headers("${TREE}/ggml/include/*.h" "${WORK}/tree/ggml/include")
+copy_headers("${TREE}/ggml/src/*.h" "${WORK}/tree/ggml/src")
+copy_headers("${TREE}/include/llama.h" "${WORK}/tree/include")
 
 file(STRINGS "${TREE}/ggml/CMakeLists.txt" lines REGEX "^[ \t]*set\\(GGML_VERSION_(MAJOR|MINOR|PATCH) ")
 set(cmake_lists "")
