@@ -7,7 +7,8 @@
 #     linked: ctest label "linkage"), and shared with the backends as run-time modules
 #     (GGML_BACKEND_DL); cargo test links the static tree's libraries.
 #   class E, ggml 0.25.3 (pin llama-cpp-python-0.3.36, PyPI's sdist): the shared tree, with its
-#     differential, meta, plugin, fault and valgrind tests; ggml 0.24.0 (pin 0.1.159), the same
+#     differential, meta, plugin, fault and valgrind tests, and llama.cpp's own llama-server,
+#     llama-completion and llama-bench built on it; ggml 0.24.0 (pin 0.1.159), the same
 #     ABI with one scheduler pass of its own: the shared tree's ABI, scheduler and plugin tests.
 #   class A, ggml 0.9.11 (pin 0.1.146): the shared tree, with its differential, meta, plugin,
 #     fault and valgrind tests (the static and DL trees exercise no code of ours that differs per
@@ -123,8 +124,11 @@ tree build/shared-0.9.11 $pin_old "" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_RS_VA
     "-DGGML_BACKEND_RS_OTHER_CLASS_TREES=$root/build/shared"
 
 # Class E, 0.25.3 (llama-cpp-python's tree), shared: everything the 0.26 shared tree runs, RPC
-# included; its plugin against the hosts of classes A and F and theirs against its host.
+# included; its plugin against the hosts of classes A and F and theirs against its host. This
+# tree ships llama.cpp's tools: llama-server, llama-completion and llama-bench are built on the
+# library and tested against upstream's (GGML_BACKEND_RS_LLAMA_TOOLS, ctests/tools.cmake).
 tree build/shared-0.25.3 $pin_e "" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_RS_VALGRIND=ON -DGGML_RPC=ON \
+    -DGGML_BACKEND_RS_LLAMA_TOOLS=ON \
     "-DGGML_BACKEND_RS_OTHER_CLASS_TREES=$root/build/shared;$root/build/shared-0.9.11"
 
 # Class E, 0.24.0: the same ABI as 0.25.3 but for one scheduler pass (graph inputs get pipeline
