@@ -3,7 +3,8 @@
 # (the project include, cmake/ggml-backend-rs.cmake), as an ExternalProject in <build>/llama-tools.
 # On with GGML_BACKEND_RS_LLAMA_TOOLS=ON, in a tree that ships llama.cpp's tools (the crates.io
 # trees strip them; llama-cpp-python's, GGML_BACKEND_RS_PIN=llama-cpp-python-0.3.36, has them).
-# Included from ctests/CMakeLists.txt after plugin.cmake (`model_dir`, `plugin`).
+# Included from ctests/CMakeLists.txt after plugin.cmake and the valgrind options (`model_dir`,
+# `plugin`, `valgrind_on`).
 #
 # The programs' own code (libllama-common, the server, the bench) is compiled against upstream's
 # headers (only ggml and libllama get ours), so the same binaries with upstream's libraries first
@@ -21,7 +22,11 @@
 #                         aborts in its meta device during warmup (what a user gets today)
 #   tools/bench           llama-bench -sm tensor -dev TESTGPU0/TESTGPU1 (ours) and -dev TP0
 #                         (upstream with the plugin), its JSON and markdown parsed
-#   tools/completion      llama-completion: ours in tensor mode prints upstream's text
+#   tools/completion      llama-completion: ours in tensor mode generates upstream's tokens
+#   tools/server_valgrind llama-server in tensor mode under valgrind memcheck, 40 requests:
+#                         nothing definitely lost (with the valgrind tests)
+# A long run (2 000 requests and more, resident memory against upstream's server) is not a
+# test: `llama_tools_check.py soak` (docs/testing.md).
 
 set(GGML_BACKEND_RS_LLAMA_TOOLS OFF CACHE BOOL
     "build llama.cpp's llama-server, llama-completion and llama-bench on this library and test them")
@@ -96,6 +101,15 @@ foreach(what server bench completion)
         PASS_REGULAR_EXPRESSION "llama_tools_check: ${what}: OK" TIMEOUT 900)
     ctests_use_model(${tools_model} tools/${what})
 endforeach()
+
+if(valgrind_on)
+    add_test(NAME tools/server_valgrind COMMAND "${Python3_EXECUTABLE}"
+        "${CMAKE_CURRENT_SOURCE_DIR}/tools/llama_tools_check.py" soak --valgrind --requests 40
+        ${tools_args} --workdir "${CMAKE_CURRENT_BINARY_DIR}/tools/server_valgrind")
+    set_tests_properties(tools/server_valgrind PROPERTIES
+        PASS_REGULAR_EXPRESSION "llama_tools_check: soak: OK" TIMEOUT 900)
+    ctests_use_model(${tools_model} tools/server_valgrind)
+endif()
 
 # Upstream's tensor mode: the meta device of upstream's ggml aborts while the server warms up.
 add_test(NAME tools/server_upstream_tensor_aborts COMMAND "${CMAKE_COMMAND}"

@@ -52,11 +52,11 @@ def fail(message):
 class Server:
     """One llama-server process on 127.0.0.1 and the port it chose (--port 0)."""
 
-    def __init__(self, name, binary, args, env, workdir):
+    def __init__(self, name, binary, args, env, workdir, launcher=()):
         self.name = name
         self.log_path = os.path.join(workdir, f"{name}.log")
         self.log = open(self.log_path, "w+b")
-        cmd = [binary, "--host", "127.0.0.1", "--port", "0"] + args
+        cmd = list(launcher) + [binary, "--host", "127.0.0.1", "--port", "0"] + args
         print(f"[{name}] {' '.join(cmd)}", flush=True)
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.port = None
@@ -322,17 +322,114 @@ def run_completion(args):
     print("llama_tools_check: completion: OK")
 
 
+def vm_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    fail(f"no VmRSS for {pid}")
+
+
+def soak_one(args, config):
+    """One server of `config` through the soak workload; returns the (requests, RSS KiB,
+    seconds) samples."""
+    work = os.path.join(args.workdir or tempfile.mkdtemp(prefix="llama-soak-"), config)
+    os.makedirs(work, exist_ok=True)
+    env = dict(os.environ, GGML_BACKEND_PATH=args.module, GGML_NO_BACKTRACE="1", GGML_META_PROFILE="1")
+    # --cache-ram 0: the server's own prompt cache in host memory grows by design
+    server_args = ["-m", args.model, "-np", "4", "-c", "2048", "-t", "1", "-fa", "on", "--seed", "1",
+                   "--no-webui", "-lv", "4", "--cache-ram", "0"]
+    server_args += {"ours-tensor": ["--device", "TESTGPU0,TESTGPU1", "-sm", "tensor"],
+                    "ours-none": ["--device", "TESTGPU0", "-sm", "none"],
+                    "upstream-none": ["--device", "TESTGPU0", "-sm", "none"]}[config]
+    if config.startswith("upstream"):
+        env["LD_LIBRARY_PATH"] = args.upstream_libdir
+    launcher = []
+    vg_log = os.path.join(work, "valgrind.log")
+    if args.valgrind:
+        launcher = ["valgrind", "--leak-check=full", f"--log-file={vg_log}"]
+    server = Server(config, os.path.join(args.bin, "llama-server"), server_args, env, work, launcher)
+    samples = []
+    start = time.monotonic()
+    done = 0
+    try:
+        server.wait_ready()
+        pid = server.proc.pid
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            while done < args.requests and time.monotonic() - start < args.max_seconds:
+                batch = range(done, min(done + 100, args.requests))
+                work_items = [(PREFIX * (1 + i % 8) + f"item {i}", 8 + i % 24) for i in batch]
+                for status, d in pool.map(lambda w: server.complete(*w), work_items):
+                    if status != 200:
+                        fail(f"[{config}] status {status}: {d}")
+                done = batch.stop
+                samples.append((done, vm_rss_kib(pid), time.monotonic() - start))
+                print(f"[{config}] {done} requests, RSS {samples[-1][1]} KiB, {samples[-1][2]:.0f} s", flush=True)
+    finally:
+        server.stop()
+    profile = re.findall(r"meta profile [^:]*: (\d+) graph computes \((\d+) plans built\)", server.text())
+    if profile:
+        print(f"[{config}] meta backends at exit: "
+              + ", ".join(f"{c} graph computes, {p} plans built" for c, p in profile))
+    if args.valgrind:
+        with open(vg_log) as f:
+            vg = f.read()
+        lost = re.search(r"definitely lost: [\d,]+ bytes in [\d,]+ blocks", vg)
+        print(f"[{config}] valgrind: {lost.group(0) if lost else 'All heap blocks were freed'}")
+        if "ERROR SUMMARY" not in vg:
+            fail(f"[{config}] valgrind ended without a summary, see {vg_log}")
+        if lost and not lost.group(0).startswith("definitely lost: 0 bytes"):
+            fail(f"[{config}] valgrind reports a definite leak, see {vg_log}")
+    return samples
+
+
+def growth_after(samples, warmup):
+    warm = [s for s in samples if s[0] >= warmup]
+    if len(warm) < 2:
+        fail(f"too few samples after {warmup} requests: {samples}")
+    return max(s[1] for s in warm) - warm[0][1]
+
+
+def run_soak(args):
+    """A long run of llama-server in tensor mode (ours over TESTGPU0,TESTGPU1): --requests
+    greedy completions of mixed lengths, 8 at a time (or --max-seconds, whichever comes
+    first), its resident memory sampled every 100. After --warmup requests it may grow by no
+    more than upstream's server grows through the same workload (--against), plus
+    --growth-kib. With --valgrind the server runs under memcheck and must end with nothing
+    definitely lost (no comparison)."""
+    samples = soak_one(args, args.config)
+    if not args.valgrind:
+        ours = growth_after(samples, args.warmup)
+        base = growth_after(soak_one(args, args.against), args.warmup) if args.against else 0
+        print(f"RSS growth after {args.warmup} requests: {args.config} {ours} KiB"
+              + (f", {args.against} {base} KiB" if args.against else ""))
+        if ours > base + args.growth_kib:
+            fail(f"{args.config} grew by {ours} KiB, more than {base} + {args.growth_kib} KiB")
+    print(f"llama_tools_check: soak: OK ({samples[-1][0]} requests)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["server", "bench", "completion"])
+    ap.add_argument("what", choices=["server", "bench", "completion", "soak"])
     ap.add_argument("--bin", required=True, help="directory of llama-server, llama-bench, llama-completion")
     ap.add_argument("--model", required=True)
     ap.add_argument("--module", required=True, help="the test devices as a backend module")
     ap.add_argument("--upstream-libdir", required=True, help="upstream's libggml*.so and libllama.so")
     ap.add_argument("--plugin", help="libggml-backend-rs-tp.so")
     ap.add_argument("--workdir", help="where the servers' logs go (default: a new temporary directory)")
+    ap.add_argument("--requests", type=int, default=2000, help="soak: how many requests")
+    ap.add_argument("--max-seconds", type=float, default=1800, help="soak: or until this much time")
+    ap.add_argument("--warmup", type=int, default=300, help="soak: requests before memory must stay flat")
+    ap.add_argument("--growth-kib", type=int, default=1024,
+                    help="soak: RSS growth after warm-up allowed beyond --against's")
+    ap.add_argument("--against", choices=["ours-none", "upstream-none"],
+                    help="soak: a second server whose growth through the same workload bounds ours")
+    ap.add_argument("--valgrind", action="store_true", help="soak: the server under valgrind memcheck")
+    ap.add_argument("--config", default="ours-tensor", choices=["ours-tensor", "ours-none", "upstream-none"],
+                    help="soak: which library and devices (default ours-tensor)")
     args = ap.parse_args()
-    {"server": run_server, "bench": run_bench, "completion": run_completion}[args.what](args)
+    {"server": run_server, "bench": run_bench, "completion": run_completion,
+     "soak": run_soak}[args.what](args)
 
 
 if __name__ == "__main__":
