@@ -9,7 +9,8 @@
         upstream-tp0   upstream's ggml and libllama with our plugin, --device TP0 = TP(CPU,CPU)
       Each gets the same workload: 32 greedy completions 8 at a time, of varied prompt lengths
       with shared prefixes (prompt cache reuse) and one prompt repeated, a prompt longer than the
-      context, a body that is not JSON, a client that disconnects mid-stream; then /health,
+      context, a body that is not JSON, a client that disconnects mid-stream (its slot must be
+      freed, /slots); then /health,
       /props and /metrics. Every answer must equal ours-none's: the tokens, and for the requests
       the server refuses, the status and the error. The devices each server put buffers on (its
       log) must be the ones asked for.
@@ -169,6 +170,19 @@ def workload(server):
     answers["bad json"] = {"status": status, "body": json.loads(data) if data.startswith(b"{") else data.decode()}
 
     disconnect_mid_stream(server)
+    # The slot of the client that hung up is freed: every slot idle, within a bound.
+    deadline = time.monotonic() + 30
+    while True:
+        status, data = server.request("GET", "/slots")
+        if status != 200:
+            fail(f"[{server.name}] /slots: status {status}")
+        busy = [s["id"] for s in json.loads(data) if s.get("is_processing")]
+        if not busy:
+            break
+        if time.monotonic() > deadline:
+            fail(f"[{server.name}] slots {busy} still processing 30 s after their client hung up")
+        time.sleep(0.05)
+    answers["slots after disconnect"] = "all idle"
     # The server still serves, with the same answer as before.
     status, d = server.complete(prompts()[5])
     if status != 200:
