@@ -72,6 +72,7 @@ ExternalProject_Add(llama_tools
         -DLLAMA_BUILD_EXAMPLES=OFF
         -DLLAMA_CURL=OFF
         -DLLAMA_USE_PREBUILT_UI=OFF
+        -DLLAMA_OPENSSL=OFF # the tests speak HTTP on the loopback address
     BUILD_COMMAND "${CMAKE_COMMAND}" --build <BINARY_DIR> --target ${tools_programs}
     INSTALL_COMMAND ""
     BUILD_BYPRODUCTS ${tools_byproducts}
