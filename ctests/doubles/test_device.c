@@ -19,6 +19,10 @@
 // AllReduce" below). Two devices with async + events make libllama enable pipeline
 // parallelism (scheduler n_copies > 1) for a layer split over both.
 //
+// Memory: GGML_BACKEND_RS_TESTGPU_MEMORY_MIB=N (default 4096) is each device's total; what its
+// buffers hold is used, the rest is reported free, and an allocation that would pass the total
+// fails (NULL), as on a full GPU.
+//
 // Faults on demand (see "fault injection" below): GGML_BACKEND_RS_TESTGPU_FAIL=RULE[,RULE...]
 // with RULE = OP:N[+][@D] makes the Nth operation OP (counted from 1, on device D or on all
 // test devices together) fail; with '+' that one and every later one. OP is one of
@@ -163,7 +167,34 @@ static void * tbuf_base(ggml_backend_buffer_t buffer) {
     uintptr_t p = (uintptr_t) buffer->context;
     return (void *) ((p + TESTGPU_ALIGNMENT - 1) & ~(uintptr_t) (TESTGPU_ALIGNMENT - 1));
 }
-static void tbuf_free(ggml_backend_buffer_t buffer) { free(buffer->context); }
+// --- memory -------------------------------------------------------------------------------
+
+static size_t testgpu_used[TESTGPU_COUNT];
+
+static size_t testgpu_total(void) {
+    static size_t total = 0;
+    if (total == 0) {
+        const char * e = getenv("GGML_BACKEND_RS_TESTGPU_MEMORY_MIB");
+        const long v = e ? strtol(e, NULL, 10) : 4096;
+        total = (size_t) (v > 0 ? v : 4096) << 20;
+    }
+    return total;
+}
+
+// Takes `size` bytes of device i's memory; false (nothing taken) when they are not free.
+static bool testgpu_take(int i, size_t size) {
+    const size_t before = __atomic_fetch_add(&testgpu_used[i], size, __ATOMIC_SEQ_CST);
+    if (before + size > testgpu_total() || before + size < before) {
+        __atomic_fetch_sub(&testgpu_used[i], size, __ATOMIC_SEQ_CST);
+        return false;
+    }
+    return true;
+}
+
+static void tbuf_free(ggml_backend_buffer_t buffer) {
+    __atomic_fetch_sub(&testgpu_used[(int) (intptr_t) buffer->buft->context], buffer->size, __ATOMIC_SEQ_CST);
+    free(buffer->context);
+}
 static void tbuf_memset(ggml_backend_buffer_t b, struct ggml_tensor * t, uint8_t v, size_t off, size_t size) {
     (void) b;
     memset((char *) t->data + off, v, size);
@@ -239,9 +270,14 @@ static int dev_index(ggml_backend_dev_t d) { return (int) (intptr_t) d->context;
 static const char * tbuft_name(ggml_backend_buffer_type_t buft) { return testgpu_names[(int) (intptr_t) buft->context]; }
 static ggml_backend_buffer_t tbuft_alloc(ggml_backend_buffer_type_t buft, size_t size) {
     trace(TEST_DEVICE_OP_ALLOC);
-    if (fault(FAULT_ALLOC, (int) (intptr_t) buft->context)) return NULL;
+    const int i = (int) (intptr_t) buft->context;
+    if (fault(FAULT_ALLOC, i)) return NULL;
+    if (!testgpu_take(i, size)) return NULL;
     void * mem = calloc(1, size + TESTGPU_ALIGNMENT);
-    if (!mem) return NULL;
+    if (!mem) {
+        __atomic_fetch_sub(&testgpu_used[i], size, __ATOMIC_SEQ_CST);
+        return NULL;
+    }
     return ggml_backend_buffer_init(buft, tbuf_iface, mem, size);
 }
 static size_t tbuft_align(ggml_backend_buffer_type_t buft) { (void) buft; return TESTGPU_ALIGNMENT; }
@@ -356,7 +392,10 @@ static ggml_guid testgpu_guid = { 0x7e, 0x57, 0x60, 0x70, 1, 2, 3, 4, 5, 6, 7, 8
 
 static const char * td_name(ggml_backend_dev_t d) { return testgpu_names[dev_index(d)]; }
 static const char * td_desc(ggml_backend_dev_t d) { (void) d; return "test device backed by the CPU backend"; }
-static void td_memory(ggml_backend_dev_t d, size_t * free_mem, size_t * total) { (void) d; *free_mem = 1ull << 32; *total = 1ull << 32; }
+static void td_memory(ggml_backend_dev_t d, size_t * free_mem, size_t * total) {
+    *total = testgpu_total();
+    *free_mem = *total - __atomic_load_n(&testgpu_used[dev_index(d)], __ATOMIC_SEQ_CST);
+}
 static enum ggml_backend_dev_type td_type(ggml_backend_dev_t d) { (void) d; return GGML_BACKEND_DEVICE_TYPE_GPU; }
 static void td_props(ggml_backend_dev_t d, struct ggml_backend_dev_props * p) {
     p->name = td_name(d);

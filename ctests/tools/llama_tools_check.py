@@ -41,7 +41,7 @@ import tempfile
 import time
 
 READY_TIMEOUT = 120  # seconds for a server to load the model and answer /health
-REQUEST_TIMEOUT = 120  # seconds for one HTTP request
+REQUEST_TIMEOUT = 120  # seconds for one HTTP request (--request-timeout: more under valgrind)
 STOP_TIMEOUT = 30  # seconds for a server to exit after SIGTERM
 
 
@@ -85,8 +85,8 @@ class Server:
             time.sleep(0.1)
         fail(f"[{self.name}] not ready within {READY_TIMEOUT} s:\n{self.text()[-4000:]}")
 
-    def request(self, method, path, body=None, timeout=REQUEST_TIMEOUT):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+    def request(self, method, path, body=None, timeout=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout or REQUEST_TIMEOUT)
         try:
             headers = {"Content-Type": "application/json"} if body is not None else {}
             conn.request(method, path, body=body, headers=headers)
@@ -369,7 +369,7 @@ def soak_one(args, config):
     try:
         server.wait_ready()
         pid = server.proc.pid
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        with concurrent.futures.ThreadPoolExecutor(args.clients) as pool:
             while done < args.requests and time.monotonic() - start < args.max_seconds:
                 batch = range(done, min(done + 100, args.requests))
                 work_items = [(PREFIX * (1 + i % 8) + f"item {i}", 8 + i % 24) for i in batch]
@@ -423,6 +423,7 @@ def run_soak(args):
 
 
 def main():
+    global REQUEST_TIMEOUT, READY_TIMEOUT
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=["server", "bench", "completion", "soak"])
     ap.add_argument("--bin", required=True, help="directory of llama-server, llama-bench, llama-completion")
@@ -439,9 +440,14 @@ def main():
     ap.add_argument("--against", choices=["ours-none", "upstream-none"],
                     help="soak: a second server whose growth through the same workload bounds ours")
     ap.add_argument("--valgrind", action="store_true", help="soak: the server under valgrind memcheck")
+    ap.add_argument("--clients", type=int, default=8, help="soak: requests in flight at once")
+    ap.add_argument("--request-timeout", type=float, default=REQUEST_TIMEOUT,
+                    help="seconds one request may take (a server under valgrind on a loaded machine: more)")
     ap.add_argument("--config", default="ours-tensor", choices=["ours-tensor", "ours-none", "upstream-none"],
                     help="soak: which library and devices (default ours-tensor)")
     args = ap.parse_args()
+    REQUEST_TIMEOUT = args.request_timeout
+    READY_TIMEOUT = max(READY_TIMEOUT, args.request_timeout)
     {"server": run_server, "bench": run_bench, "completion": run_completion,
      "soak": run_soak}[args.what](args)
 

@@ -360,6 +360,19 @@ impl Device {
         // SAFETY: as above; `props` is a valid, exclusive destination.
         unsafe { f(self.as_ptr(), props) }
     }
+    /// The device's `device_id` (e.g. a PCI bus id), when it reports a non-empty one.
+    pub fn device_id(&self) -> Option<String> {
+        // SAFETY: a plain C struct of pointers, integers and bools: all-zero is a valid value.
+        let mut p: ggml_backend_dev_props = unsafe { std::mem::zeroed() };
+        self.props(&mut p);
+        if p.device_id.is_null() {
+            return None;
+        }
+        // SAFETY: a device's props hold NULL or a NUL-terminated id that lives as long as the
+        // device.
+        let id = unsafe { CStr::from_ptr(p.device_id) }.to_string_lossy();
+        (!id.is_empty()).then(|| id.into_owned())
+    }
     pub fn init_backend(&self, params: Option<&CStr>) -> ggml_backend_t {
         let f = required!(self.iface(), init_backend, "ggml_backend_dev_init");
         // SAFETY: as above; params is NULL or a valid C string.

@@ -13,6 +13,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr;
 use std::sync::Mutex;
 
+use ggml_backend_rs_core::memory;
 use ggml_backend_rs_core::names::NamePolicy;
 
 use super::device::{of_buft, Face, MetaDevice, Policy};
@@ -195,19 +196,37 @@ unsafe extern "C" fn dev_get_description(dev: ggml_backend_dev_t) -> *const c_ch
     meta(dev).description.as_ptr()
 }
 
+/// The memory the split can place (`memory::placeable`), not the sum of the devices': a
+/// physical device listed twice is one pool, and the shares are even (a meta device learns
+/// libllama's `--tensor-split` only tensor by tensor, after the planner has asked).
 unsafe extern "C" fn dev_get_memory(dev: ggml_backend_dev_t, free: *mut usize, total: *mut usize) {
-    let (mut f_sum, mut t_sum) = (0usize, 0usize);
-    for d in &meta(dev).simple {
-        let (mut f, mut t) = (0, 0);
-        d.memory(&mut f, &mut t);
-        f_sum = f_sum.saturating_add(f);
-        t_sum = t_sum.saturating_add(t);
-    }
+    let entries: Vec<memory::Entry> = meta(dev)
+        .simple
+        .iter()
+        .map(|d| {
+            let (mut f, mut t) = (0, 0);
+            d.memory(&mut f, &mut t);
+            memory::Entry {
+                physical: physical_key(d),
+                free: f as u64,
+                total: t as u64,
+                weight: 1,
+            }
+        })
+        .collect();
+    let (f, t) = memory::placeable(&entries);
     // SAFETY: ggml_backend_dev_memory passes two writable `size_t`s.
     unsafe {
-        *free = f_sum;
-        *total = t_sum;
+        *free = usize::try_from(f).unwrap_or(usize::MAX);
+        *total = usize::try_from(t).unwrap_or(usize::MAX);
     }
+}
+
+/// What tells one physical device from another: its `device_id` (a PCI bus id, which two
+/// backends of one GPU share), else the device handle.
+fn physical_key(d: &Device) -> String {
+    d.device_id()
+        .map_or_else(|| format!("dev:{:p}", d.as_ptr()), |id| format!("id:{id}"))
 }
 
 unsafe extern "C" fn dev_get_type(dev: ggml_backend_dev_t) -> ggml_backend_dev_type_raw {

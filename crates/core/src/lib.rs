@@ -25,6 +25,7 @@
 //!   AllReduce path follows;
 //! * [`ptx`]: the text of our CUDA AllReduce kernels, which add in that order, and [`launch`]:
 //!   how their launches share an AllReduce among GPUs (one-shot, two-shot);
+//! * [`memory`]: the memory a tensor-parallel device can offer (what its split can place);
 //! * [`names`]: a split policy by GGUF tensor name, for the plugin's tensor-parallel devices
 //!   (libllama gives them no split callback);
 //! * [`plan`]: the decisions of the meta backend's graph plan (MoE tails, sub-graph cuts, the
@@ -44,6 +45,7 @@ pub mod chunk;
 pub mod exchange;
 pub mod infer;
 pub mod launch;
+pub mod memory;
 pub mod names;
 pub mod op;
 pub mod owned;
