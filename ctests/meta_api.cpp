@@ -324,6 +324,19 @@ int case_device() {
     ggml_backend_dev_memory(m3, &mf, &mt);
     CHECK(mf == cf && mt == ct, "Meta(CPU,CPU,CPU) memory %zu/%zu, expected %zu/%zu", mf, mt, cf, ct);
     {
+        // the test device's free memory follows its buffers, and its total bounds them
+        size_t f0, t0, f1, t1;
+        ggml_backend_buffer_type_t g0_buft = ggml_backend_dev_buffer_type(g0);
+        ggml_backend_dev_memory(g0, &f0, &t0);
+        ggml_backend_buffer_t b = ggml_backend_buft_alloc_buffer(g0_buft, 1 << 20);
+        ggml_backend_dev_memory(g0, &f1, &t1);
+        CHECK(b && t1 == t0 && f1 + (1 << 20) == f0, "TESTGPU0 memory %zu/%zu after 1 MiB, was %zu/%zu", f1, t1, f0, t0);
+        CHECK(ggml_backend_buft_alloc_buffer(g0_buft, t0) == nullptr, "an allocation past TESTGPU0's memory");
+        ggml_backend_buffer_free(b);
+        ggml_backend_dev_memory(g0, &f1, &t1);
+        CHECK(f1 == f0, "TESTGPU0 free memory %zu after the free, was %zu", f1, f0);
+    }
+    {
         size_t gf, gt;
         ggml_backend_dev_memory(g0, &gf, &gt);
         ggml_backend_dev_memory(mab, &mf, &mt);
