@@ -17,6 +17,8 @@ ctx_train="${FIT_CTX_TRAIN:-1048576}"
 arch="${CUDA_ARCH:-90}"
 
 log() { printf '[%s] %s\n' "$(date +%T)" "$*"; }
+# shellcheck source=bench/detached.sh
+source "$root/bench/detached.sh"
 
 gpu_used_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; }
 
@@ -82,26 +84,13 @@ run() {
 
 case "${1:-}" in
     run) run ;;
-    start)
-        mkdir -p "$work"; rm -f "$work/done"
-        rm -rf "$work/src" && cp -r "$root" "$work/src"
-        setsid nohup bash -c "cd '$work/src' && FIT_WORK='$work' bash bench/fit-gpu.sh run > '$work/job.log' 2>&1; touch '$work/done'" \
-            > /dev/null 2>&1 < /dev/null &
-        log "started; log $work/job.log"
-        ;;
+    start) detached_start "$work" env "FIT_WORK=$work" bash bench/fit-gpu.sh run ;;
     wait)
-        deadline=$((SECONDS + ${2:-560})); seen=0
-        while true; do
-            if [[ -f "$work/job.log" ]]; then
-                n=$(wc -l < "$work/job.log")
-                if (( n > seen )); then sed -n "$((seen + 1)),${n}p" "$work/job.log"; seen=$n; fi
-            fi
-            [[ -f "$work/done" ]] && break
-            (( SECONDS >= deadline )) && exit 3
-            sleep 5
-        done
+        detached_wait "$work" "${2:-560}"
         cat "$work/report.md"
-        [[ -n "${OUT:-}" ]] && cp "$work/report.md" "$work"/*.log "$OUT"/ 2>/dev/null || true
+        if [[ -n "${OUT:-}" ]]; then
+            cp "$work/report.md" "$work"/*.log "$OUT"/
+        fi
         ;;
     *) sed -n '2,13p' "$0"; exit 2 ;;
 esac

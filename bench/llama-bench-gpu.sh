@@ -34,6 +34,8 @@ models="${MODELS:-f16 q4_0}"
 arch="${CUDA_ARCH:-90}"
 
 log() { printf '[%s] %s\n' "$(date +%T)" "$*"; }
+# shellcheck source=bench/detached.sh
+source "$root/bench/detached.sh"
 
 run() {
     mkdir -p "$work/results"
@@ -118,26 +120,9 @@ EOF
 
 case "${1:-}" in
     run) run ;;
-    start)
-        mkdir -p "$work"
-        rm -f "$work/done"
-        rm -rf "$work/src" && cp -r "$root" "$work/src"
-        setsid nohup bash -c "cd '$work/src' && bash bench/llama-bench-gpu.sh run > '$work/job.log' 2>&1; touch '$work/done'" \
-            > /dev/null 2>&1 < /dev/null &
-        log "started; log $work/job.log"
-        ;;
+    start) detached_start "$work" env "LBG_WORK=$work" bash bench/llama-bench-gpu.sh run ;;
     wait)
-        deadline=$((SECONDS + ${2:-560}))
-        seen=0
-        while true; do
-            if [[ -f "$work/job.log" ]]; then
-                n=$(wc -l < "$work/job.log")
-                if (( n > seen )); then sed -n "$((seen + 1)),${n}p" "$work/job.log"; seen=$n; fi
-            fi
-            [[ -f "$work/done" ]] && break
-            (( SECONDS >= deadline )) && exit 3
-            sleep 5
-        done
+        detached_wait "$work" "${2:-560}"
         cat "$work/results/table.md"
         if [[ -n "${OUT:-}" ]]; then
             tar -czf "$OUT/llama-bench-gpu.tgz" -C "$work" results job.log
