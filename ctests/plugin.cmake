@@ -22,6 +22,11 @@
 #                                         the plugin offers none (--devices TP0 is invalid)
 #   plugin/llama/qwen35-f32/tgpu2_cpu_ops_stops_at_context  the recurrent layers need GET_ROWS
 #                                         on each device: without it the context stops
+#   plugin/llama/compute_buffer_oom       a device out of memory for the compute buffer, which a
+#                                         plugin device makes when the first graph is allocated:
+#                                         the decode fails (-2) naming the device and the bytes,
+#                                         no abort (libllama then reuses the failed graph: the
+#                                         retries fail the same way)
 #
 # Upstream's own tensor mode over CPU,CPU crashes (see ctests/matrix/tests.txt); through the
 # plugin the same upstream libllama runs it, because the meta device is ours.
@@ -172,3 +177,20 @@ add_test(NAME plugin/llama/cut_heads_stop_at_context COMMAND "${CMAKE_COMMAND}"
 set_tests_properties(plugin/llama/cut_heads_stop_at_context PROPERTIES
     ENVIRONMENT "${plugin_env};GGML_BACKEND_RS_TP=CPU,CPU,CPU,CPU")
 ctests_use_model(mha6-f32 plugin/llama/cut_heads_stop_at_context)
+
+# A plugin device's compute buffer gets its memory when ggml-alloc places the first graph's
+# tensors, which ignores the status: the graph's compute reports it (upstream's libllama then
+# reuses the graph as it is, so the decode fails again when made again). TESTGPU1's allocation
+# ALLOC_N is that buffer's (the weights and the KV cache come first; the "injected fault" line
+# pins it).
+set(compute_oom_alloc 3)
+set(plugin_tgpu2 -E env "${plugin_env}" GGML_BACKEND_RS_TP=TESTGPU0,TESTGPU1 "$<TARGET_FILE:llama_driver_ref>"
+    --model "${gguf}" --threads ${ctests_threads} --n-predict 4 --test-device --load-all-backends
+    --devices TP0)
+add_test(NAME plugin/llama/compute_buffer_oom COMMAND "${CMAKE_COMMAND}"
+    -D "DRIVER=${CMAKE_COMMAND}" "-DARGS=${plugin_tgpu2};--retry-failed-decode;1"
+    "-DENV=GGML_BACKEND_RS_TESTGPU_FAIL=alloc:${compute_oom_alloc}@1"
+    -D EXPECT_RC=1
+    "-DEXPECT=TESTGPU1: injected fault: alloc #${compute_oom_alloc}[^0-9];meta buffer: failed to allocate [0-9]+ bytes on TESTGPU1;meta backend: graph not computed: meta buffer: failed to allocate [0-9]+ bytes on TESTGPU1;decode_error: prompt 0 rc=-2[^0-9];llama_driver: llama_decode\\(prompt\\) failed: -2"
+    -D "WORK_DIR=${model_dir}/plugin-compute-buffer-oom" -P "${CMAKE_CURRENT_SOURCE_DIR}/fault_run.cmake")
+ctests_use_model(tiny-gqa-f32 plugin/llama/compute_buffer_oom)

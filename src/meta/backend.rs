@@ -416,6 +416,13 @@ unsafe extern "C" fn graph_compute(
     let Some(g) = (unsafe { Graph::from_ptr(cgraph) }) else {
         return GGML_STATUS_FAILED;
     };
+    // a buffer whose memory could not be made: a graph that uses it cannot run
+    if super::buffer::any_failed() {
+        if let Some(why) = g.nodes().find_map(super::buffer::failed_for) {
+            log_error!("meta backend: graph not computed: {why}");
+            return GGML_STATUS_ALLOC_FAILED;
+        }
+    }
     let mut st = m.lock();
     let t0 = profile_enabled().then(std::time::Instant::now);
     drop_plans(m, &mut st.plans, |p| !p.stamp.current());

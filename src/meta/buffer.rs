@@ -12,7 +12,7 @@
 //! `buffer_iface`; splits live in the device's memo (`device`), asked through `facts`.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::device::MetaDevice;
@@ -60,6 +60,9 @@ pub struct MetaBuffer {
     /// Each device's slices are packed (weights and caches): a tensor's offset in the meta
     /// buffer says nothing about where its slices are.
     pub(super) packed: std::sync::atomic::AtomicBool,
+    /// Why its memory could not be made (a plugin device's compute buffer, made when its first
+    /// tensor is initialised), until the next reset: its tensors are not initialised then.
+    pub(super) failed: Mutex<Option<String>>,
 }
 
 /// The state of a deferred buffer before and after its memory is made.
@@ -111,6 +114,33 @@ impl MetaBuffer {
         Some(e.made_for == (t.type_(), t.ne_all()))
     }
 
+    /// Records that this buffer's memory could not be made (`why` names the device and the
+    /// bytes). Its tensors stay uninitialised until the next reset, and a graph that uses
+    /// them is not computed (`failed_for`).
+    pub(super) fn fail(&self, why: String) {
+        let mut f = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        if f.is_none() {
+            FAILED_BUFFERS.fetch_add(1, Ordering::SeqCst);
+        }
+        *f = Some(why);
+    }
+
+    /// Why this buffer's memory could not be made, if it could not.
+    pub(super) fn failure(&self) -> Option<String> {
+        self.failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Forgets a failure (a reset or free): the next initialisation tries again.
+    pub(super) fn clear_failure(&self) {
+        let mut f = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        if f.take().is_some() {
+            FAILED_BUFFERS.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
     /// Sets the simple buffers that hold each device's slices packed (weights, caches).
     pub(super) fn set_packed(&self, simple: Vec<Option<Buffer>>) {
         // packed first: an initialisation that sees the slices must not place by offset
@@ -159,6 +189,28 @@ pub fn is_meta(buffer: Buffer) -> bool {
 /// The meta buffer that holds `t`'s data (its own buffer, or its view source's).
 pub fn holding(t: Tensor) -> Option<Arc<MetaBuffer>> {
     t.own_buffer().or_else(|| t.data_buffer()).and_then(of)
+}
+
+/// How many meta buffers could not make their memory (`MetaBuffer::fail`): while none, no
+/// tensor needs to be asked (`failed_for` is one atomic load).
+static FAILED_BUFFERS: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether some meta buffer could not make its memory.
+pub fn any_failed() -> bool {
+    FAILED_BUFFERS.load(Ordering::Acquire) > 0
+}
+
+/// Why `t` cannot be computed or initialised, when it or one of its sources lies in a meta
+/// buffer whose memory could not be made.
+pub fn failed_for(t: Tensor) -> Option<String> {
+    if !any_failed() {
+        return None;
+    }
+    std::iter::once(t)
+        .chain(t.view_src())
+        .chain(t.srcs_indexed().map(|(_, s)| s))
+        .filter_map(holding)
+        .find_map(|mb| mb.failure())
 }
 
 impl crate::buffer::Extension for MetaBuffer {

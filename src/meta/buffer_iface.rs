@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use std::collections::HashMap;
 
-use super::buffer::{holding, of, Deferred, MetaBuffer, Tensors, META_BASE};
+use super::buffer::{failed_for, holding, of, Deferred, MetaBuffer, Tensors, META_BASE};
 use super::device::MetaDevice;
 use super::facts;
 use super::slices::{self, alloc_full, init_simple, pack};
@@ -30,6 +30,7 @@ fn new_buffer(
         }),
         deferred: deferred.then(|| Mutex::new(Deferred::default())),
         packed: std::sync::atomic::AtomicBool::new(false),
+        failed: Mutex::new(None),
     });
     // The context is the state's address for identification only; the state is found through
     // the registry (`of`, `ctx`).
@@ -43,8 +44,11 @@ fn new_buffer(
 /// A compute buffer: every device gets a simple buffer of the full size.
 pub fn alloc(dev: &'static MetaDevice, size: usize) -> ggml_backend_buffer_t {
     match alloc_full(dev, size) {
-        Some(simple) => new_buffer(dev, Some(simple), size, false).as_ptr(),
-        None => std::ptr::null_mut(),
+        Ok(simple) => new_buffer(dev, Some(simple), size, false).as_ptr(),
+        Err(e) => {
+            log_error!("{e}");
+            std::ptr::null_mut()
+        }
     }
 }
 
@@ -138,6 +142,7 @@ fn ctx(buffer: ggml_backend_buffer_t) -> Arc<MetaBuffer> {
 
 unsafe extern "C" fn free_buffer(buffer: ggml_backend_buffer_t) {
     let mb = ctx(buffer);
+    mb.clear_failure();
     super::BUFFERS.remove(buffer as usize);
     // SAFETY: ggml frees a buffer once, through this entry, with the live buffer.
     if let Some(b) = unsafe { Buffer::from_ptr(buffer) } {
@@ -174,8 +179,19 @@ unsafe extern "C" fn init_tensor(
         if compute {
             // full-size memory per device, as `alloc` makes it
             if mb.simple.get().is_none() {
-                let Some(simple) = alloc_full(mb.dev, buffer_size(buffer)) else {
+                // Once per allocation pass: the tensors after the first find it failed.
+                if mb.failure().is_some() {
                     return GGML_STATUS_ALLOC_FAILED;
+                }
+                let simple = match alloc_full(mb.dev, buffer_size(buffer)) {
+                    Ok(simple) => simple,
+                    Err(e) => {
+                        // ggml-alloc does not look at the status: the graph's compute will
+                        // fail, naming this (`failed_for`).
+                        log_error!("{e}");
+                        mb.fail(e);
+                        return GGML_STATUS_ALLOC_FAILED;
+                    }
                 };
                 // The host's `ggml_backend_buffer_set_usage` does not tell us; backends
                 // (CUDA's padding rules) look at their own buffer's usage.
@@ -246,6 +262,11 @@ unsafe extern "C" fn init_tensor(
         None
     };
     if let Err(e) = init_simple(&mb, t, place) {
+        if failed_for(t).is_some() {
+            // a source's memory could not be made: not initialised, which its graph's
+            // compute reports
+            return GGML_STATUS_ALLOC_FAILED;
+        }
         abort(file!(), line!(), &e);
     }
     GGML_STATUS_SUCCESS
@@ -358,6 +379,8 @@ fn buffer_size(buffer: ggml_backend_buffer_t) -> usize {
 
 unsafe extern "C" fn reset(buffer: ggml_backend_buffer_t) {
     let mb = ctx(buffer);
+    // a new allocation pass tries to make the memory again
+    mb.clear_failure();
     for b in mb.simple().iter().flatten() {
         b.reset();
     }

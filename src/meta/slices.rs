@@ -9,7 +9,7 @@ use super::facts::{self, named};
 use super::rules::{self, DeviceLayout};
 use super::split::{DimSplit, Split};
 use crate::abi::*;
-use crate::log::{abort, ggml_assert, log_error};
+use crate::log::{abort, ggml_assert};
 use ggml_backend_rs_core::infer;
 use ggml_backend_rs_core::infer::Derivation;
 use ggml_backend_rs_core::op::Op;
@@ -51,8 +51,12 @@ pub fn place_deferred(mb: &MetaBuffer) {
     }
 }
 
-/// A simple buffer of `size` bytes on every device of `dev`; None (logged) when one fails.
-pub(super) fn alloc_full(dev: &'static MetaDevice, size: usize) -> Option<Vec<Option<Buffer>>> {
+/// A simple buffer of `size` bytes on every device of `dev`; when one fails, none (the others
+/// freed) and the message naming the device.
+pub(super) fn alloc_full(
+    dev: &'static MetaDevice,
+    size: usize,
+) -> Result<Vec<Option<Buffer>>, String> {
     let mut simple = Vec::with_capacity(dev.n());
     for j in 0..dev.n() {
         let buft = dev.simple_buft(j);
@@ -61,19 +65,18 @@ pub(super) fn alloc_full(dev: &'static MetaDevice, size: usize) -> Option<Vec<Op
         match unsafe { Buffer::from_ptr(b) } {
             Some(b) => simple.push(Some(b)),
             None => {
-                log_error!(
-                    "meta buffer: failed to allocate {size} bytes on {}",
-                    dev.simple[j].name_string()
-                );
                 for b in simple.into_iter().flatten() {
                     // SAFETY: allocated above, not shared yet.
                     unsafe { crate::buffer::free(b) };
                 }
-                return None;
+                return Err(format!(
+                    "meta buffer: failed to allocate {size} bytes on {}",
+                    dev.simple[j].name_string()
+                ));
             }
         }
     }
-    Some(simple)
+    Ok(simple)
 }
 
 /// Device `j`'s slice of `full` (its whole copy of a mirrored tensor) as `want` places it: a

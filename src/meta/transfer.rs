@@ -105,6 +105,12 @@ pub unsafe fn execute(
     let Some(t) = (unsafe { Tensor::from_ptr(tensor as *mut ggml_tensor) }) else {
         abort(file!(), line!(), &format!("{what}: the tensor is NULL"))
     };
+    if super::buffer::failed_for(t).is_some() {
+        // Its buffer's memory could not be made: the graph it belongs to reports that when it
+        // is computed; the bytes have nowhere to go or come from (ggml's setters and getters
+        // return nothing).
+        return;
+    }
     let (plan, simple) = plan(t, offset, size, what);
     // Every piece below lies inside `[0, size)` of the host memory (`transfer::pieces`), and
     // the per-device tensors are live while `t` is: with the contract above, that is what
