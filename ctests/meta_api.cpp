@@ -314,15 +314,16 @@ int case_device() {
     ggml_backend_dev_props p;
     ggml_backend_dev_get_props(m, &p);
     size_t cf, ct, mf, mt;
-    // What the split can place: one device listed twice is one pool (upstream's meta device
-    // reports the sum, 2 * cf, which no split of Meta(CPU,CPU) can hold); two devices of an
-    // even split offer twice the smaller one's.
+    // What the split can place, counted as bytes on each device of an even split: one device
+    // listed twice is one pool, half of it for each entry (upstream's meta device reports the
+    // sum, 2 * cf, which no split of Meta(CPU,CPU) can hold); two devices offer the smaller
+    // one's memory.
     ggml_backend_dev_memory(cpu, &cf, &ct);
     ggml_backend_dev_memory(m, &mf, &mt);
-    CHECK(mf == cf && mt == ct, "memory %zu/%zu, expected %zu/%zu (one CPU)", mf, mt, cf, ct);
-    CHECK(p.memory_free == cf && p.memory_total == ct, "props memory");
+    CHECK(mf == cf / 2 && mt == ct / 2, "memory %zu/%zu, expected %zu/%zu (half a CPU)", mf, mt, cf / 2, ct / 2);
+    CHECK(p.memory_free == mf && p.memory_total == mt, "props memory");
     ggml_backend_dev_memory(m3, &mf, &mt);
-    CHECK(mf == cf && mt == ct, "Meta(CPU,CPU,CPU) memory %zu/%zu, expected %zu/%zu", mf, mt, cf, ct);
+    CHECK(mf == cf / 3 && mt == ct / 3, "Meta(CPU,CPU,CPU) memory %zu/%zu, expected %zu/%zu", mf, mt, cf / 3, ct / 3);
     {
         // the test device's free memory follows its buffers, and its total bounds them
         size_t f0, t0, f1, t1;
@@ -340,8 +341,39 @@ int case_device() {
         size_t gf, gt;
         ggml_backend_dev_memory(g0, &gf, &gt);
         ggml_backend_dev_memory(mab, &mf, &mt);
-        CHECK(mf == 2 * std::min(cf, gf) && mt == 2 * std::min(ct, gt), "Meta(CPU,TESTGPU0) memory %zu/%zu, "
-              "expected %zu/%zu", mf, mt, 2 * std::min(cf, gf), 2 * std::min(ct, gt));
+        CHECK(mf == std::min(cf, gf) && mt == std::min(ct, gt), "Meta(CPU,TESTGPU0) memory %zu/%zu, "
+              "expected %zu/%zu", mf, mt, std::min(cf, gf), std::min(ct, gt));
+    }
+    {
+        // Sizes in the same unit: a weight split in halves takes what one device holds of it,
+        // a mirrored one a whole copy; so does an op's result (a compute buffer is laid out on
+        // every device like an unsplit one).
+        t1["mem_split"] = dim(1, Extents{ 4, 4 });
+        t1["mem_mirrored"] = mirrored();
+        ggml_init_params ip = { 8 * ggml_tensor_overhead(), nullptr, true };
+        ggml_context * ctx = ggml_init(ip);
+        ggml_tensor * ws = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 64, 8);
+        ggml_set_name(ws, "mem_split");
+        ggml_tensor * wm = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 64, 8);
+        ggml_set_name(wm, "mem_mirrored");
+        ggml_context * gctx = ggml_init(ip);
+        ggml_tensor * sum = ggml_add(gctx, ws, wm);
+        ggml_backend_buffer_type_t mbuft = ggml_backend_dev_buffer_type(m);
+        const size_t whole = ggml_nbytes(ws), align = ggml_backend_buft_get_alignment(mbuft);
+        const size_t half = (whole / 2 + align - 1) / align * align;
+        CHECK(ggml_backend_buft_get_alloc_size(mbuft, ws) == half, "alloc size of a split weight %zu, expected %zu",
+              ggml_backend_buft_get_alloc_size(mbuft, ws), half);
+        CHECK(ggml_backend_buft_get_alloc_size(mbuft, wm) == whole, "alloc size of a mirrored weight %zu, expected %zu",
+              ggml_backend_buft_get_alloc_size(mbuft, wm), whole);
+        CHECK(ggml_backend_buft_get_alloc_size(mbuft, sum) == whole, "alloc size of a result %zu, expected %zu",
+              ggml_backend_buft_get_alloc_size(mbuft, sum), whole);
+        // and a buffer of them says what each device holds
+        ggml_backend_buffer_t b = ggml_backend_alloc_ctx_tensors_from_buft(ctx, mbuft);
+        CHECK(b && ggml_backend_buffer_get_size(b) == half + whole, "buffer of a split and a mirrored weight: %zu, "
+              "expected %zu", b ? ggml_backend_buffer_get_size(b) : 0, half + whole);
+        if (b) ggml_backend_buffer_free(b);
+        ggml_free(gctx);
+        ggml_free(ctx);
     }
     CHECK(std::string(p.name) == "Meta(CPU,CPU)" && p.type == GGML_BACKEND_DEVICE_TYPE_META, "props name/type");
     CHECK(!p.caps.host_buffer && !p.caps.events && !p.caps.buffer_from_host_ptr, "caps %d %d %d",

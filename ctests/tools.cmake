@@ -23,6 +23,10 @@
 #   tools/bench           llama-bench -sm tensor -dev TESTGPU0/TESTGPU1 (ours) and -dev TP0
 #                         (upstream with the plugin), its JSON and markdown parsed
 #   tools/completion      llama-completion: ours in tensor mode generates upstream's tokens
+#   tools/fit/even, tools/fit/3_1   llama.cpp's --fit (common_fit_params, ctests/tools/fit_check.cpp)
+#                         in upstream's host through the plugin's TP0 over TESTGPU0,TESTGPU1
+#                         capped at 64 MiB each, split evenly and 3:1: the context fit picks
+#                         loads and decodes, and is within 5 % of the largest that does
 #   tools/server_valgrind llama-server in tensor mode under valgrind memcheck, 40 requests:
 #                         nothing definitely lost (with the valgrind tests)
 # A long run (2 000 requests and more, resident memory against upstream's server) is not a
@@ -52,6 +56,12 @@ set(tools_byproducts "")
 foreach(p IN LISTS tools_programs)
     list(APPEND tools_byproducts "${tools_bin}/${p}")
 endforeach()
+# the libraries fit_check links (built with the programs)
+set(tools_libs "")
+foreach(l llama-common llama ggml-base ggml)
+    list(APPEND tools_libs "${tools_bin}/${CMAKE_SHARED_LIBRARY_PREFIX}${l}${CMAKE_SHARED_LIBRARY_SUFFIX}")
+endforeach()
+list(APPEND tools_byproducts ${tools_libs})
 ExternalProject_Add(llama_tools
     SOURCE_DIR "${GGML_BACKEND_RS_LLAMA_CPP_DIR}"
     BINARY_DIR "${tools_dir}"
@@ -123,3 +133,26 @@ add_test(NAME tools/server_upstream_tensor_aborts COMMAND "${CMAKE_COMMAND}"
     -D "EXPECT=fatal error" -P "${expect_abort}")
 set_tests_properties(tools/server_upstream_tensor_aborts PROPERTIES TIMEOUT 300)
 ctests_use_model(${tools_model} tools/server_upstream_tensor_aborts)
+
+# llama.cpp's --fit through the plugin: fit_check is built against the tools tree's common/
+# (what llama-server's default `-fit on` calls) and runs in upstream's host with our plugin. The
+# test devices get 64 MiB each; fit may leave 1 MiB free per device (its margin), about 2 % of
+# the context, so a context within 5 % of the largest that loads is within reach only when the
+# device reports what its members can hold and its buffers take what they report.
+add_executable(fit_check tools/fit_check.cpp)
+target_include_directories(fit_check PRIVATE "${GGML_BACKEND_RS_LLAMA_CPP_DIR}/common"
+    "${GGML_BACKEND_RS_LLAMA_CPP_DIR}/include" "${GGML_BACKEND_RS_LLAMA_CPP_DIR}/ggml/include")
+target_link_libraries(fit_check PRIVATE ${tools_libs})
+add_dependencies(fit_check llama_tools)
+foreach(split even 3_1)
+    string(REPLACE "_" "," shares "${split}")
+    if(split STREQUAL "even")
+        set(shares "")
+    endif()
+    add_test(NAME tools/fit/${split} COMMAND fit_check fit "${model_dir}/fit-f16.gguf"
+        "$<TARGET_FILE:ggml-testgpu>" "${plugin}" 1)
+    set_tests_properties(tools/fit/${split} PROPERTIES
+        ENVIRONMENT "LD_LIBRARY_PATH=${upstream_libdir};GGML_BACKEND_RS_TP=TESTGPU0,TESTGPU1;GGML_BACKEND_RS_TP_SPLIT=${shares};GGML_BACKEND_RS_TESTGPU_MEMORY_MIB=64"
+        PASS_REGULAR_EXPRESSION "fit_check: OK" TIMEOUT 600)
+    ctests_use_model(fit-f16 tools/fit/${split})
+endforeach()

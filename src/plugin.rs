@@ -16,7 +16,12 @@
 //! it has two or more, else none. They are named `TP0`, `TP1`, ... and have type GPU; a
 //! device over GPUs carries its first GPU's device id, so libllama's default device
 //! selection skips it (it keeps one device per id) and uses the GPUs as before, while
-//! `--devices TP0` selects it. `GGML_BACKEND_RS_TP_HEAD_DIM` gives the attention head size
+//! `--devices TP0` selects it. `GGML_BACKEND_RS_TP_SPLIT` gives each device's members their
+//! shares of every split tensor, as `--tensor-split` does for libllama's own tensor mode and in
+//! the same syntax as `GGML_BACKEND_RS_TP` (`3,1`, or `3,1;1,1` for two devices; unset or
+//! empty for a device: even); a device whose shares do not match its members is left out.
+//! A device reports its memory and sizes in the unit of `ggml_backend_rs_core::memory`: what
+//! its members can place, a GPU listed twice counted once. `GGML_BACKEND_RS_TP_HEAD_DIM` gives the attention head size
 //! where the model's tensors do not tell it (see `ggml_backend_rs_core::names`);
 //! `GGML_BACKEND_RS_TP_RECURRENT=mirrored` keeps gated-delta-net layers whole on every device
 //! (for devices that cannot run their ops).
@@ -193,22 +198,63 @@ fn make() -> Option<Plugin> {
         }
         Err(_) => true,
     };
+    let settings = crate::meta::device_iface::NameSettings {
+        head_dim,
+        split_recurrent,
+    };
+    let splits = std::env::var("GGML_BACKEND_RS_TP_SPLIT").unwrap_or_default();
+    let mut splits = splits.split(';');
     let mut devices = Vec::new();
     for group in groups(&host_devices) {
         let names: Vec<String> = group.iter().map(|d| d.name_string()).collect();
-        let name = format!("TP{}", devices.len());
         let description = format!("TP({})", names.join(","));
-        log_info!("ggml-backend-rs plugin: {name} = {description}");
+        let weights = match weights(splits.next().unwrap_or(""), group.len()) {
+            Ok(w) => w,
+            Err(e) => {
+                log_error!(
+                    "ggml-backend-rs plugin: GGML_BACKEND_RS_TP_SPLIT for {description}: {e}; \
+                     device left out"
+                );
+                continue;
+            }
+        };
+        let name = format!("TP{}", devices.len());
+        log_info!("ggml-backend-rs plugin: {name} = {description}, shares {weights:?}");
         devices.push(crate::meta::device_iface::create_plugin(
             group,
+            weights,
             name,
             description,
             reg,
-            head_dim,
-            split_recurrent,
+            &settings,
         ));
     }
     Some(Plugin { reg, devices })
+}
+
+/// The relative shares of `n` members from one device's part of `GGML_BACKEND_RS_TP_SPLIT`
+/// (proportions, as `--tensor-split`): whole numbers scaled so that the largest is 10^6, or
+/// even for an empty part.
+fn weights(spec: &str, n: usize) -> Result<Vec<u64>, String> {
+    if spec.trim().is_empty() {
+        return Ok(vec![1; n]);
+    }
+    let parts: Vec<f64> = spec
+        .split(',')
+        .map(|p| p.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| format!("`{spec}` is not a list of numbers"))?;
+    if parts.len() != n {
+        return Err(format!("`{spec}` gives {} shares for {n} devices", parts.len()));
+    }
+    if parts.iter().any(|&p| !p.is_finite() || p <= 0.0) {
+        return Err(format!("`{spec}` has a share that is not a positive number"));
+    }
+    let max = parts.iter().copied().fold(0.0, f64::max);
+    Ok(parts
+        .iter()
+        .map(|&p| ((p / max * 1e6).round() as u64).max(1))
+        .collect())
 }
 
 /// The simple devices of each plugin device (see the module documentation).
@@ -309,5 +355,27 @@ unsafe extern "C" fn reg_get_proc_address(
         crate::ffi::inspection_proc(name)
     } else {
         f
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::weights;
+
+    #[test]
+    fn split_shares_are_proportions_scaled_to_whole_numbers() {
+        assert_eq!(weights("", 3), Ok(vec![1, 1, 1]));
+        assert_eq!(weights(" 3, 1 ", 2), Ok(vec![1_000_000, 333_333]));
+        assert_eq!(weights("0.75,0.25", 2), Ok(vec![1_000_000, 333_333]));
+        assert_eq!(weights("1,1", 2), Ok(vec![1_000_000, 1_000_000]));
+    }
+
+    #[test]
+    fn a_split_that_does_not_match_its_device_is_refused() {
+        assert!(weights("3,1", 3).unwrap_err().contains("2 shares for 3 devices"));
+        assert!(weights("3,x", 2).unwrap_err().contains("not a list of numbers"));
+        assert!(weights("3,0", 2).unwrap_err().contains("not a positive number"));
+        assert!(weights("3,-1", 2).is_err());
+        assert!(weights("inf,1", 2).is_err());
     }
 }

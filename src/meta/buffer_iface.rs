@@ -41,7 +41,8 @@ fn new_buffer(
     buffer
 }
 
-/// A compute buffer: every device gets a simple buffer of the full size.
+/// A compute buffer: every device gets a simple buffer of the full size, laid out as the meta
+/// buffer is.
 pub fn alloc(dev: &'static MetaDevice, size: usize) -> ggml_backend_buffer_t {
     match alloc_full(dev, size) {
         Ok(simple) => new_buffer(dev, Some(simple), size, false).as_ptr(),
@@ -86,7 +87,7 @@ pub fn alloc_tensors(tensors: Vec<Tensor>, dev: &'static MetaDevice) -> ggml_bac
             abort(file!(), line!(), &e);
         }
     }
-    let (simple, max_total) = match pack(&mb, &own) {
+    let (simple, size) = match pack(&mb, &own) {
         Ok(p) => p,
         Err(e) => {
             log_error!("{e}");
@@ -100,7 +101,7 @@ pub fn alloc_tensors(tensors: Vec<Tensor>, dev: &'static MetaDevice) -> ggml_bac
         }
     };
     mb.set_packed(simple);
-    meta_buf.set_size_field(max_total);
+    meta_buf.set_size_field(size);
     for &v in &views {
         let src = v.view_src().expect("partitioned on view_src");
         let data = (src.data() as *mut u8).wrapping_add(v.view_offs()) as *mut c_void;

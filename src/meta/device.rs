@@ -7,15 +7,16 @@
 
 use std::ffi::{c_void, CString};
 use std::ptr;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use ggml_backend_rs_core::infer::SplitMemo;
+use ggml_backend_rs_core::memory::{Entry, Shares};
 use ggml_backend_rs_core::names::{Info, NamePolicy};
 
 use super::lock;
 use super::split::{Split, StateError};
 use crate::abi::*;
-use crate::log::abort;
+use crate::log::{abort, ggml_assert};
 
 /// How a meta device learns the splits of weights and caches.
 pub enum Policy {
@@ -58,6 +59,13 @@ pub struct MetaDevice {
     pub buft: ggml_backend_buffer_type_t,
     /// The splits of the tensors this device's buffers and backends touch (see `facts`).
     splits: Mutex<SplitMemo>,
+    /// Each member's share of a split tensor, relative to the others': the plugin's
+    /// `GGML_BACKEND_RS_TP_SPLIT`; even for a device whose callback decides (it tells the
+    /// shares only tensor by tensor, after a planner has asked for the memory).
+    weights: Vec<u64>,
+    /// The unit its memory, buffers and tensor sizes are counted in (`memory::Shares`), fixed
+    /// the first time it is needed.
+    shares: OnceLock<Shares>,
 }
 
 // SAFETY: the simple device handles are shared by design (ggml devices are process-wide);
@@ -72,12 +80,15 @@ impl MetaDevice {
     pub(super) fn new(
         simple: Vec<Device>,
         policy: Policy,
+        weights: Vec<u64>,
         face: Face,
         name: CString,
         description: CString,
     ) -> MetaDevice {
         MetaDevice {
             splits: Mutex::new(SplitMemo::new(simple.len())),
+            weights,
+            shares: OnceLock::new(),
             simple,
             policy,
             face,
@@ -94,13 +105,29 @@ impl MetaDevice {
 
     /// The split of a statically allocated tensor (weights, caches), from the callback.
     pub fn callback_split(&self, t: Tensor) -> Result<Split, StateError> {
+        self.policy_split(t, false)
+    }
+
+    /// The split `callback_split` would give now, fixing no decision of a name policy (which
+    /// decides a layer once, and may not have seen all of it yet): for sizes.
+    pub fn tentative_split(&self, t: Tensor) -> Result<Split, StateError> {
+        self.policy_split(t, true)
+    }
+
+    fn policy_split(&self, t: Tensor, tentative: bool) -> Result<Split, StateError> {
         let ne = [t.ne(0), t.ne(1), t.ne(2), t.ne(3)];
         let blck = t.blck_size();
         let granule = |axis| if axis == 0 { blck } else { 1 };
         let (callback, userdata) = match &self.policy {
             Policy::Callback { callback, userdata } => (*callback, *userdata),
             Policy::Names(p) => {
-                let raw = lock(p).split(&t.name_string(), Info { blck, ne });
+                let (name, info) = (t.name_string(), Info { blck, ne });
+                let mut policy = lock(p);
+                let raw = if tentative {
+                    policy.peek(&name, info)
+                } else {
+                    policy.split(&name, info)
+                };
                 return Split::from_raw(&raw, ne, self.n(), granule);
             }
         };
@@ -120,7 +147,10 @@ impl MetaDevice {
     /// weights, caches and inputs, not the graph's intermediate results.
     pub fn observe(&self, t: Tensor) {
         if let Policy::Names(p) = &self.policy {
-            if t.op_kind() == Some(ggml_backend_rs_core::Op::None) && t.view_src().is_none() {
+            if t.op_kind() == Some(ggml_backend_rs_core::Op::None)
+                && t.view_src().is_none()
+                && !t.name_string().is_empty()
+            {
                 let info = Info {
                     blck: t.blck_size(),
                     ne: [t.ne(0), t.ne(1), t.ne(2), t.ne(3)],
@@ -145,6 +175,51 @@ impl MetaDevice {
                 )
             })
         })
+    }
+
+    /// The unit of the device's figures. An even split counts a byte on each member; a
+    /// weighted one picks its reference share from the members' total memory, which is asked
+    /// for here, the first time (not when the device is made, which would make every GPU's
+    /// context as soon as a plugin loads).
+    pub(super) fn shares(&self) -> &Shares {
+        self.shares.get_or_init(|| {
+            if self.weights.iter().all(|&w| w == self.weights[0]) {
+                Shares::even(self.n())
+            } else {
+                Shares::plan(&self.weights, &self.memory_entries())
+            }
+        })
+    }
+
+    /// Each member's memory as it reports it, and which physical device it is.
+    pub(super) fn memory_entries(&self) -> Vec<Entry> {
+        self.simple
+            .iter()
+            .map(|d| {
+                let (mut free, mut total) = (0, 0);
+                d.memory(&mut free, &mut total);
+                Entry {
+                    physical: physical_key(d),
+                    free: free as u64,
+                    total: total as u64,
+                }
+            })
+            .collect()
+    }
+
+    /// The alignment every simple buffer type's divides (checked), which slices are
+    /// padded to.
+    pub(super) fn device_alignment(&self) -> usize {
+        let align = self.simple_bufts().map(|b| b.alignment()).max().unwrap_or(1);
+        for b in self.simple_bufts() {
+            let a = b.alignment();
+            ggml_assert!(
+                a != 0 && align % a == 0,
+                "meta buffer type: alignment {a} of {} does not divide {align}",
+                b.name_string()
+            );
+        }
+        align
     }
 
     pub fn simple_buft(&self, j: usize) -> Buft {
@@ -273,4 +348,11 @@ fn layer_of_name(name: &str) -> Option<u32> {
         let (_, l) = name.rsplit_once("_l")?;
         l.parse().ok()
     })
+}
+
+/// What tells one physical device from another: its `device_id` (a PCI bus id, which two
+/// backends of one GPU share), else the device handle.
+fn physical_key(d: &Device) -> String {
+    d.device_id()
+        .map_or_else(|| format!("dev:{:p}", d.as_ptr()), |id| format!("id:{id}"))
 }

@@ -13,7 +13,6 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr;
 use std::sync::Mutex;
 
-use ggml_backend_rs_core::memory;
 use ggml_backend_rs_core::names::NamePolicy;
 
 use super::device::{of_buft, Face, MetaDevice, Policy};
@@ -40,6 +39,7 @@ pub fn get_or_create(
     if let Some((_, dev)) = devices.iter().find(|(k, _)| *k == key) {
         return *dev as ggml_backend_dev_t;
     }
+    let n = simple.len();
     let names: Vec<String> = simple.iter().map(|d| d.name_string()).collect();
     let descs: Vec<String> = simple.iter().map(|d| d.description_string()).collect();
     let device = create(
@@ -48,6 +48,7 @@ pub fn get_or_create(
             callback,
             userdata: userdata as usize,
         },
+        vec![1; n],
         Face::Meta,
         format!("Meta({})", names.join(",")),
         format!("Meta({})", descs.join(",")),
@@ -56,16 +57,23 @@ pub fn get_or_create(
     device
 }
 
-/// A plugin device over `simple` named `name`, listed by `reg`, splitting by tensor name
-/// (`head_dim`: the head size where the tensors do not tell it; `split_recurrent`: whether
-/// gated-delta-net layers are split).
+/// How a plugin device splits by tensor name.
+pub struct NameSettings {
+    /// The attention head size where the tensors do not tell it.
+    pub head_dim: Option<i64>,
+    /// Whether gated-delta-net layers are split.
+    pub split_recurrent: bool,
+}
+
+/// A plugin device over `simple` named `name`, listed by `reg`, splitting by tensor name with
+/// the members' relative shares `weights` (one each).
 pub fn create_plugin(
     simple: Vec<Device>,
+    weights: Vec<u64>,
     name: String,
     description: String,
     reg: ggml_backend_reg_t,
-    head_dim: Option<i64>,
-    split_recurrent: bool,
+    settings: &NameSettings,
 ) -> ggml_backend_dev_t {
     check_count(simple.len());
     let device_id = simple.first().and_then(|d| {
@@ -80,13 +88,16 @@ pub fn create_plugin(
     create(
         simple,
         Policy::Names(Box::new(Mutex::new({
-            let p = NamePolicy::new(n, head_dim).with_conventions(crate::version::NAME_CONVENTIONS);
-            if split_recurrent {
+            let p = NamePolicy::new(n, settings.head_dim)
+                .with_conventions(crate::version::NAME_CONVENTIONS)
+                .with_weights(&weights);
+            if settings.split_recurrent {
                 p
             } else {
                 p.mirroring_recurrent()
             }
         }))),
+        weights,
         Face::Plugin { device_id, reg },
         name,
         description,
@@ -103,6 +114,7 @@ fn check_count(n: usize) {
 fn create(
     simple: Vec<Device>,
     policy: Policy,
+    weights: Vec<u64>,
     face: Face,
     name: String,
     description: String,
@@ -114,6 +126,7 @@ fn create(
     let meta: &'static mut MetaDevice = Box::leak(Box::new(MetaDevice::new(
         simple,
         policy,
+        weights,
         face,
         c_name(name),
         c_name(description),
@@ -196,37 +209,17 @@ unsafe extern "C" fn dev_get_description(dev: ggml_backend_dev_t) -> *const c_ch
     meta(dev).description.as_ptr()
 }
 
-/// The memory the split can place (`memory::placeable`), not the sum of the devices': a
-/// physical device listed twice is one pool, and the shares are even (a meta device learns
-/// libllama's `--tensor-split` only tensor by tensor, after the planner has asked).
+/// The memory the split can place, in the device's unit (`memory::Shares`), not the sum of
+/// the devices': a physical device listed twice is one pool, and a weighted split is bounded
+/// by the member its shares fill first.
 unsafe extern "C" fn dev_get_memory(dev: ggml_backend_dev_t, free: *mut usize, total: *mut usize) {
-    let entries: Vec<memory::Entry> = meta(dev)
-        .simple
-        .iter()
-        .map(|d| {
-            let (mut f, mut t) = (0, 0);
-            d.memory(&mut f, &mut t);
-            memory::Entry {
-                physical: physical_key(d),
-                free: f as u64,
-                total: t as u64,
-                weight: 1,
-            }
-        })
-        .collect();
-    let (f, t) = memory::placeable(&entries);
+    let m = meta(dev);
+    let (f, t) = m.shares().placeable(&m.memory_entries());
     // SAFETY: ggml_backend_dev_memory passes two writable `size_t`s.
     unsafe {
         *free = usize::try_from(f).unwrap_or(usize::MAX);
         *total = usize::try_from(t).unwrap_or(usize::MAX);
     }
-}
-
-/// What tells one physical device from another: its `device_id` (a PCI bus id, which two
-/// backends of one GPU share), else the device handle.
-fn physical_key(d: &Device) -> String {
-    d.device_id()
-        .map_or_else(|| format!("dev:{:p}", d.as_ptr()), |id| format!("id:{id}"))
 }
 
 unsafe extern "C" fn dev_get_type(dev: ggml_backend_dev_t) -> ggml_backend_dev_type_raw {
@@ -303,6 +296,13 @@ unsafe extern "C" fn dev_supports_op(dev: ggml_backend_dev_t, op: *const ggml_te
         return false;
     };
     let m = meta(dev);
+    // libllama asks about an op on each weight before it allocates any (to choose its buffer
+    // type): seeing them all then lets a name policy decide a layer's split on the whole layer
+    // when the first of its tensors is sized (`buft_get_alloc_size`). Only sources without
+    // data: the weights of a graph being scheduled were seen when they were allocated.
+    for src in t.srcs().filter(|s| s.data().is_null()) {
+        m.observe(src);
+    }
     m.check_rope(t);
     let supported = m.simple.iter().all(|d| d.supports_op(t));
     if !supported {
@@ -377,17 +377,7 @@ unsafe extern "C" fn buft_alloc_buffer(
 }
 
 unsafe extern "C" fn buft_get_alignment(buft: ggml_backend_buffer_type_t) -> usize {
-    let m = meta_of_buft(buft);
-    let align = m.simple_bufts().map(|b| b.alignment()).max().unwrap_or(1);
-    for b in m.simple_bufts() {
-        let a = b.alignment();
-        ggml_assert!(
-            a != 0 && align % a == 0,
-            "meta buffer type: alignment {a} of {} does not divide {align}",
-            b.name_string()
-        );
-    }
-    align
+    meta_of_buft(buft).device_alignment()
 }
 
 unsafe extern "C" fn buft_get_max_size(buft: ggml_backend_buffer_type_t) -> usize {
@@ -402,8 +392,7 @@ unsafe extern "C" fn buft_get_alloc_size(
     buft: ggml_backend_buffer_type_t,
     t: *const ggml_tensor,
 ) -> usize {
-    // The whole tensor's size: a meta buffer is laid out like an unsplit one, and every
-    // device's slice fits at the same offset.
+    // What the tensor takes on the devices, in the device's unit (`slices::alloc_size`).
     let m = meta_of_buft(buft);
     // SAFETY: ggml_backend_buft_get_alloc_size passes NULL or a live tensor.
     let Some(t) = (unsafe { Tensor::from_ptr(t as *mut ggml_tensor) }) else {
@@ -413,7 +402,7 @@ unsafe extern "C" fn buft_get_alloc_size(
     // when the buffer type has a maximum size: the name policy's decisions stay consistent then
     // too, see its module documentation).
     m.observe(t);
-    m.simple_bufts().map(|b| b.alloc_size(t)).max().unwrap_or(0)
+    super::slices::alloc_size(m, t)
 }
 
 unsafe extern "C" fn buft_is_host(_buft: ggml_backend_buffer_type_t) -> bool {

@@ -51,8 +51,49 @@ pub fn place_deferred(mb: &MetaBuffer) {
     }
 }
 
-/// A simple buffer of `size` bytes on every device of `dev`; when one fails, none (the others
-/// freed) and the message naming the device.
+/// The size `t` takes in a buffer of `dev`, in the device's unit (`memory::Shares`).
+///
+/// Weights and caches (leaves that are not graph inputs) are packed per device, each device's
+/// slices apart from the offsets ggml gives: their size is the device's figure of their slices
+/// as the device's policy splits them (a name policy's decision as it would be made now: the
+/// same once the layer has been seen whole, which libllama makes sure of before it sizes
+/// anything, see `dev_supports_op`). Anything else goes into compute buffers, which every
+/// device lays out as the meta buffer is, and ggml's allocator requires an op's result to take
+/// at least its bytes and a result computed in place of a source no more than that source: its
+/// size is a whole copy's, what a device holds of it at most. A leaf whose split the policy
+/// cannot give counts as a whole copy too.
+pub(super) fn alloc_size(dev: &MetaDevice, t: Tensor) -> usize {
+    let whole = || dev.simple_bufts().map(|b| b.alloc_size(t)).max().unwrap_or(0);
+    let leaf = t.view_src().is_none() && t.op_kind() == Some(Op::None) && t.srcs().next().is_none();
+    if !leaf || t.flags() & GGML_TENSOR_FLAG_INPUT != 0 {
+        return whole();
+    }
+    let split = if t.ne_all().iter().product::<i64>() == 0 {
+        Ok(Split::Mirrored)
+    } else {
+        dev.tentative_split(t).map_err(|e| e.to_string())
+    };
+    let Ok(layouts) = split.and_then(|s| {
+        rules::own_layouts(&facts::layout(t), &s, dev.n()).map_err(|e| e.to_string())
+    }) else {
+        return whole();
+    };
+    let mut headers = Headers::new();
+    let mut parts = Vec::with_capacity(layouts.len());
+    for (b, l) in dev.simple_bufts().zip(&layouts) {
+        let mut h = t.header();
+        h.ne = l.ne;
+        h.nb = l.nb;
+        h.buffer = std::ptr::null_mut();
+        h.data = std::ptr::null_mut();
+        parts.push(b.alloc_size(headers.push(h).1));
+    }
+    dev.shares().size(&parts, dev.device_alignment())
+}
+
+/// A simple buffer of `size` bytes on every device of `dev` (a compute buffer: each device holds
+/// its slices at their tensors' offsets); when one fails, none (the others freed) and the
+/// message naming the device.
 pub(super) fn alloc_full(
     dev: &'static MetaDevice,
     size: usize,
@@ -334,7 +375,7 @@ fn write_headers(mb: &MetaBuffer, t: Tensor, p: Placing) -> Vec<Tensor> {
 
 /// Packs each device's slices of `own` (initialised in `mb`, not yet placed) into buffers of
 /// that device: one buffer per device, or a multi-buffer when the buffer type's maximum size
-/// asks for several. Returns them with the largest per-device total; on failure, frees what
+/// asks for several. Returns them with their size in the device's unit; on failure, frees what
 /// it allocated and says what failed.
 pub(super) fn pack(
     mb: &MetaBuffer,
@@ -343,7 +384,7 @@ pub(super) fn pack(
     let dev = mb.dev;
     let n = dev.n();
     let mut simple: Vec<Option<Buffer>> = vec![None; n];
-    let mut max_total = 0usize;
+    let mut totals = vec![0usize; n];
     for j in 0..n {
         let buft = dev.simple_buft(j);
         let align = buft.alignment().max(1);
@@ -371,8 +412,7 @@ pub(super) fn pack(
                 cur.1 = off + size;
             }
         }
-        let total: usize = chunks.iter().map(|c| c.1).sum();
-        max_total = max_total.max(total);
+        totals[j] = chunks.iter().map(|c| c.1).sum();
         let mut bufs = Vec::new();
         for (members, size) in &chunks {
             let b = crate::buffer::alloc(buft, if *size == 0 { align } else { *size });
@@ -407,5 +447,5 @@ pub(super) fn pack(
             crate::buffer::multi::alloc(bufs)
         });
     }
-    Ok((simple, max_total))
+    Ok((simple, dev.shares().span(&totals)))
 }

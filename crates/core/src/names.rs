@@ -105,6 +105,8 @@ impl Conventions {
 #[derive(Debug)]
 pub struct NamePolicy {
     n: usize,
+    /// Each device's share of a split tensor, relative to the others' ([`NamePolicy::with_weights`]).
+    weights: Vec<u64>,
     conventions: Conventions,
     head_dim: Option<i64>,
     tensors: HashMap<String, Info>,
@@ -117,6 +119,8 @@ pub struct NamePolicy {
     recurrent: HashMap<u32, Option<Recurrent>>,
     /// Whether gated-delta-net layers may be split ([`NamePolicy::mirroring_recurrent`]).
     split_recurrent: bool,
+    /// While [`NamePolicy::peek`] answers: decisions are made but not kept.
+    peeking: bool,
 }
 
 /// A gated-delta-net layer (Qwen3.5) split by heads as libllama's callback splits it: its
@@ -232,20 +236,26 @@ fn block_base(name: &str) -> Option<(u32, &str)> {
     Some((layer.parse().ok()?, base))
 }
 
-/// Splits `e` elements over `n` devices in multiples of `g` as libllama does: equal shares
-/// rounded down to `g`, the remainder (which need not be a multiple of `g`) to the last device,
-/// device order rotated by `rot`. `None` for no devices or a negative `e`.
-fn distribute(e: i64, g: i64, n: usize, rot: usize) -> Option<Vec<i64>> {
+/// Splits `e` elements over devices of relative `weights` in multiples of `g` as libllama
+/// does: device `d`'s share ends at `e · (its and earlier devices' weights) / Σweights`, the
+/// devices taken in order rotated by `rot`, rounded down to `g`, the remainder (which need not
+/// be a multiple of `g`) to the last. Equal weights give equal shares. `None` for no devices
+/// or a negative `e`.
+fn distribute(e: i64, g: i64, weights: &[u64], rot: usize) -> Option<Vec<i64>> {
     let g = g.max(1);
+    let n = weights.len();
     if n == 0 || e < 0 {
         return None;
     }
+    let total: u128 = weights.iter().map(|&w| w as u128).sum();
     let mut out = vec![0; n];
-    let mut low = 0;
+    let (mut low, mut scan) = (0, 0u128);
     for j in 0..n - 1 {
-        let mut high = e * (j as i64 + 1) / n as i64;
+        let d = (j + rot) % n;
+        scan += weights[d] as u128;
+        let mut high = (e as u128 * scan / total.max(1)) as i64;
         high -= high % g;
-        out[(j + rot) % n] = high - low;
+        out[d] = high - low;
         low = high;
     }
     out[(n - 1 + rot) % n] = e - low;
@@ -312,8 +322,10 @@ impl NamePolicy {
     /// A policy for `n` devices (1..=16); `head_dim` overrides the head size wherever the
     /// tensors do not tell it.
     pub fn new(n: usize, head_dim: Option<i64>) -> NamePolicy {
+        let n = n.clamp(1, MAX_DEVICES);
         NamePolicy {
-            n: n.clamp(1, MAX_DEVICES),
+            n,
+            weights: vec![1; n],
             conventions: Conventions::BLOCKS,
             head_dim: head_dim.filter(|&h| h > 0),
             tensors: HashMap::new(),
@@ -321,12 +333,23 @@ impl NamePolicy {
             ffn_layout: HashMap::new(),
             recurrent: HashMap::new(),
             split_recurrent: true,
+            peeking: false,
         }
     }
 
     /// The same policy sizing and rotating slices by `c` (default: [`Conventions::BLOCKS`]).
     pub fn with_conventions(mut self, c: Conventions) -> NamePolicy {
         self.conventions = c;
+        self
+    }
+
+    /// The same policy giving device `j` the share `weights[j] / Σweights` of every split
+    /// tensor (as libllama's `--tensor-split`); ignored unless there is a positive weight for
+    /// each device.
+    pub fn with_weights(mut self, weights: &[u64]) -> NamePolicy {
+        if weights.len() == self.n && weights.iter().all(|&w| w > 0) {
+            self.weights = weights.to_vec();
+        }
         self
     }
 
@@ -426,13 +449,23 @@ impl NamePolicy {
             Name::Output => {
                 let axis = if name.ends_with(".bias") { 0 } else { 1 };
                 let rot = self.n_layer() % n;
-                match distribute(info.ne[axis], 1, n, rot) {
+                match distribute(info.ne[axis], 1, &self.weights, rot) {
                     Some(d) => along(axis as i32, &[d]),
                     None => mirrored(),
                 }
             }
             Name::Other => mirrored(),
         }
+    }
+
+    /// The split [`NamePolicy::split`] would give the tensor now, without fixing any decision:
+    /// for a size asked before the layer's other tensors may have been seen (the decision is
+    /// made when the split is asked for, and may then differ).
+    pub fn peek(&mut self, name: &str, info: Info) -> RawSplitState {
+        self.peeking = true;
+        let s = self.split(name, info);
+        self.peeking = false;
+        s
     }
 
     fn block(&mut self, layer: u32, base: &str, bias: bool, info: Info) -> RawSplitState {
@@ -505,7 +538,9 @@ impl NamePolicy {
             return r.clone();
         }
         let r = self.decide_recurrent(layer);
-        self.recurrent.insert(layer, r.clone());
+        if !self.peeking {
+            self.recurrent.insert(layer, r.clone());
+        }
         r
     }
 
@@ -547,7 +582,7 @@ impl NamePolicy {
             .into_iter()
             .fold(1, lcm);
         let granule = lcm(blck, hd) / hd;
-        let per_device = distribute(n_k, granule, self.n, self.rotation(layer))?;
+        let per_device = distribute(n_k, granule, &self.weights, self.rotation(layer))?;
         Some(Recurrent {
             hd,
             n_k,
@@ -618,7 +653,9 @@ impl NamePolicy {
             return a.clone();
         }
         let a = self.decide_attention(layer);
-        self.attn.entry(layer).or_default().push((rows, a.clone()));
+        if !self.peeking {
+            self.attn.entry(layer).or_default().push((rows, a.clone()));
+        }
         a
     }
 
@@ -690,7 +727,7 @@ impl NamePolicy {
         if units < 2 || v % units != 0 {
             return Attn::Mirrored;
         }
-        let Some(per_device) = distribute(units, granule, self.n, self.rotation(layer)) else {
+        let Some(per_device) = distribute(units, granule, &self.weights, self.rotation(layer)) else {
             return Attn::Mirrored;
         };
         let whole_blocks = per_device.iter().all(|u| (q / units * u) % out_blck == 0);
@@ -768,13 +805,15 @@ impl NamePolicy {
                     });
                 let g = lcm(down.map_or(256, |d| d.blck), self.conventions.perf_rows);
                 let decided = (g, self.rotation(layer));
-                self.ffn_layout.insert((layer, width), decided);
+                if !self.peeking {
+                    self.ffn_layout.insert((layer, width), decided);
+                }
                 decided
             }
         };
         let mut out = Vec::with_capacity(segs.len());
         for &e in segs {
-            match distribute(e, g, self.n, rot) {
+            match distribute(e, g, &self.weights, rot) {
                 Some(d) => out.push(d),
                 None => return mirrored(),
             }
@@ -850,13 +889,65 @@ mod tests {
     }
 
     #[test]
+    fn a_peek_fixes_no_decision() {
+        // an FFN sized before its down projection is seen: without ffn_down's blocks the
+        // granule is 256 rows, and 256 rows go whole to one device
+        let up = info(F32, &[64, 256]);
+        let mut fixed = NamePolicy::new(2, None);
+        fixed.record("blk.0.ffn_up.weight", up);
+        assert_eq!(shares(&fixed.split("blk.0.ffn_up.weight", up), 2), vec![vec![0, 256]]);
+        let mut p = NamePolicy::new(2, None);
+        p.record("blk.0.ffn_up.weight", up);
+        assert_eq!(shares(&p.peek("blk.0.ffn_up.weight", up), 2), vec![vec![0, 256]]);
+        // ... the rest of the layer arrives, and the split is made on all of it
+        llama(&mut p, 1, 64, 32, 256, F32);
+        let split = p.split("blk.0.ffn_up.weight", up);
+        assert_eq!(shares(&split, 2), vec![vec![128, 128]]);
+        assert_eq!(shares(&p.peek("blk.0.ffn_up.weight", up), 2), shares(&split, 2));
+        let mut fixed_late = fixed;
+        llama(&mut fixed_late, 1, 64, 32, 256, F32);
+        assert_eq!(shares(&fixed_late.split("blk.0.ffn_up.weight", up), 2), vec![vec![0, 256]]);
+    }
+
+    #[test]
+    fn a_weighted_policy_splits_heads_and_rows_by_its_shares() {
+        // --tensor-split 3,1: 4 KV heads go 3 and 1, FFN rows 3/4 and 1/4 (whole 128-row
+        // granules, ggml 0.26's conventions)
+        let c = Conventions {
+            perf_rows: 128,
+            rotate_within_kind: true,
+        };
+        let mut p = NamePolicy::new(2, Some(64)).with_conventions(c).with_weights(&[3, 1]);
+        llama(&mut p, 2, 512, 256, 1024, F32);
+        for layer in 0..2 {
+            let k = p.split(&format!("blk.{layer}.attn_k.weight"), info(F32, &[512, 256]));
+            assert_eq!(shares(&k, 2), vec![vec![192, 64]], "layer {layer}");
+            let up = p.split(&format!("blk.{layer}.ffn_up.weight"), info(F32, &[512, 1024]));
+            assert_eq!(shares(&up, 2), vec![vec![768, 256]], "layer {layer}");
+        }
+        // shares that do not match the devices are ignored
+        let p = NamePolicy::new(2, None).with_weights(&[1, 2, 3]);
+        assert_eq!(p.weights, vec![1, 1]);
+    }
+
+    #[test]
     fn distribute_is_libllamas_rounding() {
-        assert_eq!(distribute(8, 1, 3, 0), Some(vec![2, 3, 3]));
-        assert_eq!(distribute(8, 1, 3, 1), Some(vec![3, 2, 3]));
-        assert_eq!(distribute(256, 32, 3, 0), Some(vec![64, 96, 96]));
-        assert_eq!(distribute(100, 32, 2, 0), Some(vec![32, 68]));
-        assert_eq!(distribute(64, 128, 2, 1), Some(vec![64, 0]));
-        assert_eq!(distribute(0, 1, 2, 0), Some(vec![0, 0]));
+        let even = |n| vec![1; n];
+        assert_eq!(distribute(8, 1, &even(3), 0), Some(vec![2, 3, 3]));
+        assert_eq!(distribute(8, 1, &even(3), 1), Some(vec![3, 2, 3]));
+        assert_eq!(distribute(256, 32, &even(3), 0), Some(vec![64, 96, 96]));
+        assert_eq!(distribute(100, 32, &even(2), 0), Some(vec![32, 68]));
+        assert_eq!(distribute(64, 128, &even(2), 1), Some(vec![64, 0]));
+        assert_eq!(distribute(0, 1, &even(2), 0), Some(vec![0, 0]));
+        // --tensor-split 3,1: each device keeps its share whatever the rotation; the
+        // remainder goes to the last device in the rotated order
+        assert_eq!(distribute(1024, 32, &[3, 1], 0), Some(vec![768, 256]));
+        assert_eq!(distribute(1024, 32, &[3, 1], 1), Some(vec![768, 256]));
+        assert_eq!(distribute(100, 32, &[3, 1], 0), Some(vec![64, 36]));
+        assert_eq!(distribute(100, 1, &[3, 1], 1), Some(vec![75, 25]));
+        // (a first share below the granule rounds to nothing, as libllama's does)
+        assert_eq!(distribute(100, 32, &[3, 1], 1), Some(vec![100, 0]));
+        assert_eq!(distribute(10, 1, &[1, 2, 2], 0), Some(vec![2, 4, 4]));
     }
 
     /// ggml 0.26's sizes: FFN rows in multiples of lcm(block, 128) (a 128-row FFN goes whole to
