@@ -245,10 +245,15 @@ fn weights(spec: &str, n: usize) -> Result<Vec<u64>, String> {
         .collect::<Result<_, _>>()
         .map_err(|_| format!("`{spec}` is not a list of numbers"))?;
     if parts.len() != n {
-        return Err(format!("`{spec}` gives {} shares for {n} devices", parts.len()));
+        return Err(format!(
+            "`{spec}` gives {} shares for {n} devices",
+            parts.len()
+        ));
     }
     if parts.iter().any(|&p| !p.is_finite() || p <= 0.0) {
-        return Err(format!("`{spec}` has a share that is not a positive number"));
+        return Err(format!(
+            "`{spec}` has a share that is not a positive number"
+        ));
     }
     let max = parts.iter().copied().fold(0.0, f64::max);
     Ok(parts
@@ -372,9 +377,15 @@ mod tests {
 
     #[test]
     fn a_split_that_does_not_match_its_device_is_refused() {
-        assert!(weights("3,1", 3).unwrap_err().contains("2 shares for 3 devices"));
-        assert!(weights("3,x", 2).unwrap_err().contains("not a list of numbers"));
-        assert!(weights("3,0", 2).unwrap_err().contains("not a positive number"));
+        assert!(weights("3,1", 3)
+            .unwrap_err()
+            .contains("2 shares for 3 devices"));
+        assert!(weights("3,x", 2)
+            .unwrap_err()
+            .contains("not a list of numbers"));
+        assert!(weights("3,0", 2)
+            .unwrap_err()
+            .contains("not a positive number"));
         assert!(weights("3,-1", 2).is_err());
         assert!(weights("inf,1", 2).is_err());
     }

@@ -210,7 +210,11 @@ impl MetaDevice {
     /// The alignment every simple buffer type's divides (checked), which slices are
     /// padded to.
     pub(super) fn device_alignment(&self) -> usize {
-        let align = self.simple_bufts().map(|b| b.alignment()).max().unwrap_or(1);
+        let align = self
+            .simple_bufts()
+            .map(|b| b.alignment())
+            .max()
+            .unwrap_or(1);
         for b in self.simple_bufts() {
             let a = b.alignment();
             ggml_assert!(

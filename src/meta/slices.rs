@@ -63,7 +63,12 @@ pub fn place_deferred(mb: &MetaBuffer) {
 /// size is a whole copy's, what a device holds of it at most. A leaf whose split the policy
 /// cannot give counts as a whole copy too.
 pub(super) fn alloc_size(dev: &MetaDevice, t: Tensor) -> usize {
-    let whole = || dev.simple_bufts().map(|b| b.alloc_size(t)).max().unwrap_or(0);
+    let whole = || {
+        dev.simple_bufts()
+            .map(|b| b.alloc_size(t))
+            .max()
+            .unwrap_or(0)
+    };
     let leaf = t.view_src().is_none() && t.op_kind() == Some(Op::None) && t.srcs().next().is_none();
     if !leaf || t.flags() & GGML_TENSOR_FLAG_INPUT != 0 {
         return whole();

@@ -727,7 +727,8 @@ impl NamePolicy {
         if units < 2 || v % units != 0 {
             return Attn::Mirrored;
         }
-        let Some(per_device) = distribute(units, granule, &self.weights, self.rotation(layer)) else {
+        let Some(per_device) = distribute(units, granule, &self.weights, self.rotation(layer))
+        else {
             return Attn::Mirrored;
         };
         let whole_blocks = per_device.iter().all(|u| (q / units * u) % out_blck == 0);
@@ -895,18 +896,30 @@ mod tests {
         let up = info(F32, &[64, 256]);
         let mut fixed = NamePolicy::new(2, None);
         fixed.record("blk.0.ffn_up.weight", up);
-        assert_eq!(shares(&fixed.split("blk.0.ffn_up.weight", up), 2), vec![vec![0, 256]]);
+        assert_eq!(
+            shares(&fixed.split("blk.0.ffn_up.weight", up), 2),
+            vec![vec![0, 256]]
+        );
         let mut p = NamePolicy::new(2, None);
         p.record("blk.0.ffn_up.weight", up);
-        assert_eq!(shares(&p.peek("blk.0.ffn_up.weight", up), 2), vec![vec![0, 256]]);
+        assert_eq!(
+            shares(&p.peek("blk.0.ffn_up.weight", up), 2),
+            vec![vec![0, 256]]
+        );
         // ... the rest of the layer arrives, and the split is made on all of it
         llama(&mut p, 1, 64, 32, 256, F32);
         let split = p.split("blk.0.ffn_up.weight", up);
         assert_eq!(shares(&split, 2), vec![vec![128, 128]]);
-        assert_eq!(shares(&p.peek("blk.0.ffn_up.weight", up), 2), shares(&split, 2));
+        assert_eq!(
+            shares(&p.peek("blk.0.ffn_up.weight", up), 2),
+            shares(&split, 2)
+        );
         let mut fixed_late = fixed;
         llama(&mut fixed_late, 1, 64, 32, 256, F32);
-        assert_eq!(shares(&fixed_late.split("blk.0.ffn_up.weight", up), 2), vec![vec![0, 256]]);
+        assert_eq!(
+            shares(&fixed_late.split("blk.0.ffn_up.weight", up), 2),
+            vec![vec![0, 256]]
+        );
     }
 
     #[test]
@@ -917,12 +930,20 @@ mod tests {
             perf_rows: 128,
             rotate_within_kind: true,
         };
-        let mut p = NamePolicy::new(2, Some(64)).with_conventions(c).with_weights(&[3, 1]);
+        let mut p = NamePolicy::new(2, Some(64))
+            .with_conventions(c)
+            .with_weights(&[3, 1]);
         llama(&mut p, 2, 512, 256, 1024, F32);
         for layer in 0..2 {
-            let k = p.split(&format!("blk.{layer}.attn_k.weight"), info(F32, &[512, 256]));
+            let k = p.split(
+                &format!("blk.{layer}.attn_k.weight"),
+                info(F32, &[512, 256]),
+            );
             assert_eq!(shares(&k, 2), vec![vec![192, 64]], "layer {layer}");
-            let up = p.split(&format!("blk.{layer}.ffn_up.weight"), info(F32, &[512, 1024]));
+            let up = p.split(
+                &format!("blk.{layer}.ffn_up.weight"),
+                info(F32, &[512, 1024]),
+            );
             assert_eq!(shares(&up, 2), vec![vec![768, 256]], "layer {layer}");
         }
         // shares that do not match the devices are ignored
