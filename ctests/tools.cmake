@@ -156,3 +156,22 @@ foreach(split even 3_1)
         PASS_REGULAR_EXPRESSION "fit_check: OK" TIMEOUT 600)
     ctests_use_model(fit-f16 tools/fit/${split})
 endforeach()
+
+# A split that leaves a device with more than it can hold fails the load while the host
+# allocates the weights, naming the device and the bytes missing: no abort, nothing leaked (under
+# valgrind with the valgrind tests). fit-f16's weights split 3:1 over two 12 MiB test devices:
+# the first would need 15 MiB.
+set(split_beyond_vg "")
+if(valgrind_on)
+    set(split_beyond_vg -D "VALGRIND=${VALGRIND}")
+endif()
+add_test(NAME tools/fit/split_beyond_device COMMAND "${CMAKE_COMMAND}"
+    -D "DRIVER=$<TARGET_FILE:fit_check>"
+    "-DARGS=try;${model_dir}/fit-f16.gguf;$<TARGET_FILE:ggml-testgpu>;${plugin};256"
+    "-DENV=LD_LIBRARY_PATH=${upstream_libdir};GGML_BACKEND_RS_TP=TESTGPU0,TESTGPU1;GGML_BACKEND_RS_TP_SPLIT=3,1;GGML_BACKEND_RS_TESTGPU_MEMORY_MIB=12"
+    -D EXPECT_RC=3
+    "-DEXPECT=meta buffer: TESTGPU0 cannot hold its slices of the weights: '[^']+' brings them to [0-9]+ bytes and it has 12582912 free \\([0-9]+ bytes missing\\);llama_model_load: error loading model: unable to allocate TP0 buffer"
+    ${split_beyond_vg}
+    -D "WORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/tools/split_beyond_device" -P "${CMAKE_CURRENT_SOURCE_DIR}/fault_run.cmake")
+set_tests_properties(tools/fit/split_beyond_device PROPERTIES TIMEOUT 900)
+ctests_use_model(fit-f16 tools/fit/split_beyond_device)

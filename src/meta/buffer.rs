@@ -72,6 +72,9 @@ pub(super) struct Deferred {
     pub(super) pending: Vec<Tensor>,
     /// Per-device buffers of tensors initialised after the memory was made.
     pub(super) late: Vec<Buffer>,
+    /// What the pending tensors' slices take on each device, against its free memory
+    /// (`slices::take_room`).
+    pub(super) room: Option<ggml_backend_rs_core::memory::Room>,
 }
 
 // SAFETY: the boxed tensors are only touched under the mutex or by ggml's single-threaded

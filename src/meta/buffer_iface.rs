@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use super::buffer::{failed_for, holding, of, Deferred, MetaBuffer, Tensors, META_BASE};
 use super::device::MetaDevice;
 use super::facts;
-use super::slices::{self, alloc_full, init_simple, pack};
+use super::slices::{self, alloc_full, init_simple, pack, take_room};
 use super::transfer::{self, Bytes, Queue};
 use crate::abi::*;
 use crate::log::{abort, log_error};
@@ -215,6 +215,15 @@ unsafe extern "C" fn init_tensor(
                 if t.view_src().is_none() {
                     if let Err(e) = init_simple(&mb, t, None) {
                         abort(file!(), line!(), &e);
+                    }
+                    // A device that cannot hold its slices fails the host's allocation now
+                    // (libllama's load then fails, naming the buffer type), not the first use.
+                    if !g.pending.contains(&t) {
+                        if let Err(e) = take_room(&mb, &mut g.room, t) {
+                            log_error!("{e}");
+                            mb.forget(t);
+                            return GGML_STATUS_ALLOC_FAILED;
+                        }
                     }
                 }
                 if !g.pending.contains(&t) {

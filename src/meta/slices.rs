@@ -11,6 +11,7 @@ use super::split::{DimSplit, Split};
 use crate::abi::*;
 use crate::log::{abort, ggml_assert};
 use ggml_backend_rs_core::infer;
+use ggml_backend_rs_core::memory;
 use ggml_backend_rs_core::infer::Derivation;
 use ggml_backend_rs_core::op::Op;
 use ggml_backend_rs_core::rules::Derived;
@@ -376,6 +377,38 @@ fn write_headers(mb: &MetaBuffer, t: Tensor, p: Placing) -> Vec<Tensor> {
         mb.dev.touch();
     }
     simple
+}
+
+/// Counts `t`'s slices (initialised in `mb`, not yet placed) against what each device had free
+/// when the first tensor of the buffer arrived (`room`, made then): a device that cannot hold
+/// them is an error naming it and the bytes, while the host can still fail the allocation.
+pub(super) fn take_room(
+    mb: &MetaBuffer,
+    room: &mut Option<memory::Room>,
+    t: Tensor,
+) -> Result<(), String> {
+    let dev = mb.dev;
+    let room = room.get_or_insert_with(|| memory::Room::new(&dev.memory_entries()));
+    let slices = mb.entry_tensors(t).expect("initialised before it is counted");
+    let parts: Vec<u64> = slices
+        .iter()
+        .enumerate()
+        .map(|(j, &s)| {
+            let buft = dev.simple_buft(j);
+            buft.alloc_size(s).next_multiple_of(buft.alignment().max(1)) as u64
+        })
+        .collect();
+    room.take(&parts).map_err(|s| {
+        format!(
+            "meta buffer: {} cannot hold its slices of the weights: '{}' brings them to {} bytes \
+             and it has {} free ({} bytes missing)",
+            dev.simple[s.member].name_string(),
+            t.name_string(),
+            s.need,
+            s.free,
+            s.need - s.free
+        )
+    })
 }
 
 /// Packs each device's slices of `own` (initialised in `mb`, not yet placed) into buffers of

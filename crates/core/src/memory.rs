@@ -137,6 +137,66 @@ impl Shares {
     }
 }
 
+/// What a buffer's slices take on each physical device, against the memory each had free when
+/// the buffer began: weights are placed only once all of them are known, and this lets a load
+/// that cannot be placed fail while its tensors arrive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Room {
+    /// Per physical device: its free memory and what the slices so far take.
+    pools: Vec<(u64, u64)>,
+    /// Each member's pool.
+    member_pool: Vec<usize>,
+}
+
+/// A slice that does not fit: its member, and how much its pool would hold against its room.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shortfall {
+    pub member: usize,
+    pub need: u64,
+    pub free: u64,
+}
+
+impl Room {
+    /// The room of `entries` (one per member, as they report their memory now).
+    pub fn new(entries: &[Entry]) -> Room {
+        let mut keys: Vec<&str> = Vec::new();
+        let mut pools = Vec::new();
+        let member_pool = entries
+            .iter()
+            .map(|e| match keys.iter().position(|k| *k == e.physical) {
+                Some(i) => i,
+                None => {
+                    keys.push(&e.physical);
+                    pools.push((e.free, 0));
+                    pools.len() - 1
+                }
+            })
+            .collect();
+        Room { pools, member_pool }
+    }
+
+    /// Takes a tensor whose slice on member `j` is `parts[j]` bytes; when a pool would hold
+    /// more than it has free, takes nothing and says which member (its first) overflows.
+    pub fn take(&mut self, parts: &[u64]) -> Result<(), Shortfall> {
+        let mut need: Vec<u64> = self.pools.iter().map(|p| p.1).collect();
+        for (&pool, &part) in self.member_pool.iter().zip(parts) {
+            need[pool] = need[pool].saturating_add(part);
+        }
+        if let Some(pool) = (0..need.len()).find(|&p| need[p] > self.pools[p].0) {
+            let member = self.member_pool.iter().position(|&p| p == pool).unwrap_or(0);
+            return Err(Shortfall {
+                member,
+                need: need[pool],
+                free: self.pools[pool].0,
+            });
+        }
+        for (p, n) in self.pools.iter_mut().zip(need) {
+            p.1 = n;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,6 +302,31 @@ mod tests {
                 "{weights:?}: {placed} of {most}"
             );
         }
+    }
+
+    #[test]
+    fn a_room_takes_slices_until_a_physical_device_is_full() {
+        let mut room = Room::new(&[e("a", 100, 100), e("a", 100, 100), e("b", 60, 60)]);
+        // a GPU listed twice holds both of its members' slices
+        assert_eq!(room.take(&[30, 30, 30]), Ok(()));
+        assert_eq!(
+            room.take(&[25, 25, 10]),
+            Err(Shortfall {
+                member: 0,
+                need: 110,
+                free: 100
+            })
+        );
+        // what failed was not taken
+        assert_eq!(room.take(&[20, 20, 30]), Ok(()));
+        assert_eq!(
+            room.take(&[0, 0, 1]),
+            Err(Shortfall {
+                member: 2,
+                need: 61,
+                free: 60
+            })
+        );
     }
 
     #[test]
