@@ -24,30 +24,27 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-// A test binary without ggml to link (plain `cargo test`, see build.rs) leaves the crate out.
-#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
-pub mod abi;
-#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
-mod log;
+/// Declares the crate's modules, each left out of a test binary that has no ggml to link (a
+/// plain `cargo test`, see build.rs): one condition for all of them.
+macro_rules! linked_modules {
+    ($($(#[$attr:meta])* $vis:vis mod $name:ident;)*) => {
+        $($(#[$attr])* #[cfg(not(all(test, ggml_backend_rs_unlinked)))] $vis mod $name;)*
+    };
+}
 
-#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
-pub mod backend;
-#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
-pub mod buffer;
-#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
-pub mod meta;
-#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
-pub mod plugin;
-#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
-pub mod registry;
-#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
-pub mod rpc;
-#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
-pub mod sched;
-#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
-pub mod tensor;
+linked_modules! {
+    pub mod abi;
+    mod log;
 
-#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
-mod ffi;
-#[cfg(not(all(test, ggml_backend_rs_unlinked)))]
-pub mod version;
+    pub mod backend;
+    pub mod buffer;
+    pub mod meta;
+    pub mod plugin;
+    pub mod registry;
+    pub mod rpc;
+    pub mod sched;
+    pub mod tensor;
+
+    mod ffi;
+    pub mod version;
+}

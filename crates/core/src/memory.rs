@@ -183,7 +183,11 @@ impl Room {
             need[pool] = need[pool].saturating_add(part);
         }
         if let Some(pool) = (0..need.len()).find(|&p| need[p] > self.pools[p].0) {
-            let member = self.member_pool.iter().position(|&p| p == pool).unwrap_or(0);
+            let member = self
+                .member_pool
+                .iter()
+                .position(|&p| p == pool)
+                .unwrap_or(0);
             return Err(Shortfall {
                 member,
                 need: need[pool],
