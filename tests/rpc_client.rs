@@ -1,4 +1,4 @@
-//! Our RPC client (`ggml_backend_rs_core::rpc`) against upstream's `rpc-server` of ggml 0.26:
+//! Our RPC client (`ggml_backend_rs_rpc`) against upstream's `rpc-server` of ggml 0.26:
 //! the CPU backend served by `ggml_backend_rpc_start_server` (ctests/rpc_server.c, built by
 //! CMake in build/shared). The program comes from `GGML_BACKEND_RS_RPC_SERVER`, which
 //! scripts/test.sh sets.
@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use ggml_backend_rs::abi::facts::OPS;
 use ggml_backend_rs::abi::{GGML_TENSOR_FLAG_COMPUTE, GGML_TENSOR_FLAG_OUTPUT, GGML_TYPE_F32};
-use ggml_backend_rs_core::rpc::{Cause, Client, ErrorKind, Step, Timeouts, Waiting, WireTensor};
 use ggml_backend_rs_core::Op;
+use ggml_backend_rs_rpc::{Cause, Client, ErrorKind, Step, Timeouts, Waiting, WireTensor};
 
 /// How long the server may take to print its ready line.
 const READY_WITHIN: Duration = Duration::from_secs(30);

@@ -10,8 +10,8 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener};
 use std::time::Duration;
 
-use ggml_backend_rs_core::rpc::wire::WireTensor;
-use ggml_backend_rs_core::rpc::{Client, Timeouts};
+use ggml_backend_rs_rpc::wire::WireTensor;
+use ggml_backend_rs_rpc::{Client, Timeouts};
 use libfuzzer_sys::fuzz_target;
 
 fn tensor(id: u64, buffer: u64, data: u64) -> WireTensor {

@@ -4,7 +4,7 @@
 
 #![no_main]
 
-use ggml_backend_rs_core::rpc::wire::{
+use ggml_backend_rs_rpc::wire::{
     decode_bool, decode_u32, decode_u64, AllocBufferReply, DeviceMemory, GraphMsg, HelloReply,
     WireTensor,
 };

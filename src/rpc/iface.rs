@@ -11,8 +11,8 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::{Arc, Mutex};
 
 use ggml_backend_rs_core::owned::Registry;
-use ggml_backend_rs_core::rpc::wire::MAX_SRC;
-use ggml_backend_rs_core::rpc::{Client, Error as RpcError, GraphMsg, WireTensor};
+use ggml_backend_rs_rpc::wire::MAX_SRC;
+use ggml_backend_rs_rpc::{Client, Error as RpcError, GraphMsg, WireTensor};
 
 use super::remote::{Marker, Remote};
 use super::{timeouts, upstream_proc_address};

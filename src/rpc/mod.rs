@@ -3,7 +3,7 @@
 //!
 //! Upstream's client aborts the process when a server is missing, dies or answers badly, and
 //! blocks forever when one stops answering. This one speaks the same protocol through the
-//! core's [`Client`](ggml_backend_rs_core::rpc::Client), which bounds every wait and turns
+//! core's [`Client`](ggml_backend_rs_rpc::Client), which bounds every wait and turns
 //! every failure into an error naming the server; here those errors become what the ggml ABI
 //! can say: `ggml_backend_rpc_add_server` returns NULL (the endpoint and the cause logged), a
 //! buffer allocation returns NULL, and a graph compute on a server whose connection failed
@@ -30,7 +30,7 @@ use std::ffi::c_char;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use ggml_backend_rs_core::rpc::Timeouts;
+use ggml_backend_rs_rpc::Timeouts;
 
 use crate::abi::*;
 use crate::log::log_error;

@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use ggml_backend_rs_core::rpc::{Client, Timeouts};
+use ggml_backend_rs_rpc::{Client, Timeouts};
 
 use crate::log::log_error;
 

@@ -30,8 +30,6 @@
 //!   (libllama gives them no split callback);
 //! * [`plan`]: the decisions of the meta backend's graph plan (MoE tails, sub-graph cuts, the
 //!   nodes an AllReduce takes over, misplaced partial sums);
-//! * [`rpc`]: a client for ggml-rpc servers (protocol 7) that bounds every wait and returns
-//!   errors where upstream's client aborts.
 //!
 //! `cargo test` in the repository root runs these tests (and the property tests in
 //! `tests/`) without ggml, CMake or a C compiler.
@@ -53,7 +51,6 @@ pub mod packed;
 pub mod partition;
 pub mod plan;
 pub mod ptx;
-pub mod rpc;
 pub mod rules;
 pub mod sched_policy;
 pub mod split;

@@ -10,6 +10,14 @@
 //! * [`wire`]: the protocol's bytes (commands, the packed tensor [`WireTensor`], each
 //!   request and reply, the graph message), encoded and decoded with size checks;
 //! * [`client`]: one TCP connection and one method per command.
+//!
+//! It is a crate of its own: network I/O with no ties to ggml's types or the rest of the backend
+//! layer, whose edge (`src/rpc` of the root crate) makes ggml objects of it. `cargo test` runs
+//! its tests against a scripted server, and against upstream's `rpc-server` where
+//! `GGML_BACKEND_RS_RPC_SERVER` names one.
+
+#![forbid(unsafe_code)]
+#![warn(missing_debug_implementations)]
 
 pub mod client;
 pub mod wire;

@@ -11,11 +11,11 @@ use std::net::{TcpListener, TcpStream};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use ggml_backend_rs_core::rpc::wire::{
+use ggml_backend_rs_rpc::wire::{
     fnv1a64, GraphMsg, HelloReply, Version, WireTensor, CONN_CAPS_SIZE, HASH_THRESHOLD,
     WIRE_TENSOR_SIZE,
 };
-use ggml_backend_rs_core::rpc::{
+use ggml_backend_rs_rpc::{
     Cause, Client, Command, ErrorKind, RemoteBuffer, Step, Timeouts, Upload, Waiting,
 };
 
@@ -278,7 +278,7 @@ fn le64(values: &[u64]) -> Vec<u8> {
 
 #[test]
 fn every_value_a_server_answers_is_checked_before_it_is_used() {
-    type Call = fn(&mut Client) -> Result<(), ggml_backend_rs_core::rpc::Error>;
+    type Call = fn(&mut Client) -> Result<(), ggml_backend_rs_rpc::Error>;
     type Script = Vec<(Command, Vec<u8>)>;
     /// (case, the server's replies, the calls, the command that fails, the value's name, the
     /// value)
