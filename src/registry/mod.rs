@@ -9,6 +9,10 @@
 //! (`ggml_backend_<name>_reg`) it finds instead, in upstream's order. Others are added with
 //! `ggml_backend_register`, `ggml_backend_device_register` or loaded from shared libraries
 //! ([`loader`]).
+//!
+//! A backend of this library can take the place of another library's registry (our RPC client
+//! for upstream's): it adds a [`Substitute`] when the library loads ([`substitute_with`]), and
+//! every registry added is listed as the substitutes say.
 
 pub mod loader;
 
@@ -30,6 +34,23 @@ static BUILTIN_LIST: std::sync::OnceLock<BuiltinRegs> = std::sync::OnceLock::new
 /// ggml build). Used when the registry is first read.
 pub fn set_builtin_list(list: BuiltinRegs) {
     let _ = BUILTIN_LIST.set(list);
+}
+
+/// Given a registry being added, the registry to list in its place (itself, when it is not the
+/// one the substitute replaces).
+pub type Substitute = fn(Reg) -> Reg;
+
+static SUBSTITUTES: Mutex<Vec<Substitute>> = Mutex::new(Vec::new());
+
+/// Adds a substitute: backends call it when the library is loaded, before any registry is.
+pub fn substitute_with(s: Substitute) {
+    SUBSTITUTES.lock().unwrap_or_else(|e| e.into_inner()).push(s);
+}
+
+/// `reg` as the substitutes list it.
+fn substituted(reg: Reg) -> Reg {
+    let subs = SUBSTITUTES.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    subs.iter().fold(reg, |r, s| s(r))
 }
 
 /// A registry object of the library's own (the meta devices', the plugin's) that lives for the
@@ -178,8 +199,7 @@ pub fn register(reg: Reg, library: Option<libloading::Library>) {
 }
 
 fn add(reg: Reg, library: Option<libloading::Library>) {
-    // upstream's RPC client, compiled in or loaded, gives way to ours
-    let reg = crate::rpc::substitute(reg);
+    let reg = substituted(reg);
     if version::REGISTRATION_IS_IDEMPOTENT && lock_only().backends.iter().any(|e| e.reg == reg) {
         return;
     }

@@ -18,93 +18,40 @@
 //! keeps upstream's client. Upstream's exported functions called by name
 //! (`ggml_backend_rpc_add_server`, `ggml_backend_rpc_init`, ...) remain upstream's client.
 //!
-//! * [`remote`]: one thread per server that owns its connection and runs its requests in
-//!   order (asynchronous ones queued, synchronous ones waited for);
-//! * [`iface`]: the C objects (registries, devices, buffer types, buffers, backends, events)
-//!   and their vtables.
+//! * `remote`: one thread per server that owns its connection and runs its requests in
+//!   order (asynchronous ones queued, synchronous ones waited for), and the client's bounds;
+//! * the C objects and their vtables, one file each as in `meta`: `state` (the objects as
+//!   Rust state and how a vtable argument finds its object), `reg_iface` (the registries,
+//!   connecting to a server, [`substitute`]), `device_iface` (devices, events), `buft_iface`,
+//!   `buffer_iface` and `backend_iface`; `on_wire`: tensors and graphs in the protocol's form.
 
-mod iface;
+mod backend_iface;
+mod buffer_iface;
+mod buft_iface;
+mod device_iface;
+mod on_wire;
+mod reg_iface;
 mod remote;
+mod state;
 
-use std::ffi::c_char;
-use std::sync::OnceLock;
-use std::time::Duration;
+pub use reg_iface::add_server;
+use reg_iface::substitute;
 
-use ggml_backend_rs_rpc::Timeouts;
+/// Lists our client in place of upstream's (see [`substitute`]): a substitute of the registry,
+/// added when the library is loaded (an entry of the ELF `.init_array`, or of Mach-O's
+/// `__DATA,__mod_init_func`, which the loader runs before any code of the library, as
+/// `crate::log` does for the panic hook). CMake links the crate's archive whole into
+/// `libggml-base` and static programs, so the entry is kept; the plugin module, which links
+/// members only, uses its host's registry and needs none.
+#[used]
+#[cfg_attr(
+    any(target_os = "linux", target_os = "android", target_os = "freebsd"),
+    link_section = ".init_array"
+)]
+#[cfg_attr(target_os = "macos", link_section = "__DATA,__mod_init_func")]
+static SUBSTITUTE_UPSTREAMS_CLIENT: extern "C" fn() = substitute_upstreams_client;
 
-use crate::abi::*;
-use crate::log::log_error;
-
-pub use iface::add_server;
-
-/// Upstream's RPC registry, where [`substitute`] replaced it (its `ggml_backend_rpc_start_server`
-/// stays reachable through ours).
-static UPSTREAM: OnceLock<usize> = OnceLock::new();
-
-/// The registry to list for `reg`: ours in place of upstream's "RPC" (unless
-/// `GGML_BACKEND_RS_RPC=upstream`), `reg` itself otherwise.
-pub fn substitute(reg: Reg) -> Reg {
-    if reg.name_string() != "RPC" || reg.as_ptr() == iface::registry() {
-        return reg;
-    }
-    if std::env::var("GGML_BACKEND_RS_RPC").is_ok_and(|v| v == "upstream") {
-        return reg;
-    }
-    let _ = UPSTREAM.set(reg.as_ptr() as usize);
-    // SAFETY: our registry is a static of this library.
-    unsafe { Reg::from_ptr(iface::registry()) }.unwrap_or(reg)
+extern "C" fn substitute_upstreams_client() {
+    crate::registry::substitute_with(substitute);
 }
 
-/// `name` looked up in upstream's RPC registry, when it was replaced.
-fn upstream_proc_address(name: *const c_char) -> *mut std::ffi::c_void {
-    let Some(&reg) = UPSTREAM.get() else {
-        return std::ptr::null_mut();
-    };
-    // SAFETY: the replaced registry was compiled in, or loaded from a library that the registry
-    // entry which now lists ours keeps mapped.
-    let Some(reg) = (unsafe { Reg::from_ptr(reg as ggml_backend_reg_t) }) else {
-        return std::ptr::null_mut();
-    };
-    // SAFETY: `name` is the caller's NUL-terminated string (checked non-NULL by the caller).
-    reg.proc_address(unsafe { std::ffi::CStr::from_ptr(name) })
-}
-
-/// The client's bounds (see `Timeouts`), from the environment: `GGML_BACKEND_RS_RPC_TIMEOUT`
-/// sets connect, reply and compute at once, in seconds; `..._TIMEOUT_CONNECT`,
-/// `..._TIMEOUT_REPLY` and `..._TIMEOUT_COMPUTE` each one of them (over the first);
-/// `GGML_BACKEND_RS_RPC_MIN_RATE` the slowest a transfer may go, in MiB/s. A value that is not
-/// a positive number is reported and the default kept.
-fn timeouts() -> Timeouts {
-    static T: OnceLock<Timeouts> = OnceLock::new();
-    *T.get_or_init(|| {
-        let mut t = Timeouts::default();
-        // A positive number below 1e9 from the variable `name`, if it is set; else reported.
-        let positive = |name: &str, unit: &str| -> Option<f64> {
-            let v = std::env::var(name).ok()?;
-            match v.trim().parse::<f64>() {
-                Ok(x) if x.is_finite() && x > 0.0 && x < 1e9 => Some(x),
-                _ => {
-                    log_error!("{name}={v}: not a number of {unit} above 0; using the default");
-                    None
-                }
-            }
-        };
-        let seconds = |name: &str| positive(name, "seconds").map(Duration::from_secs_f64);
-        if let Some(d) = seconds("GGML_BACKEND_RS_RPC_TIMEOUT") {
-            (t.connect, t.reply, t.compute) = (d, d, d);
-        }
-        if let Some(d) = seconds("GGML_BACKEND_RS_RPC_TIMEOUT_CONNECT") {
-            t.connect = d;
-        }
-        if let Some(d) = seconds("GGML_BACKEND_RS_RPC_TIMEOUT_REPLY") {
-            t.reply = d;
-        }
-        if let Some(d) = seconds("GGML_BACKEND_RS_RPC_TIMEOUT_COMPUTE") {
-            t.compute = d;
-        }
-        if let Some(mib) = positive("GGML_BACKEND_RS_RPC_MIN_RATE", "MiB/s") {
-            t.min_rate = ((mib * (1u64 << 20) as f64) as u64).max(1);
-        }
-        t
-    })
-}

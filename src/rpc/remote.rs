@@ -12,7 +12,8 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
 use ggml_backend_rs_rpc::{Client, Timeouts};
 
@@ -214,4 +215,44 @@ impl Marker {
             p = self.changed.wait(p).unwrap_or_else(|e| e.into_inner());
         }
     }
+}
+
+/// The client's bounds (see `Timeouts`), from the environment: `GGML_BACKEND_RS_RPC_TIMEOUT`
+/// sets connect, reply and compute at once, in seconds; `..._TIMEOUT_CONNECT`,
+/// `..._TIMEOUT_REPLY` and `..._TIMEOUT_COMPUTE` each one of them (over the first);
+/// `GGML_BACKEND_RS_RPC_MIN_RATE` the slowest a transfer may go, in MiB/s. A value that is not
+/// a positive number is reported and the default kept.
+pub(super) fn timeouts() -> Timeouts {
+    static T: OnceLock<Timeouts> = OnceLock::new();
+    *T.get_or_init(|| {
+        let mut t = Timeouts::default();
+        // A positive number below 1e9 from the variable `name`, if it is set; else reported.
+        let positive = |name: &str, unit: &str| -> Option<f64> {
+            let v = std::env::var(name).ok()?;
+            match v.trim().parse::<f64>() {
+                Ok(x) if x.is_finite() && x > 0.0 && x < 1e9 => Some(x),
+                _ => {
+                    log_error!("{name}={v}: not a number of {unit} above 0; using the default");
+                    None
+                }
+            }
+        };
+        let seconds = |name: &str| positive(name, "seconds").map(Duration::from_secs_f64);
+        if let Some(d) = seconds("GGML_BACKEND_RS_RPC_TIMEOUT") {
+            (t.connect, t.reply, t.compute) = (d, d, d);
+        }
+        if let Some(d) = seconds("GGML_BACKEND_RS_RPC_TIMEOUT_CONNECT") {
+            t.connect = d;
+        }
+        if let Some(d) = seconds("GGML_BACKEND_RS_RPC_TIMEOUT_REPLY") {
+            t.reply = d;
+        }
+        if let Some(d) = seconds("GGML_BACKEND_RS_RPC_TIMEOUT_COMPUTE") {
+            t.compute = d;
+        }
+        if let Some(mib) = positive("GGML_BACKEND_RS_RPC_MIN_RATE", "MiB/s") {
+            t.min_rate = ((mib * (1u64 << 20) as f64) as u64).max(1);
+        }
+        t
+    })
 }
