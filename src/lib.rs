@@ -13,7 +13,7 @@
 //! take pointers are `unsafe extern "C"`, each with its caller's contract in a `# Safety`
 //! section).
 //!
-//! Panics: a panic hook, installed by a constructor when the library is loaded (`log.rs`), hands
+//! Panics: a panic hook, installed by a constructor when the library is loaded (`abi/log.rs`), hands
 //! the panic's message and location to `ggml_abort`, so a panic ends like ggml's own fatal
 //! errors: in the application's abort callback (`ggml_set_abort_callback`) or as ggml's message
 //! and backtrace on stderr, then `abort()`. Nothing unwinds into C: every profile builds with
@@ -34,7 +34,6 @@ macro_rules! linked_modules {
 
 linked_modules! {
     pub mod abi;
-    mod log;
 
     pub mod backend;
     pub mod buffer;

@@ -37,7 +37,7 @@ use std::sync::OnceLock;
 
 use crate::abi::*;
 use crate::buffer::{HostBuffers, HostFree, HostInit};
-use crate::log::{log_error, log_info};
+use crate::abi::log::{log_error, log_info};
 use crate::registry::StaticReg;
 use ggml_backend_rs_core::abi_class::Mismatch;
 
@@ -69,8 +69,8 @@ pub fn score() -> c_int {
 /// missing, or which versions differ).
 pub fn init() -> ggml_backend_reg_t {
     // This library's panic hook is installed when the module loads (see
-    // `crate::log::keep_panic_hook`); the call only keeps its constructor linked.
-    crate::log::keep_panic_hook();
+    // `crate::abi::log::keep_panic_hook`); the call only keeps its constructor linked.
+    crate::abi::log::keep_panic_hook();
     PLUGIN
         .get_or_init(make)
         .as_ref()
@@ -335,7 +335,7 @@ unsafe extern "C" fn reg_get_device_count(_reg: ggml_backend_reg_t) -> usize {
 unsafe extern "C" fn reg_get_device(_reg: ggml_backend_reg_t, index: usize) -> ggml_backend_dev_t {
     match devices().get(index) {
         Some(d) => *d,
-        None => crate::log::abort(
+        None => crate::abi::log::abort(
             file!(),
             line!(),
             &format!(

@@ -7,7 +7,7 @@
 use std::ffi::c_void;
 
 use crate::abi::*;
-use crate::log::{abort, ggml_assert, log_debug};
+use crate::abi::log::{abort, ggml_assert, log_debug};
 
 pub use ggml_backend_rs_core::transfer::Strided;
 

@@ -11,7 +11,7 @@ use std::ptr::{self, NonNull};
 use super::backend::*;
 use super::ggml::*;
 use super::meta::GGML_BACKEND_META_MAX_DEVICES;
-use crate::log::ggml_assert;
+use crate::abi::log::ggml_assert;
 
 macro_rules! handle {
     ($(#[$doc:meta])* $name:ident => $c:ty) => {
@@ -78,7 +78,7 @@ macro_rules! required {
     ($iface:expr, $entry:ident, $what:literal) => {
         match $iface.$entry {
             Some(f) => f,
-            None => $crate::log::abort(
+            None => $crate::abi::log::abort(
                 file!(),
                 line!(),
                 concat!(
@@ -197,7 +197,7 @@ impl Buffer {
         // SAFETY: a buffer's type outlives the buffer.
         match unsafe { Buft::from_ptr(self.buft()) } {
             Some(b) => b,
-            None => crate::log::abort(file!(), line!(), "ggml backend buffer has no buffer type"),
+            None => crate::abi::log::abort(file!(), line!(), "ggml backend buffer has no buffer type"),
         }
     }
     pub fn call_get_base(&self) -> Option<*mut c_void> {
@@ -282,7 +282,7 @@ impl Backend {
         // SAFETY: a backend's device outlives it.
         match unsafe { Device::from_ptr(self.device()) } {
             Some(d) => d,
-            None => crate::log::abort(file!(), line!(), &format!("{what}: backend has no device")),
+            None => crate::abi::log::abort(file!(), line!(), &format!("{what}: backend has no device")),
         }
     }
     pub fn name(&self) -> *const c_char {
@@ -559,13 +559,13 @@ pub unsafe fn tensor_list(
     func: &str,
 ) -> Vec<Tensor> {
     let Ok(n) = usize::try_from(n) else {
-        crate::log::abort(file!(), line!(), &format!("{func}: n_tensors is {n}"))
+        crate::abi::log::abort(file!(), line!(), &format!("{func}: n_tensors is {n}"))
     };
     if n == 0 {
         return Vec::new();
     }
     if tensors.is_null() {
-        crate::log::abort(
+        crate::abi::log::abort(
             file!(),
             line!(),
             &format!("{func}: argument `tensors` is NULL"),
@@ -578,7 +578,7 @@ pub unsafe fn tensor_list(
         .map(|(i, &t)| {
             // SAFETY: a non-NULL entry names a live tensor (this function's contract).
             unsafe { Tensor::from_ptr(t) }.unwrap_or_else(|| {
-                crate::log::abort(file!(), line!(), &format!("{func}: tensors[{i}] is NULL"))
+                crate::abi::log::abort(file!(), line!(), &format!("{func}: tensors[{i}] is NULL"))
             })
         })
         .collect()
@@ -775,7 +775,7 @@ impl Graph {
         // SAFETY: `nodes` holds n_nodes live tensors.
         match unsafe { Tensor::from_ptr(*self.raw().nodes.add(i)) } {
             Some(t) => t,
-            None => crate::log::abort(file!(), line!(), &format!("graph node {i} is NULL")),
+            None => crate::abi::log::abort(file!(), line!(), &format!("graph node {i} is NULL")),
         }
     }
     pub fn nodes(&self) -> impl Iterator<Item = Tensor> + '_ {

@@ -1,5 +1,6 @@
-//! The C ABI this library shares with ggml: type mirrors and the ggml core functions it
-//! calls. Everything here is data layout; behaviour lives in the other modules.
+//! The C ABI this library shares with ggml: type mirrors, the ggml core functions it calls,
+//! typed handles over its objects, and ggml's logger and fatal-error path as the library uses
+//! them ([`log`]). Behaviour lives in the other modules.
 
 pub mod backend;
 pub mod facts;
@@ -12,6 +13,7 @@ pub use ggml::*;
 pub use meta::*;
 pub mod handle;
 pub mod header;
+pub mod log;
 
 pub use handle::{
     per_device_arrays, tensor_list, AllocDep, Backend, Buffer, Buft, Device, Event, Graph, Reg,

@@ -6,7 +6,7 @@ use std::ffi::{c_char, c_void};
 use std::ptr;
 
 use crate::abi::*;
-use crate::log::{ggml_assert, log_error};
+use crate::abi::log::{ggml_assert, log_error};
 
 /// A buffer type that C code addresses through a mutable pointer but never writes.
 #[repr(transparent)]

@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use ggml_backend_rs_core::owned::Registry;
 
 use crate::abi::*;
-use crate::log::ggml_assert;
+use crate::abi::log::ggml_assert;
 
 /// What a buffer implemented in this crate adds to ggml's buffer vtable. The generic code
 /// below asks it, by buffer, where upstream's generic code would name a buffer kind.
@@ -116,7 +116,7 @@ fn host_init(
     let raw = unsafe { (host.init)(buft, iface, context, size) };
     // SAFETY: the host's new object is live until it is freed through `free` below.
     unsafe { Buffer::from_ptr(raw) }.unwrap_or_else(|| {
-        crate::log::abort(
+        crate::abi::log::abort(
             file!(),
             line!(),
             "the host's ggml_backend_buffer_init returned NULL",

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use ggml_backend_rs_core::owned::Registry;
 
 use crate::abi::*;
-use crate::log::{abort, ggml_assert};
+use crate::abi::log::{abort, ggml_assert};
 
 /// What a multi-buffer owns; freed with the buffer.
 struct Parts(Vec<Buffer>);
@@ -31,7 +31,7 @@ pub fn alloc(buffers: Vec<Buffer>) -> Buffer {
         .iter()
         .try_fold(0usize, |sum, b| sum.checked_add(b.size()))
         .unwrap_or_else(|| {
-            crate::log::abort(
+            crate::abi::log::abort(
                 file!(),
                 line!(),
                 "ggml_backend_multi_buffer_alloc_buffer: total size overflows",

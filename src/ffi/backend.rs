@@ -5,7 +5,7 @@ use std::ffi::c_char;
 use super::{handle_arg, optional_arg};
 use crate::abi::*;
 use crate::backend::{self, default_buffer_type};
-use crate::log::abort;
+use crate::abi::log::abort;
 
 /// # Safety
 /// `backend` is NULL or a live backend.

@@ -215,7 +215,7 @@ pub unsafe extern "C" fn ggml_backend_multi_buffer_set_usage(
     usage: ggml_backend_buffer_usage_raw,
 ) {
     let b = handle_arg!(buffer, Buffer, "ggml_backend_multi_buffer_set_usage");
-    crate::log::ggml_assert!(
+    crate::abi::log::ggml_assert!(
         buffer::multi::is_multi(b),
         "ggml_backend_multi_buffer_set_usage: not a multi-buffer"
     );

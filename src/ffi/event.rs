@@ -2,7 +2,7 @@
 
 use super::{handle_arg, optional_arg};
 use crate::abi::*;
-use crate::log::abort;
+use crate::abi::log::abort;
 
 /// NULL when the device is NULL or has no events, as upstream.
 ///

@@ -9,7 +9,7 @@ use ggml_backend_rs_core::chunk;
 
 use super::handle_arg;
 use crate::abi::*;
-use crate::log::log_error;
+use crate::abi::log::log_error;
 
 /// Allocates `tensors` in buffers of `buft`: the type's own `alloc_buffer_n`, or one buffer
 /// per chunk of the list that fits the type's maximum size (a multi-buffer when there are

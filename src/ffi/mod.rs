@@ -14,7 +14,7 @@
 //!
 //! Panics cannot cross this boundary: every profile builds with `panic = "abort"`, a Rust
 //! `extern "C"` function aborts rather than unwind in any case, and the panic hook this crate
-//! installs at load time (`crate::log::panic_hook`) sends the panic's message and location to
+//! installs at load time (`crate::abi::log::panic_hook`) sends the panic's message and location to
 //! `ggml_abort`, like any other fatal error of the library.
 
 mod backend;
@@ -66,7 +66,7 @@ pub(crate) use {handle_arg, optional_arg};
 
 #[cold]
 pub(crate) fn null_argument(func: &str, arg: &str) -> ! {
-    crate::log::abort(
+    crate::abi::log::abort(
         file!(),
         line!(),
         &format!("{func}: argument `{arg}` is NULL"),

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::{c_str_arg, handle_arg, optional_arg};
 use crate::abi::*;
-use crate::log::{abort, log_error};
+use crate::abi::log::{abort, log_error};
 use crate::registry::{self, loader};
 
 /// # Safety

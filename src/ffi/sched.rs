@@ -7,7 +7,7 @@ use std::ffi::c_void;
 
 use super::handle_arg;
 use crate::abi::*;
-use crate::log::ggml_assert;
+use crate::abi::log::ggml_assert;
 use crate::sched::{EvalCallback, Sched, MAX_BACKENDS};
 
 /// Opaque `struct ggml_backend_sched`; the pointer is a `Box<Sched>`.
@@ -50,7 +50,7 @@ impl Drop for Computing {
 /// behaviour (upstream allows the call; no pinned caller makes it).
 fn refuse_reentry(sched: ggml_backend_sched_t, func: &str) {
     if COMPUTING.with_borrow(|v| v.contains(&(sched as usize))) {
-        crate::log::abort(
+        crate::abi::log::abort(
             file!(),
             line!(),
             &format!(

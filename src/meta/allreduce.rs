@@ -54,7 +54,7 @@ use super::cuda::CudaAllReduce;
 use super::exchange::{self, Loc};
 use super::host;
 use crate::abi::*;
-use crate::log::{ggml_assert, log_info};
+use crate::abi::log::{ggml_assert, log_info};
 use ggml_backend_rs_core::Op;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 use std::ptr;
 
 use crate::abi::*;
-use crate::log::{abort, ggml_assert};
+use crate::abi::log::{abort, ggml_assert};
 
 /// A ggml context holding only graph metadata (no tensor data), freed when dropped.
 pub(super) struct GraphArena(*mut ggml_context);

@@ -24,7 +24,7 @@ use super::slices;
 use super::split::Split;
 use super::transfer::{self, Bytes, Queue};
 use crate::abi::*;
-use crate::log::{abort, log_error, log_info};
+use crate::abi::log::{abort, log_error, log_info};
 use ggml_backend_rs_core::{plan, Op};
 
 /// Graph plans kept per meta backend (least recently used dropped first): more than the

@@ -149,7 +149,7 @@ impl MetaBuffer {
         // packed first: an initialisation that sees the slices must not place by offset
         self.packed.store(true, Ordering::Release);
         let placed = self.simple.set(simple).is_ok();
-        crate::log::ggml_assert!(placed, "meta buffer: slices placed twice");
+        crate::abi::log::ggml_assert!(placed, "meta buffer: slices placed twice");
     }
 
     /// Whether `t`'s slices are in place on some device.

@@ -13,7 +13,7 @@ use super::facts;
 use super::slices::{self, alloc_full, init_simple, pack, take_room};
 use super::transfer::{self, Bytes, Queue};
 use crate::abi::*;
-use crate::log::{abort, log_error};
+use crate::abi::log::{abort, log_error};
 
 fn new_buffer(
     dev: &'static MetaDevice,

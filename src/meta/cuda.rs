@@ -46,7 +46,7 @@ use cudarc::driver::sys;
 
 use super::allreduce::Epilogue;
 use crate::abi::*;
-use crate::log::{log_error, log_info};
+use crate::abi::log::{log_error, log_info};
 use ggml_backend_rs_core::launch::{self, Shot};
 use ggml_backend_rs_core::ptx::{self, kernel_name, Epilogue as Kernel, Param};
 

@@ -16,7 +16,7 @@ use ggml_backend_rs_core::names::{Info, NamePolicy};
 use super::lock;
 use super::split::{Split, StateError};
 use crate::abi::*;
-use crate::log::{abort, ggml_assert};
+use crate::abi::log::{abort, ggml_assert};
 
 /// How a meta device learns the splits of weights and caches.
 pub enum Policy {

@@ -85,7 +85,7 @@ impl Table {
     fn push(&self, slot: Slot) {
         let _guard = self.push_lock.lock().unwrap_or_else(|e| e.into_inner());
         let n = self.len.load(Ordering::Acquire);
-        crate::log::ggml_assert!(
+        crate::abi::log::ggml_assert!(
             n < self.slots.len(),
             "too many meta devices (at most {})",
             self.slots.len()

@@ -9,7 +9,7 @@ use super::facts::{self, named};
 use super::rules::{self, DeviceLayout};
 use super::split::{DimSplit, Split};
 use crate::abi::*;
-use crate::log::{abort, ggml_assert};
+use crate::abi::log::{abort, ggml_assert};
 use ggml_backend_rs_core::infer;
 use ggml_backend_rs_core::memory;
 use ggml_backend_rs_core::infer::Derivation;

@@ -10,7 +10,7 @@ use super::facts::{self, named};
 use super::slices;
 use super::split::Split;
 use crate::abi::*;
-use crate::log::{abort, ggml_assert};
+use crate::abi::log::{abort, ggml_assert};
 use ggml_backend_rs_core::packed;
 use ggml_backend_rs_core::transfer::{pieces, Piece, Strided};
 

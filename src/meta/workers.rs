@@ -70,7 +70,7 @@ impl Workers {
                     .name(format!("ggml-meta-{}", i + 1))
                     .spawn(move || serve(&s))
                     .unwrap_or_else(|e| {
-                        crate::log::abort(
+                        crate::abi::log::abort(
                             file!(),
                             line!(),
                             &format!("meta backend: cannot start a worker thread: {e}"),

@@ -19,7 +19,7 @@ pub mod loader;
 use std::sync::{Arc, Mutex, MutexGuard, Once};
 
 use crate::abi::*;
-use crate::log::log_debug;
+use crate::abi::log::log_debug;
 use crate::version;
 
 /// `ggml_backend_rs_builtin_regs`, provided by the build (target `ggml`): writes up to

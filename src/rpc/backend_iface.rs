@@ -6,7 +6,7 @@ use std::sync::Arc;
 use ggml_backend_rs_rpc::GraphMsg;
 
 use crate::abi::*;
-use crate::log::log_error;
+use crate::abi::log::log_error;
 use super::state::{BACKENDS, EVENTS, backend, find_device, lock, wait_event};
 use super::on_wire::wire_graph;
 use super::buffer_iface::{host_bytes, on_wire, read_failed, read_into, upload};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use ggml_backend_rs_rpc::{Client, WireTensor};
 
 use crate::abi::*;
-use crate::log::log_error;
+use crate::abi::log::log_error;
 use super::state::{BUFFERS, DEVICES, RpcDevice, buffer, lock};
 use super::on_wire::{server_pads, wire};
 

@@ -7,7 +7,7 @@ use ggml_backend_rs_rpc::wire::MAX_SRC;
 use ggml_backend_rs_rpc::{Client, Error as RpcError, WireTensor};
 
 use crate::abi::*;
-use crate::log::log_error;
+use crate::abi::log::log_error;
 use super::state::{AllocKey, BUFFERS, RpcBuffer, device_of_buft, lock};
 use super::on_wire::{server_pads, wire};
 use super::buffer_iface::BUFFER_IFACE;

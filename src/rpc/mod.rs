@@ -40,7 +40,7 @@ use reg_iface::substitute;
 /// Lists our client in place of upstream's (see [`substitute`]): a substitute of the registry,
 /// added when the library is loaded (an entry of the ELF `.init_array`, or of Mach-O's
 /// `__DATA,__mod_init_func`, which the loader runs before any code of the library, as
-/// `crate::log` does for the panic hook). CMake links the crate's archive whole into
+/// `crate::abi::log` does for the panic hook). CMake links the crate's archive whole into
 /// `libggml-base` and static programs, so the entry is kept; the plugin module, which links
 /// members only, uses its host's registry and needs none.
 #[used]

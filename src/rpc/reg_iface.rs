@@ -10,7 +10,7 @@ use ggml_backend_rs_rpc::{Client, Error as RpcError};
 use super::remote::Remote;
 use super::remote::timeouts;
 use crate::abi::*;
-use crate::log::log_error;
+use crate::abi::log::log_error;
 use crate::registry::{c_name, StaticReg};
 use super::state::{DEVICES, RpcDevice, SERVERS, Server, lock};
 use super::device_iface::DEVICE_IFACE;

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use ggml_backend_rs_rpc::{Client, Timeouts};
 
-use crate::log::log_error;
+use crate::abi::log::log_error;
 
 type Job = Box<dyn FnOnce(&mut Client) + Send>;
 

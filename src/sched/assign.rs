@@ -12,7 +12,7 @@ use ggml_backend_rs_core::Op;
 
 use super::{Sched, POLICY};
 use crate::abi::*;
-use crate::log::{abort, log_debug};
+use crate::abi::log::{abort, log_debug};
 
 /// A ggml graph as the passes see it.
 pub(super) struct GraphView(pub(super) Graph);

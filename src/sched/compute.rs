@@ -11,7 +11,7 @@ use std::ffi::{c_int, c_void};
 
 use super::{Sched, POLICY};
 use crate::abi::*;
-use crate::log::{abort, log_debug, log_error};
+use crate::abi::log::{abort, log_debug, log_error};
 
 impl Sched {
     /// Places the split graph in the backends' compute buffers, re-planning the buffers when
@@ -294,7 +294,7 @@ impl Sched {
             for i1 in 0..ids_tensor.ne(1) as usize {
                 for i0 in 0..ids_tensor.ne(0) as usize {
                     let id = ids[i1 * s1 + i0 * s0];
-                    crate::log::ggml_assert!(
+                    crate::abi::log::ggml_assert!(
                         id >= 0 && (id as i64) < n_expert,
                         "ggml_backend_sched: expert id {id} out of range (0..{n_expert})"
                     );

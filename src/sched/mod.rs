@@ -21,7 +21,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::abi::*;
-use crate::log::{abort, ggml_assert, log_error};
+use crate::abi::log::{abort, ggml_assert, log_error};
 
 /// Most backends one scheduler drives (`GGML_SCHED_MAX_BACKENDS`).
 pub(crate) const MAX_BACKENDS: usize = 16;

@@ -13,7 +13,7 @@ use ggml_backend_rs_core::partition::{self, PartitionError};
 use super::assign::GraphView;
 use super::{AllocGraphSize, Copies, GraphSplit, Sched, MAX_COPIES, MAX_SPLIT_INPUTS, POLICY};
 use crate::abi::*;
-use crate::log::{abort, ggml_assert, log};
+use crate::abi::log::{abort, ggml_assert, log};
 
 extern "C" {
     fn ggml_format_name(

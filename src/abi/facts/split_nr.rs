@@ -74,7 +74,7 @@ pub fn split_to_c(split: &Split) -> ggml_backend_meta_split_state {
 pub fn split_to_c(split: &Split) -> ggml_backend_meta_split_state {
     let n = split.as_dim().map_or(1, |d| d.n);
     let Some(raw) = split.to_raw().expanded(n) else {
-        crate::log::abort(
+        crate::abi::log::abort(
             file!(),
             line!(),
             &format!(

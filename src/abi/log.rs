@@ -4,7 +4,7 @@
 
 use std::ffi::{c_char, CString};
 
-use crate::abi::{ggml_abort, ggml_log_internal, ggml_log_level};
+use super::{ggml_abort, ggml_log_internal, ggml_log_level};
 
 /// Sends one message to ggml's logger. Interior NUL bytes are replaced so the message is
 /// never silently truncated.
@@ -101,16 +101,16 @@ fn c_string(text: &str) -> CString {
 }
 
 macro_rules! log_error {
-    ($($arg:tt)*) => { $crate::log::log($crate::abi::GGML_LOG_LEVEL_ERROR, &format!("{}\n", format_args!($($arg)*))) };
+    ($($arg:tt)*) => { $crate::abi::log::log($crate::abi::GGML_LOG_LEVEL_ERROR, &format!("{}\n", format_args!($($arg)*))) };
 }
 macro_rules! log_info {
-    ($($arg:tt)*) => { $crate::log::log($crate::abi::GGML_LOG_LEVEL_INFO, &format!("{}\n", format_args!($($arg)*))) };
+    ($($arg:tt)*) => { $crate::abi::log::log($crate::abi::GGML_LOG_LEVEL_INFO, &format!("{}\n", format_args!($($arg)*))) };
 }
 /// Debug messages are compiled into debug builds only, as upstream's (`#ifndef NDEBUG`).
 macro_rules! log_debug {
     ($($arg:tt)*) => {
         if cfg!(debug_assertions) {
-            $crate::log::log($crate::abi::GGML_LOG_LEVEL_DEBUG, &format!("{}\n", format_args!($($arg)*)))
+            $crate::abi::log::log($crate::abi::GGML_LOG_LEVEL_DEBUG, &format!("{}\n", format_args!($($arg)*)))
         }
     };
 }
@@ -119,7 +119,7 @@ macro_rules! log_debug {
 macro_rules! ggml_assert {
     ($cond:expr, $($arg:tt)*) => {
         if !$cond {
-            $crate::log::abort(file!(), line!(), &format!($($arg)*))
+            $crate::abi::log::abort(file!(), line!(), &format!($($arg)*))
         }
     };
 }
