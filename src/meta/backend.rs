@@ -15,7 +15,8 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::allreduce::{self, Epilogue, NormEpilogue, Planned, Reducer, RunAll};
+use super::allreduce::{self, Planned, Reducer, RunAll};
+use super::epilogue::{Epilogue, NormEpilogue};
 use super::arena::GraphArena;
 use super::buffer;
 use super::device::MetaDevice;
@@ -25,6 +26,7 @@ use super::split::Split;
 use super::transfer::{self, Bytes, Queue};
 use crate::abi::*;
 use crate::abi::log::{abort, log_error, log_info};
+use ggml_backend_rs_core::owned::Registry;
 use ggml_backend_rs_core::{plan, Op};
 
 /// Graph plans kept per meta backend (least recently used dropped first): more than the
@@ -104,6 +106,9 @@ fn profile_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("GGML_META_PROFILE").is_ok_and(|v| v != "0"))
 }
 
+/// Every live meta backend's state, by the C backend's address.
+pub(super) static BACKENDS: Registry<MetaBackend> = Registry::new();
+
 static GUID: ggml_guid = [
     0x5e, 0x7a, 0x1b, 0x0e, 0x8c, 0x3d, 0x4f, 0x21, 0x9a, 0x6b, 0x2c, 0x7d, 0x31, 0x88, 0x4e, 0x90,
 ];
@@ -150,7 +155,7 @@ pub unsafe fn init(dev: &'static MetaDevice, params: *const c_char) -> ggml_back
         // the state's address, for identification only: it is found through the registry
         context: Arc::as_ptr(&mb) as *mut c_void,
     }));
-    super::BACKENDS.insert(backend as usize, mb.clone());
+    BACKENDS.insert(backend as usize, mb.clone());
     // SAFETY: made just above; live until `free`.
     if let Some(b) = unsafe { Backend::from_ptr(backend) } {
         crate::backend::extend(b, mb);
@@ -172,7 +177,7 @@ impl crate::backend::Extension for MetaBackend {
 
 /// The meta backend behind a C backend, if it is a live one.
 pub fn of(backend: Backend) -> Option<Arc<MetaBackend>> {
-    super::BACKENDS.get(backend.as_ptr() as usize)
+    BACKENDS.get(backend.as_ptr() as usize)
 }
 
 impl MetaBackend {
@@ -184,7 +189,7 @@ impl MetaBackend {
 /// The meta backend behind a backend vtable entry's argument: only meta backends carry that
 /// vtable, so anything else is a caller's error.
 fn ctx(backend: ggml_backend_t) -> Arc<MetaBackend> {
-    super::BACKENDS.get(backend as usize).unwrap_or_else(|| {
+    BACKENDS.get(backend as usize).unwrap_or_else(|| {
         abort(
             file!(),
             line!(),
@@ -220,7 +225,7 @@ unsafe extern "C" fn get_name(backend: ggml_backend_t) -> *const c_char {
 
 unsafe extern "C" fn free(backend: ggml_backend_t) {
     let mb = ctx(backend);
-    super::BACKENDS.remove(backend as usize);
+    BACKENDS.remove(backend as usize);
     // SAFETY: ggml frees a backend once, through this entry, with the live backend.
     if let Some(b) = unsafe { Backend::from_ptr(backend) } {
         crate::backend::unextend(b);

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::device::MetaDevice;
+use ggml_backend_rs_core::owned::{lock, Registry};
 use crate::abi::*;
 
 /// Placeholder base address of every meta buffer. Non-canonical on x86-64 and outside the
@@ -83,6 +84,9 @@ unsafe impl Send for MetaBuffer {}
 // SAFETY: as for `Send` above: shared access goes through the same synchronisation.
 unsafe impl Sync for MetaBuffer {}
 
+/// Every live meta buffer's state, by the C buffer's address.
+pub(super) static BUFFERS: Registry<MetaBuffer> = Registry::new();
+
 impl MetaBuffer {
     pub(super) fn lock(&self) -> MutexGuard<'_, Tensors> {
         self.tensors.lock().unwrap_or_else(|e| e.into_inner())
@@ -101,7 +105,7 @@ impl MetaBuffer {
     pub(super) fn owned_buffers(&self) -> Vec<Buffer> {
         let mut all: Vec<Buffer> = self.simple().iter().flatten().copied().collect();
         if let Some(d) = &self.deferred {
-            all.extend(super::lock(d).late.iter().copied());
+            all.extend(lock(d).late.iter().copied());
         }
         all
     }
@@ -181,12 +185,12 @@ impl MetaBuffer {
 
 /// The meta buffer of a C buffer, if it is a live one.
 pub fn of(buffer: Buffer) -> Option<Arc<MetaBuffer>> {
-    super::BUFFERS.get(buffer.as_ptr() as usize)
+    BUFFERS.get(buffer.as_ptr() as usize)
 }
 
 /// Whether `buffer` is a live meta buffer (without taking a reference to it).
 pub fn is_meta(buffer: Buffer) -> bool {
-    super::BUFFERS.contains(buffer.as_ptr() as usize)
+    BUFFERS.contains(buffer.as_ptr() as usize)
 }
 
 /// The meta buffer that holds `t`'s data (its own buffer, or its view source's).

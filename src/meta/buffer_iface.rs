@@ -13,6 +13,7 @@ use super::facts;
 use super::slices::{self, alloc_full, init_simple, pack, take_room};
 use super::transfer::{self, Bytes, Queue};
 use crate::abi::*;
+use ggml_backend_rs_core::owned::lock;
 use crate::abi::log::{abort, log_error};
 
 fn new_buffer(
@@ -36,7 +37,7 @@ fn new_buffer(
     // the registry (`of`, `ctx`).
     let context = Arc::as_ptr(&mb) as *mut c_void;
     let buffer = crate::buffer::init(dev.buft, BUFFER_IFACE, context, size);
-    super::BUFFERS.insert(buffer.as_ptr() as usize, mb.clone());
+    super::buffer::BUFFERS.insert(buffer.as_ptr() as usize, mb.clone());
     crate::buffer::extend(buffer, mb);
     buffer
 }
@@ -132,7 +133,7 @@ const BUFFER_IFACE: ggml_backend_buffer_i = ggml_backend_buffer_i {
 /// The meta buffer behind a buffer vtable entry's argument: only meta buffers carry that
 /// vtable, so anything else is a caller's error.
 fn ctx(buffer: ggml_backend_buffer_t) -> Arc<MetaBuffer> {
-    super::BUFFERS.get(buffer as usize).unwrap_or_else(|| {
+    super::buffer::BUFFERS.get(buffer as usize).unwrap_or_else(|| {
         abort(
             file!(),
             line!(),
@@ -144,7 +145,7 @@ fn ctx(buffer: ggml_backend_buffer_t) -> Arc<MetaBuffer> {
 unsafe extern "C" fn free_buffer(buffer: ggml_backend_buffer_t) {
     let mb = ctx(buffer);
     mb.clear_failure();
-    super::BUFFERS.remove(buffer as usize);
+    super::buffer::BUFFERS.remove(buffer as usize);
     // SAFETY: ggml frees a buffer once, through this entry, with the live buffer.
     if let Some(b) = unsafe { Buffer::from_ptr(buffer) } {
         crate::buffer::unextend(b);
@@ -209,7 +210,7 @@ unsafe extern "C" fn init_tensor(
         } else {
             // Weights or caches. Until the buffer is used they are collected (under the lock
             // that placing takes, so none is missed) and placed together.
-            let mut g = super::lock(d);
+            let mut g = lock(d);
             if mb.simple.get().is_none() {
                 // own tensors need no other tensor's slices: init_simple does not place
                 if t.view_src().is_none() {
@@ -241,7 +242,7 @@ unsafe extern "C" fn init_tensor(
                     abort(file!(), line!(), &e);
                 }
                 match pack(&mb, &[t]) {
-                    Ok((bufs, _)) => super::lock(d).late.extend(bufs.into_iter().flatten()),
+                    Ok((bufs, _)) => lock(d).late.extend(bufs.into_iter().flatten()),
                     Err(e) => {
                         log_error!("{e}");
                         // no half-placed tensor: using it reports that it is not initialised

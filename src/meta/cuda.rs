@@ -44,7 +44,7 @@ use std::ptr;
 
 use cudarc::driver::sys;
 
-use super::allreduce::Epilogue;
+use super::epilogue::Epilogue;
 use crate::abi::*;
 use crate::abi::log::{log_error, log_info};
 use ggml_backend_rs_core::launch::{self, Shot};

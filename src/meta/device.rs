@@ -7,13 +7,14 @@
 
 use std::ffi::{c_void, CString};
 use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use ggml_backend_rs_core::infer::SplitMemo;
 use ggml_backend_rs_core::memory::{Entry, Shares};
 use ggml_backend_rs_core::names::{Info, NamePolicy};
 
-use super::lock;
+use ggml_backend_rs_core::owned::lock;
 use super::split::{Split, StateError};
 use crate::abi::*;
 use crate::abi::log::{abort, ggml_assert};
@@ -235,12 +236,12 @@ impl MetaDevice {
 
 /// The meta device of a C device, if it is one.
 pub fn of_device(dev: Device) -> Option<&'static MetaDevice> {
-    super::device_at(dev.as_ptr() as usize)
+    device_at(dev.as_ptr() as usize)
 }
 
 /// The meta device of a C buffer type, if it is a meta buffer type.
 pub fn of_buft(buft: Buft) -> Option<&'static MetaDevice> {
-    super::device_of_buft_at(buft.as_ptr() as usize)
+    device_of_buft_at(buft.as_ptr() as usize)
 }
 
 impl MetaDevice {
@@ -359,4 +360,72 @@ fn layer_of_name(name: &str) -> Option<u32> {
 fn physical_key(d: &Device) -> String {
     d.device_id()
         .map_or_else(|| format!("dev:{:p}", d.as_ptr()), |id| format!("id:{id}"))
+}
+
+// --- the table of meta devices -----------------------------------------------------------
+
+/// Append-only table of meta devices: the C device's and buffer type's addresses with the
+/// device's state. Lock-free lookups.
+pub(super) struct Table {
+    slots: [OnceLock<Slot>; 256],
+    len: AtomicUsize,
+    push_lock: Mutex<()>,
+}
+
+#[derive(Clone, Copy)]
+pub(super) struct Slot {
+    pub(super) device: usize,
+    pub(super) buft: usize,
+    pub(super) meta: &'static MetaDevice,
+}
+
+impl Table {
+    const fn new() -> Table {
+        Table {
+            slots: [const { OnceLock::new() }; 256],
+            len: AtomicUsize::new(0),
+            push_lock: Mutex::new(()),
+        }
+    }
+
+    pub(super) fn push(&self, slot: Slot) {
+        let _guard = self.push_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let n = self.len.load(Ordering::Acquire);
+        crate::abi::log::ggml_assert!(
+            n < self.slots.len(),
+            "too many meta devices (at most {})",
+            self.slots.len()
+        );
+        let fresh = self.slots[n].set(slot).is_ok();
+        debug_assert!(fresh, "slots are filled in order under the lock");
+        self.len.store(n + 1, Ordering::Release);
+    }
+
+    fn find(&self, pred: impl Fn(&Slot) -> bool) -> Option<&'static MetaDevice> {
+        let n = self.len.load(Ordering::Acquire);
+        self.slots[..n]
+            .iter()
+            .filter_map(OnceLock::get)
+            .find(|s| pred(s))
+            .map(|s| s.meta)
+    }
+}
+
+/// Every meta device made.
+pub(super) static DEVICES: Table = Table::new();
+
+/// The meta device behind a C device address.
+pub(super) fn device_at(dev: usize) -> Option<&'static MetaDevice> {
+    if dev == 0 {
+        return None;
+    }
+    DEVICES.find(|s| s.device == dev)
+}
+
+/// The meta device behind a C buffer type address.
+pub(super) fn device_of_buft_at(buft: usize) -> Option<&'static MetaDevice> {
+    if buft == 0 {
+        return None;
+    }
+    DEVICES.find(|s| s.buft == buft)
 }

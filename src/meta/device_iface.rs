@@ -148,7 +148,7 @@ fn create(
     if let Some(b) = unsafe { Buft::from_ptr(buft) } {
         crate::buffer::allocate_empty(b);
     }
-    super::DEVICES.push(super::Slot {
+    super::device::DEVICES.push(super::device::Slot {
         device: device as usize,
         buft: buft as usize,
         meta,
@@ -159,7 +159,7 @@ fn create(
 /// The meta device behind a device vtable entry's argument: only meta devices carry that
 /// vtable, so anything else is a caller's error.
 fn meta(dev: ggml_backend_dev_t) -> &'static MetaDevice {
-    super::device_at(dev as usize).unwrap_or_else(|| {
+    super::device::device_at(dev as usize).unwrap_or_else(|| {
         abort(
             file!(),
             line!(),
@@ -170,7 +170,7 @@ fn meta(dev: ggml_backend_dev_t) -> &'static MetaDevice {
 
 /// The meta device behind a buffer type vtable entry's argument.
 fn meta_of_buft(buft: ggml_backend_buffer_type_t) -> &'static MetaDevice {
-    super::device_of_buft_at(buft as usize).unwrap_or_else(|| {
+    super::device::device_of_buft_at(buft as usize).unwrap_or_else(|| {
         abort(
             file!(),
             line!(),

@@ -10,7 +10,7 @@
 
 use std::ffi::c_void;
 
-use super::allreduce::Epilogue;
+use super::epilogue::Epilogue;
 use crate::abi::*;
 use ggml_backend_rs_core::exchange::reference_sum;
 use ggml_backend_rs_core::split::MAX_DEVICES;

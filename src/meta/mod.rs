@@ -40,6 +40,7 @@ mod backend_allreduce;
 pub mod buffer;
 pub mod buffer_iface;
 mod cuda;
+pub mod epilogue;
 pub mod device;
 pub mod device_iface;
 pub mod facts;
@@ -51,95 +52,17 @@ mod workers;
 
 pub use ggml_backend_rs_core::{exchange, rules};
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
-
-use ggml_backend_rs_core::owned::Registry;
-
 pub use split::Split;
 
-/// Append-only table of meta devices: the C device's and buffer type's addresses with the
-/// device's state. Lock-free lookups.
-struct Table {
-    slots: [OnceLock<Slot>; 256],
-    len: AtomicUsize,
-    push_lock: Mutex<()>,
-}
-
-#[derive(Clone, Copy)]
-struct Slot {
-    device: usize,
-    buft: usize,
-    meta: &'static device::MetaDevice,
-}
-
-impl Table {
-    const fn new() -> Table {
-        Table {
-            slots: [const { OnceLock::new() }; 256],
-            len: AtomicUsize::new(0),
-            push_lock: Mutex::new(()),
-        }
-    }
-
-    fn push(&self, slot: Slot) {
-        let _guard = self.push_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let n = self.len.load(Ordering::Acquire);
-        crate::abi::log::ggml_assert!(
-            n < self.slots.len(),
-            "too many meta devices (at most {})",
-            self.slots.len()
-        );
-        let fresh = self.slots[n].set(slot).is_ok();
-        debug_assert!(fresh, "slots are filled in order under the lock");
-        self.len.store(n + 1, Ordering::Release);
-    }
-
-    fn find(&self, pred: impl Fn(&Slot) -> bool) -> Option<&'static device::MetaDevice> {
-        let n = self.len.load(Ordering::Acquire);
-        self.slots[..n]
-            .iter()
-            .filter_map(OnceLock::get)
-            .find(|s| pred(s))
-            .map(|s| s.meta)
-    }
-}
-
-/// Locks `m`, carrying on past a panic of another holder (the state behind every mutex here stays
-/// consistent between statements).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-static DEVICES: Table = Table::new();
-static BUFFERS: Registry<buffer::MetaBuffer> = Registry::new();
-static BACKENDS: Registry<backend::MetaBackend> = Registry::new();
-
-/// The meta device behind a C device address.
-fn device_at(dev: usize) -> Option<&'static device::MetaDevice> {
-    if dev == 0 {
-        return None;
-    }
-    DEVICES.find(|s| s.device == dev)
-}
-
-/// The meta device behind a C buffer type address.
-fn device_of_buft_at(buft: usize) -> Option<&'static device::MetaDevice> {
-    if buft == 0 {
-        return None;
-    }
-    DEVICES.find(|s| s.buft == buft)
-}
-
 pub fn is_meta_device(dev: *const crate::abi::ggml_backend_device) -> bool {
-    device_at(dev as usize).is_some()
+    device::device_at(dev as usize).is_some()
 }
 pub fn is_meta_buft(buft: *const crate::abi::ggml_backend_buffer_type) -> bool {
-    device_of_buft_at(buft as usize).is_some()
+    device::device_of_buft_at(buft as usize).is_some()
 }
 pub fn is_meta_buffer(buf: *const crate::abi::ggml_backend_buffer) -> bool {
-    BUFFERS.contains(buf as usize)
+    buffer::BUFFERS.contains(buf as usize)
 }
 pub fn is_meta_backend(backend: *const crate::abi::ggml_backend) -> bool {
-    BACKENDS.contains(backend as usize)
+    backend::BACKENDS.contains(backend as usize)
 }

@@ -6,9 +6,10 @@ use std::ffi::c_void;
 use super::buffer::{holding, Entry, MetaBuffer};
 use super::device::MetaDevice;
 use super::facts::{self, named};
-use super::rules::{self, DeviceLayout};
+use ggml_backend_rs_core::rules::{self, DeviceLayout};
 use super::split::{DimSplit, Split};
 use crate::abi::*;
+use ggml_backend_rs_core::owned::lock;
 use crate::abi::log::{abort, ggml_assert};
 use ggml_backend_rs_core::infer;
 use ggml_backend_rs_core::memory;
@@ -32,7 +33,7 @@ pub fn place_deferred(mb: &MetaBuffer) {
         return;
     }
     let views: Vec<Tensor> = {
-        let mut g = super::lock(d);
+        let mut g = lock(d);
         if mb.simple.get().is_some() {
             return;
         }

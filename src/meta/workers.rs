@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-use super::lock;
+use ggml_backend_rs_core::owned::lock;
 use crate::abi::*;
 
 /// How long a waiting side spins before it parks.

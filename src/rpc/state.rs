@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 
+pub(super) use ggml_backend_rs_core::owned::lock;
 use ggml_backend_rs_core::owned::Registry;
 
 use super::remote::{Marker, Remote};
@@ -79,10 +80,6 @@ pub(super) static DEVICES: Mutex<Vec<&'static RpcDevice>> = Mutex::new(Vec::new(
 pub(super) static BUFFERS: Registry<RpcBuffer> = Registry::new();
 pub(super) static BACKENDS: Registry<RpcBackend> = Registry::new();
 pub(super) static EVENTS: Registry<Marker> = Registry::new();
-
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 pub(super) fn find_device(pred: impl Fn(&RpcDevice) -> bool) -> Option<&'static RpcDevice> {
     lock(&DEVICES).iter().copied().find(|d| pred(d))

@@ -12,7 +12,13 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+/// Locks `m`, carrying on past a panic of another holder: the state behind the library's
+/// mutexes stays consistent between statements, and a C caller gets no unwinding anyway.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// A hasher for addresses, where the default SipHash costs more than the rest of a lookup
 /// (addresses come from this process's allocator, not from an adversary). A multiplication
