@@ -17,10 +17,16 @@
 //!   partials with asynchronous reads, sums them as the host path does and writes the results
 //!   back ([`host::reduce_staged`]), one wait per cut instead of a copy and an add per exchange;
 //! * **copies**: any backend — asynchronous copies between devices and in-place adds, staged as
-//!   [`exchange::schedule`] says (butterfly for powers of two, gather-and-add otherwise);
+//!   `exchange::schedule` says (butterfly for powers of two, gather-and-add otherwise)
+//!   (`copies`);
 //! * **direct** (forced only, until measured on GPUs): sub-graphs write their partials into
 //!   plan-owned slots and every device adds all of them, read in place, into its own target
-//!   ([`DirectPlan`]); for devices that compute on each other's memory.
+//!   (`direct`); for devices that compute on each other's memory.
+//!
+//! One file per path around what they share: `reduction` (the paths, a cut's reduction, the
+//! plan's error), `epilogue` (the nodes a path may compute behind a cut) and `scratch` (the
+//! memory and headers the copies and direct paths own); this file chooses the path per cut,
+//! builds a graph plan's reductions and runs them.
 //!
 //! `GGML_META_ALLREDUCE=backend|comm|own|host|staged|copies|direct` forces a path (for measurement;
 //! `comm` is another name for `backend`; an unavailable path falls back to copies).
@@ -45,42 +51,17 @@
 //! the AllReduce before — the last reader of that slot set.
 
 use std::ffi::c_void;
-use std::ptr;
 use std::sync::Mutex;
 
-use super::arena::GraphArena;
+use super::copies::{plan_copies, CopyPlan};
+use super::direct::{plan_direct, DirectPlan};
 use super::backend_allreduce::BackendAllReduce;
 use super::cuda::CudaAllReduce;
-use ggml_backend_rs_core::exchange::{self, Loc};
 use super::epilogue::Epilogue;
+use super::reduction::{OutOfMemory, Path, Reduction, RunAll};
 use super::host;
 use crate::abi::*;
 use crate::abi::log::{ggml_assert, log_info};
-use ggml_backend_rs_core::Op;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Path {
-    Backend,
-    Own,
-    Host,
-    Staged,
-    Copies,
-    Direct,
-}
-
-impl Path {
-    fn parse(s: &str) -> Option<Path> {
-        match s {
-            "backend" | "comm" => Some(Path::Backend),
-            "own" => Some(Path::Own),
-            "host" => Some(Path::Host),
-            "staged" => Some(Path::Staged),
-            "copies" => Some(Path::Copies),
-            "direct" => Some(Path::Direct),
-            _ => None,
-        }
-    }
-}
 
 /// What a meta backend can reduce with, decided when it starts.
 pub struct Reducer {
@@ -294,49 +275,6 @@ fn direct_reads_ok(devices: &[Device], cuda_peer_access: bool) -> bool {
     })
 }
 
-/// One cut's AllReduce, as the plan runs it.
-pub struct Reduction {
-    pub targets: Vec<Tensor>,
-    pub path: Path,
-    /// The nodes behind the cut that the AllReduce computes (own and host paths only).
-    pub epilogue: Option<Epilogue>,
-    /// The backend AllReduce declined this cut once: the plan does not ask again.
-    declined: bool,
-    /// Index into [`CopyPlan::cuts`] (for the copies path, and as the backend's fallback).
-    copies: Option<usize>,
-    /// Index into [`DirectPlan::cuts`].
-    direct: Option<usize>,
-}
-
-/// The copies path's memory and pre-built operations for all cuts of one plan.
-pub struct CopyPlan {
-    /// Per device: `slots(n)` slots in two sets.
-    scratch: Scratch,
-    /// The slot and add-node headers the graphs point at.
-    headers: Headers,
-    _arena: GraphArena,
-    cuts: Vec<CutOps>,
-    /// AllReduces run so far (selects the slot set).
-    runs: usize,
-}
-
-/// The copies path of one cut.
-struct CutOps {
-    stages: Vec<StageOps>,
-    /// Headers to bring up to date before a run (see [`Refresh`]).
-    refresh: Vec<(usize, Tensor, Refresh)>,
-}
-
-struct StageOps {
-    /// (from, to, source target, destination slot per slot set)
-    transfers: Vec<(usize, usize, Tensor, [Tensor; 2])>,
-    /// Per device: the receivers of its value in this stage, which it waits for before its adds.
-    waits: Vec<Vec<usize>>,
-    receivers: Vec<usize>,
-    /// Per slot set, per device: the device's adds of this stage as one graph.
-    graphs: [Vec<Graph>; 2],
-}
-
 /// The AllReduces of one graph plan: per cut its path, and the memory and pre-built operations
 /// the copies and direct paths own.
 pub struct Planned {
@@ -405,397 +343,16 @@ pub fn plan(
     })
 }
 
-/// A device could not allocate memory a plan needs: the graph is not computed and the caller
-/// gets `GGML_STATUS_ALLOC_FAILED` (libllama's `llama_decode` then returns -2).
-#[derive(Debug)]
-pub struct OutOfMemory(pub String);
-
-/// Scratch memory of `slots` equal slots on every simple device, owned by a plan and freed with
-/// it (plans are dropped only after the backends were synchronized).
-struct Scratch {
-    buffers: Vec<Buffer>,
-    slots: usize,
-    /// The largest target when the plan was built, aligned.
-    slot_bytes: usize,
-}
-
-impl Scratch {
-    /// The slots on every device, or what could not be allocated (the devices' buffers that
-    /// were allocated are freed again).
-    fn alloc(
-        backends: &[Backend],
-        slots: usize,
-        slot_bytes: usize,
-    ) -> Result<Scratch, OutOfMemory> {
-        let bytes = slots * slot_bytes;
-        let mut scratch = Scratch {
-            buffers: Vec::with_capacity(backends.len()),
-            slots,
-            slot_bytes,
-        };
-        for &b in backends {
-            let buft = crate::backend::default_buffer_type(b, "meta AllReduce");
-            let raw = crate::buffer::alloc(buft, bytes);
-            // SAFETY: returned by the buffer type.
-            match unsafe { Buffer::from_ptr(raw) } {
-                Some(buf) => scratch.buffers.push(buf),
-                None => {
-                    return Err(OutOfMemory(format!(
-                        "meta AllReduce: cannot allocate {bytes} bytes of scratch memory on {}",
-                        b.name_string()
-                    )))
-                }
-            }
-        }
-        Ok(scratch)
-    }
-
-    /// Places header `h` in slot `s` of device `dev`.
-    fn place(&self, h: &mut ggml_tensor, dev: usize, s: usize) {
-        ggml_assert!(
-            s < self.slots,
-            "meta AllReduce: scratch slot {s} of {}",
-            self.slots
-        );
-        let b = self.buffers[dev];
-        h.buffer = b.as_ptr();
-        // SAFETY: slot s < slots starts inside the buffer of slots * slot_bytes bytes.
-        h.data =
-            unsafe { (crate::buffer::base(b) as *mut u8).add(s * self.slot_bytes) } as *mut c_void;
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        for b in self.buffers.drain(..) {
-            // SAFETY: our buffer, no longer used by queued work (see the type's doc).
-            unsafe { crate::buffer::free(b) };
-        }
-    }
-}
-
-/// Bytes per scratch slot for the cuts `need`: the largest target, aligned for every device.
-fn slot_size(backends: &[Backend], reductions: &[Reduction], need: &[usize]) -> usize {
-    let align = backends
-        .iter()
-        .map(|&b| crate::backend::default_buffer_type(b, "meta AllReduce").alignment())
-        .max()
-        .unwrap_or(1)
-        .max(64);
-    need.iter()
-        .map(|&c| reductions[c].targets[0].nbytes())
-        .max()
-        .unwrap_or(0)
-        .next_multiple_of(align)
-}
-
-/// The copies path's plan, for the cuts on the copies or the backend path (its fallback).
-fn plan_copies(
-    backends: &[Backend],
-    reductions: &mut [Reduction],
-) -> Result<Option<CopyPlan>, OutOfMemory> {
-    let n = backends.len();
-    let need: Vec<usize> = (0..reductions.len())
-        .filter(|&c| {
-            matches!(reductions[c].path, Path::Copies | Path::Backend)
-                && reductions[c].targets[0].nbytes() > 0
-        })
-        .collect();
-    if n < 2 || need.is_empty() {
-        return Ok(None);
-    }
-    let slots = exchange::slots(n);
-    let schedule = exchange::schedule(n);
-    let slot_bytes = slot_size(backends, reductions, &need);
-    let scratch = Scratch::alloc(backends, 2 * slots, slot_bytes)?;
-    let max_adds = schedule
-        .iter()
-        .flat_map(|s| (0..n).map(move |j| s.adds_on(j).count()))
-        .max()
-        .unwrap_or(1);
-    let arena = GraphArena::new(need.len() * schedule.len() * n * 2, max_adds);
-    let mut headers = Headers::new();
-    let mut cuts = Vec::with_capacity(need.len());
-    for &c in &need {
-        let targets = &reductions[c].targets;
-        let mut refresh = Vec::new();
-        // slot headers: [set][device][slot]
-        let mut slot_t = [Vec::with_capacity(n), Vec::with_capacity(n)];
-        for (set, per_set) in slot_t.iter_mut().enumerate() {
-            for (j, &target) in targets.iter().enumerate() {
-                let mut per_dev = Vec::with_capacity(slots);
-                for s in 0..slots {
-                    let mut h = scratch_header(target);
-                    scratch.place(&mut h, j, set * slots + s);
-                    let (i, t) = headers.push(h);
-                    refresh.push((i, target, Refresh::Layout));
-                    per_dev.push(t);
-                }
-                per_set.push(per_dev);
-            }
-        }
-        let at = |set: usize, j: usize, l: Loc| match l {
-            Loc::Own => targets[j],
-            Loc::Slot(s) => slot_t[set][j][s],
-        };
-        let mut stages = Vec::with_capacity(schedule.len());
-        for stage in &schedule {
-            let transfers = stage
-                .transfers
-                .iter()
-                .map(|t| {
-                    (
-                        t.from,
-                        t.to,
-                        targets[t.from],
-                        [slot_t[0][t.to][t.slot], slot_t[1][t.to][t.slot]],
-                    )
-                })
-                .collect();
-            let waits = (0..n).map(|k| stage.receivers_of(k).collect()).collect();
-            let mut receivers: Vec<usize> = stage.transfers.iter().map(|t| t.to).collect();
-            receivers.sort_unstable();
-            receivers.dedup();
-            let mut graphs = [Vec::with_capacity(n), Vec::with_capacity(n)];
-            for (set, g_set) in graphs.iter_mut().enumerate() {
-                for j in 0..n {
-                    let nodes: Vec<Tensor> = stage
-                        .adds_on(j)
-                        .map(|a| {
-                            let dst = at(set, j, a.dst);
-                            let (h, node) =
-                                headers.push(add_node(dst, at(set, j, a.a), at(set, j, a.b)));
-                            refresh.push((h, dst, Refresh::Node));
-                            node
-                        })
-                        .collect();
-                    g_set.push(chain_graph(&arena, &nodes));
-                }
-            }
-            stages.push(StageOps {
-                transfers,
-                waits,
-                receivers,
-                graphs,
-            });
-        }
-        reductions[c].copies = Some(cuts.len());
-        cuts.push(CutOps { stages, refresh });
-    }
-    Ok(Some(CopyPlan {
-        scratch,
-        headers,
-        _arena: arena,
-        cuts,
-        runs: 0,
-    }))
-}
-
-/// `like`'s type and shape.
-fn take_layout(h: &mut ggml_tensor, like: Tensor) {
-    h.type_ = like.type_();
-    h.ne = like.ne_all();
-    h.nb = like.nb_all();
-}
-
-/// `like`'s memory, as a view of it (what an in-place op writing into `like` is).
-fn take_memory(h: &mut ggml_tensor, like: Tensor) {
-    h.view_src = like.view_src().map_or(like.as_ptr(), |v| v.as_ptr());
-    h.view_offs = like.view_src().map_or(0, |_| like.view_offs());
-    h.buffer = like.buffer();
-    h.data = like.data();
-}
-
-/// A leaf with `t`'s layout (not placed yet).
-fn scratch_header(t: Tensor) -> ggml_tensor {
-    let mut h = t.header();
-    h.op = Op::None as i32;
-    h.op_params = [0; 16];
-    h.src = [ptr::null_mut(); GGML_MAX_SRC];
-    h.view_src = ptr::null_mut();
-    h.view_offs = 0;
-    h.flags = 0;
-    h
-}
-
-/// `dst = a + b` in place: an ADD whose result is `dst`'s memory.
-fn add_node(dst: Tensor, a: Tensor, b: Tensor) -> ggml_tensor {
-    let mut h = scratch_header(dst);
-    h.op = Op::Add as i32;
-    // backends skip nodes that graph building did not mark as needing computation
-    h.flags = GGML_TENSOR_FLAG_COMPUTE;
-    h.src[0] = a.as_ptr();
-    h.src[1] = b.as_ptr();
-    take_memory(&mut h, dst);
-    h
-}
-
-/// One graph of add nodes in execution order; each feeds only later nodes of the chain, so
-/// ggml's use counts are 1, and 0 for the last (read after the graph, by the next sub-graph).
-fn chain_graph(arena: &GraphArena, nodes: &[Tensor]) -> Graph {
-    let g = arena.graph(nodes.len());
-    for (i, &node) in nodes.iter().enumerate() {
-        g.push_node(node);
-        g.note_use_count(node, if i + 1 == nodes.len() { 0 } else { 1 });
-    }
-    g
-}
-
-/// How the adds of a stage run: queued on each backend, or on the meta backend's threads.
-pub trait RunAll {
-    fn run_all(&mut self, graphs: &[Graph]) -> ggml_status;
-}
-
-/// The direct path's memory and operations for the direct cuts of one plan.
-///
-/// Each device's sub-graph writes its partial sum into a slot of its scratch memory instead of
-/// the target (the plan's clone of the target's header, [`Planned::output`]); after it, every
-/// device waits for the others' sub-graphs (one event each) and one graph on the device adds
-/// all partials — read from the other devices' memory — into its target. One cross-device wait
-/// per device and cut, no copies.
-///
-/// Slot reuse: direct cut `d` of a plan writes partial slot `d % 2` (slot 2 for the last one
-/// when the plan has an odd number), so the next write to a slot on device k comes two direct
-/// cuts later, after k waited at the cut in between for device j's sub-graph, which j queued
-/// after its add of the slot's previous partials. Plans with one direct cut use another path.
-/// Intermediate sums (more than two devices) live in further slots of the adding device.
-struct DirectPlan {
-    scratch: Scratch,
-    headers: Headers,
-    _arena: GraphArena,
-    cuts: Vec<DirectCut>,
-}
-
-struct DirectCut {
-    /// Per device: where its sub-graph writes its partial sum.
-    partials: Vec<Tensor>,
-    /// Per device: the adds of all partials into its target.
-    graphs: Vec<Graph>,
-    /// Headers to bring up to date before a run (see [`Refresh`]).
-    refresh: Vec<(usize, Tensor, Refresh)>,
-}
-
-/// How a plan-owned header follows the tensor it was made from. Plans outlive shape changes
-/// (the scheduler re-allocates a graph of the same structure for another batch size), so
-/// layouts are read from the targets before each run, as the sub-graphs read theirs.
-#[derive(Clone, Copy)]
-enum Refresh {
-    /// A partial: the whole header of the target (op, sources, shape), placed in scratch.
-    Partial,
-    /// A scratch slot: the layout of the target.
-    Layout,
-    /// An add node: layout and memory of its destination.
-    Node,
-}
-
-impl Headers {
-    /// Brings the headers of `list` (index, tensor followed, how) up to date.
-    fn refresh(&mut self, list: &[(usize, Tensor, Refresh)]) {
-        for &(i, like, what) in list {
-            self.update(i, |h| match what {
-                Refresh::Partial => {
-                    let (buffer, data) = (h.buffer, h.data);
-                    *h = like.header();
-                    h.buffer = buffer;
-                    h.data = data;
-                    h.view_src = ptr::null_mut();
-                    h.view_offs = 0;
-                }
-                Refresh::Layout => take_layout(h, like),
-                Refresh::Node => {
-                    take_layout(h, like);
-                    take_memory(h, like);
-                }
-            });
-        }
-    }
-}
-
-fn plan_direct(
-    backends: &[Backend],
-    reductions: &mut [Reduction],
-) -> Result<Option<DirectPlan>, OutOfMemory> {
-    let n = backends.len();
-    let need: Vec<usize> = (0..reductions.len())
-        .filter(|&c| reductions[c].path == Path::Direct)
-        .collect();
-    if n < 2 || need.is_empty() {
-        return Ok(None);
-    }
-    let ring = if need.len() % 2 == 1 { 3 } else { 2 };
-    let temps = n - 2;
-    let slot_bytes = slot_size(backends, reductions, &need);
-    let scratch = Scratch::alloc(backends, ring + temps, slot_bytes)?;
-    let arena = GraphArena::new(need.len() * n, n - 1);
-    let mut headers = Headers::new();
-    let mut cuts = Vec::with_capacity(need.len());
-    for (d, &c) in need.iter().enumerate() {
-        let targets = &reductions[c].targets;
-        let slot = if ring == 3 && d + 1 == need.len() {
-            2
-        } else {
-            d % 2
-        };
-        let mut refresh = Vec::new();
-        let partials: Vec<Tensor> = (0..n)
-            .map(|j| {
-                let mut h = targets[j].header();
-                h.view_src = ptr::null_mut();
-                h.view_offs = 0;
-                scratch.place(&mut h, j, slot);
-                let (i, t) = headers.push(h);
-                refresh.push((i, targets[j], Refresh::Partial));
-                t
-            })
-            .collect();
-        let mut graphs = Vec::with_capacity(n);
-        for (j, &target) in targets.iter().enumerate() {
-            let mut made = 0;
-            let mut nodes = Vec::with_capacity(n - 1);
-            let root = exchange::reference_expr(partials.clone(), |a, b| {
-                made += 1;
-                let dst = if made == n - 1 {
-                    target
-                } else {
-                    let mut h = scratch_header(target);
-                    scratch.place(&mut h, j, ring + made - 1);
-                    let (i, t) = headers.push(h);
-                    refresh.push((i, target, Refresh::Layout));
-                    t
-                };
-                let (i, node) = headers.push(add_node(dst, a, b));
-                refresh.push((i, dst, Refresh::Node));
-                nodes.push(node);
-                node
-            });
-            debug_assert!(root.is_some() && made == n - 1);
-            graphs.push(chain_graph(&arena, &nodes));
-        }
-        reductions[c].direct = Some(cuts.len());
-        cuts.push(DirectCut {
-            partials,
-            graphs,
-            refresh,
-        });
-    }
-    Ok(Some(DirectPlan {
-        scratch,
-        headers,
-        _arena: arena,
-        cuts,
-    }))
-}
-
 impl Planned {
     /// Brings the cut's headers up to the targets' current shapes and memory; called before
     /// the sub-graph that computes the partials runs (it may write into a direct-path slot).
     pub fn prepare(&mut self, cut: usize) {
         let red = &self.reductions[cut];
         if let (Some(d), Some(dp)) = (red.direct, self.direct.as_mut()) {
-            dp.headers.refresh(&dp.cuts[d].refresh);
+            dp.prepare(d);
         }
         if let (Some(c), Some(cp)) = (red.copies, self.copies.as_mut()) {
-            cp.headers.refresh(&cp.cuts[c].refresh);
+            cp.prepare(c);
         }
     }
 
@@ -803,7 +360,7 @@ impl Planned {
     /// the direct path, else (None) the target itself.
     pub fn output(&self, cut: usize, dev: usize) -> Option<Tensor> {
         let d = self.reductions[cut].direct?;
-        Some(self.direct.as_ref()?.cuts[d].partials[dev])
+        Some(self.direct.as_ref()?.partial(d, dev))
     }
 
     /// Whether cut `cut`'s AllReduce computes the nodes behind it (they leave the sub-graph).
@@ -841,11 +398,11 @@ impl Planned {
         };
         self.copies
             .as_ref()
-            .is_none_or(|cp| ok(cp.scratch.slot_bytes, |r| r.copies.is_some()))
+            .is_none_or(|cp| ok(cp.slot_bytes(), |r| r.copies.is_some()))
             && self
                 .direct
                 .as_ref()
-                .is_none_or(|dp| ok(dp.scratch.slot_bytes, |r| r.direct.is_some()))
+                .is_none_or(|dp| ok(dp.slot_bytes(), |r| r.direct.is_some()))
     }
 
     /// Leaves the sum of cut `cut`'s targets on every device (after [`prepare`](Self::prepare)
@@ -887,20 +444,10 @@ impl Planned {
                 return GGML_STATUS_SUCCESS;
             }
             Path::Direct => {
-                let dp = self.direct.as_mut().expect("planned with the direct cuts");
+                let dp = self.direct.as_ref().expect("planned with the direct cuts");
                 let d = red.direct.expect("a direct cut");
                 let ev = r.events.as_ref().expect("chosen only with events");
-                for (b, &e) in backends.iter().zip(ev) {
-                    b.event_record(e);
-                }
-                for (j, b) in backends.iter().enumerate() {
-                    for (k, &e) in ev.iter().enumerate() {
-                        if k != j {
-                            b.event_wait(e);
-                        }
-                    }
-                }
-                return runner.run_all(&dp.cuts[d].graphs);
+                return dp.run(d, backends, ev, runner);
             }
             Path::Backend => {
                 if !red.declined {
@@ -938,30 +485,6 @@ impl Planned {
             .as_mut()
             .expect("a copy plan for every cut on the copies or backend path");
         let c = red.copies.expect("copies planned for this cut");
-        let set = cp.runs % 2;
-        cp.runs += 1;
-        for st in &cp.cuts[c].stages {
-            for &(from, to, src, dst) in &st.transfers {
-                crate::tensor::copy_async(Some(backends[from]), backends[to], src, dst[set]);
-            }
-            match &r.events {
-                Some(ev) => {
-                    for &j in &st.receivers {
-                        backends[j].event_record(ev[j]);
-                    }
-                    for (k, waits) in st.waits.iter().enumerate() {
-                        for &j in waits {
-                            backends[k].event_wait(ev[j]);
-                        }
-                    }
-                }
-                None => backends.iter().for_each(|b| b.synchronize()),
-            }
-            let s = runner.run_all(&st.graphs[set]);
-            if s != GGML_STATUS_SUCCESS {
-                return s;
-            }
-        }
-        GGML_STATUS_SUCCESS
+        cp.run(c, backends, r.events.as_deref(), runner)
     }
 }

@@ -15,7 +15,8 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::allreduce::{self, Planned, Reducer, RunAll};
+use super::allreduce::{self, Planned, Reducer};
+use super::reduction::{OutOfMemory, RunAll};
 use super::epilogue::{Epilogue, NormEpilogue};
 use super::arena::GraphArena;
 use super::buffer;
@@ -584,7 +585,7 @@ enum PlanError {
     /// The graph is not one the meta backend can split (a defect or an unsupported model).
     Graph(String),
     /// A device could not allocate what the plan needs.
-    Memory(allreduce::OutOfMemory),
+    Memory(OutOfMemory),
 }
 
 impl From<String> for PlanError {
@@ -921,7 +922,7 @@ struct Runner<'a> {
     workers: &'a mut Option<super::workers::Workers>,
 }
 
-impl allreduce::RunAll for Runner<'_> {
+impl RunAll for Runner<'_> {
     fn run_all(&mut self, graphs: &[Graph]) -> ggml_status {
         let m = self.m;
         if m.threaded {

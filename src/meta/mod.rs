@@ -13,10 +13,11 @@
 //!   `core::infer` per question (a tensor, a tensor being initialised, a reserved graph);
 //! * [`slices`]: per-device tensors and the memory of each device's slices;
 //! * [`transfer`]: host <-> meta tensor transfers, one routine for every direction and queue;
-//! * `arena`: graph metadata; [`allreduce`]: the AllReduce paths, with `backend_allreduce` (the
-//!   simple backends' own), `cuda` (our kernels,
-//!   driver loaded at run time), `host` (devices in host memory) and [`exchange`] (the copy/add
-//!   schedule and summation order);
+//! * `arena`: graph metadata; [`allreduce`]: the AllReduce, one file per path — `backend_allreduce`
+//!   (the simple backends' own), `cuda` (our kernels, driver loaded at run time), `host`
+//!   (devices in host memory, and the staged path), `copies`, `direct` — around what they share
+//!   (`reduction`, [`epilogue`], `scratch`), with [`exchange`] (the copy/add schedule and
+//!   summation order);
 //! * [`backend`]: the meta backend and its graph plans; `workers`: threads that let CPU
 //!   devices inside a meta device compute at the same time;
 //! * [`buffer_iface`], [`device_iface`]: the C objects (buffers; devices, buffer types and a
@@ -39,7 +40,9 @@ pub mod backend;
 mod backend_allreduce;
 pub mod buffer;
 pub mod buffer_iface;
+mod copies;
 mod cuda;
+mod direct;
 pub mod epilogue;
 pub mod device;
 pub mod device_iface;
@@ -48,6 +51,8 @@ mod host;
 pub mod slices;
 pub mod split;
 pub mod transfer;
+mod reduction;
+mod scratch;
 mod workers;
 
 pub use ggml_backend_rs_core::{exchange, rules};
