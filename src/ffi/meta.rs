@@ -314,7 +314,8 @@ pub unsafe extern "C" fn ggml_backend_meta_buffer_simple_tensor(
 ) -> *mut ggml_tensor {
     const F: &str = "ggml_backend_meta_buffer_simple_tensor";
     let t = handle_arg!(tensor, Tensor, "ggml_backend_meta_buffer_simple_tensor");
-    let mb = buffer::holding(t).unwrap_or_else(|| {
+    // (a plugin device's weights are placed when first used, which asking for them is)
+    let mb = crate::meta::slices::placed(t).unwrap_or_else(|| {
         abort(
             file!(),
             line!(),

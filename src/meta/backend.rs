@@ -514,7 +514,7 @@ fn device_nodes(
     while i < all.len() {
         let t = all[i];
         i += 1;
-        let Some(mb) = buffer::holding(t) else {
+        let Some(mb) = slices::placed(t) else {
             if t.is_view_op() || t.op_kind() == Some(Op::None) {
                 continue;
             }
@@ -543,7 +543,7 @@ fn device_nodes(
         let tail = plan::moe_tail(&NodeView { uses }, all, i - 1);
         for &k in &tail {
             let tk = all[k];
-            let mbk = buffer::holding(tk).ok_or("meta backend: MoE tail outside meta buffers")?;
+            let mbk = slices::placed(tk).ok_or("meta backend: MoE tail outside meta buffers")?;
             stamp.add(mbk.dev);
             for s in tk.srcs().filter_map(buffer::holding) {
                 stamp.add(s.dev);
@@ -722,7 +722,7 @@ fn epilogue(
 ) -> Option<(plan::Fusion, Epilogue)> {
     use super::cuda::CudaAllReduce;
     let per_device = |t: Tensor| {
-        let held = buffer::holding(t)?;
+        let held = slices::placed(t)?;
         slices::simple_tensors(&held, t)
     };
     let ok = |ts: &[Tensor]| ts.iter().all(|&t| CudaAllReduce::supports(t));

@@ -362,8 +362,8 @@ unsafe extern "C" fn cpy_tensor(
         return false;
     }
     let (Some(ss), Some(sd)) = (
-        holding(s).and_then(|m| slices::simple_tensors(&m, s)),
-        holding(d).and_then(|m| slices::simple_tensors(&m, d)),
+        slices::placed(s).and_then(|m| slices::simple_tensors(&m, s)),
+        slices::placed(d).and_then(|m| slices::simple_tensors(&m, d)),
     ) else {
         return false;
     };

@@ -17,11 +17,23 @@ use ggml_backend_rs_core::infer::Derivation;
 use ggml_backend_rs_core::op::Op;
 use ggml_backend_rs_core::rules::Derived;
 
-/// The per-device tensors of `t`, if `t` was initialised in this buffer (placed first,
-/// if the buffer is deferred).
+/// The per-device tensors of `t`, if `t` was initialised in this buffer and the buffer has its
+/// memory. A read: a deferred buffer gets its memory in the step that first uses it
+/// ([`placed`]), never here.
 pub fn simple_tensors(mb: &MetaBuffer, t: Tensor) -> Option<Vec<Tensor>> {
-    place_deferred(mb);
+    if mb.deferred.is_some() && mb.simple.get().is_none() {
+        return None;
+    }
     mb.entry_tensors(t)
+}
+
+/// The meta buffer holding `t`, with its memory: the placement step of everything that uses a
+/// tensor's memory (a graph planned, a tensor initialised on another's slices, data moved,
+/// copied or cleared), which places a deferred buffer ([`place_deferred`]) before it reads.
+pub fn placed(t: Tensor) -> Option<std::sync::Arc<MetaBuffer>> {
+    let mb = holding(t)?;
+    place_deferred(&mb);
+    Some(mb)
 }
 
 /// Makes a deferred buffer's memory for the tensors initialised so far (a no-op for
@@ -199,7 +211,7 @@ fn device_layouts(
 ) -> Result<(Vec<DeviceLayout>, Option<Vec<Tensor>>), String> {
     Ok(match t.view_src() {
         Some(base) => {
-            let bmb = holding(base).ok_or_else(|| named(t, "view source not in a meta buffer"))?;
+            let bmb = placed(base).ok_or_else(|| named(t, "view source not in a meta buffer"))?;
             let bases = simple_tensors(&bmb, base).ok_or_else(|| {
                 named(
                     t,
@@ -238,7 +250,7 @@ fn device_sources(t: Tensor) -> Result<Vec<Option<Vec<Tensor>>>, String> {
         if s == t {
             continue;
         }
-        let smb = holding(s).ok_or_else(|| {
+        let smb = placed(s).ok_or_else(|| {
             named(
                 t,
                 format!("source '{}' is not in a meta buffer", s.name_string()),

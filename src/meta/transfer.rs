@@ -5,7 +5,7 @@
 
 use std::ffi::c_void;
 
-use super::buffer::{holding, MetaBuffer};
+use super::buffer::MetaBuffer;
 use super::facts::{self, named};
 use super::slices;
 use super::split::Split;
@@ -212,7 +212,7 @@ fn plan(t: Tensor, offset: usize, size: usize, what: &str) -> (Plan, Vec<Tensor>
     let fail = |e: String| -> ! { abort(file!(), line!(), &format!("{what}: {}", named(t, e))) };
     // (the split's errors name their tensor already)
     let unsplittable = |e: String| -> ! { abort(file!(), line!(), &format!("{what}: {e}")) };
-    let Some(mb) = holding(t) else {
+    let Some(mb) = slices::placed(t) else {
         fail("not in a meta buffer".into())
     };
     let d = facts::derived(t).unwrap_or_else(|e| unsplittable(e));
@@ -262,7 +262,7 @@ fn plan(t: Tensor, offset: usize, size: usize, what: &str) -> (Plan, Vec<Tensor>
     let owner_mb = if owner == t {
         mb
     } else {
-        holding(owner).unwrap_or_else(|| fail("view source not in a meta buffer".into()))
+        slices::placed(owner).unwrap_or_else(|| fail("view source not in a meta buffer".into()))
     };
     let simple = initialised(&owner_mb, owner);
     (Plan::Pieces(ps.unwrap_or_else(|e| fail(e))), simple)
