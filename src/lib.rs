@@ -20,30 +20,23 @@
 //! `panic = "abort"`, and since Rust 1.81 (this crate needs 1.85) a panic that reaches an
 //! `extern "C"` function's boundary aborts the process in any case.
 
+// A test binary without ggml to link (plain `cargo test`, see build.rs) leaves the crate out: one
+// condition for all of it.
+#![cfg(not(all(test, ggml_backend_rs_unlinked)))]
 // Every unsafe operation sits in its own `unsafe` block, and every block says why it is sound.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-/// Declares the crate's modules, each left out of a test binary that has no ggml to link (a
-/// plain `cargo test`, see build.rs): one condition for all of them.
-macro_rules! linked_modules {
-    ($($(#[$attr:meta])* $vis:vis mod $name:ident;)*) => {
-        $($(#[$attr])* #[cfg(not(all(test, ggml_backend_rs_unlinked)))] $vis mod $name;)*
-    };
-}
+pub mod abi;
 
-linked_modules! {
-    pub mod abi;
+pub mod backend;
+pub mod buffer;
+pub mod meta;
+pub mod plugin;
+pub mod registry;
+pub mod rpc;
+pub mod sched;
+pub mod tensor;
 
-    pub mod backend;
-    pub mod buffer;
-    pub mod meta;
-    pub mod plugin;
-    pub mod registry;
-    pub mod rpc;
-    pub mod sched;
-    pub mod tensor;
-
-    mod ffi;
-    pub mod version;
-}
+mod ffi;
+pub mod version;

@@ -35,9 +35,9 @@
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::OnceLock;
 
+use crate::abi::log::{log_error, log_info};
 use crate::abi::*;
 use crate::buffer::{HostBuffers, HostFree, HostInit};
-use crate::abi::log::{log_error, log_info};
 use crate::registry::StaticReg;
 use ggml_backend_rs_core::abi_class::Mismatch;
 

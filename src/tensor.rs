@@ -6,8 +6,8 @@
 
 use std::ffi::c_void;
 
-use crate::abi::*;
 use crate::abi::log::{abort, ggml_assert, log_debug};
+use crate::abi::*;
 
 pub use ggml_backend_rs_core::transfer::Strided;
 

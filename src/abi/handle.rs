@@ -197,7 +197,9 @@ impl Buffer {
         // SAFETY: a buffer's type outlives the buffer.
         match unsafe { Buft::from_ptr(self.buft()) } {
             Some(b) => b,
-            None => crate::abi::log::abort(file!(), line!(), "ggml backend buffer has no buffer type"),
+            None => {
+                crate::abi::log::abort(file!(), line!(), "ggml backend buffer has no buffer type")
+            }
         }
     }
     pub fn call_get_base(&self) -> Option<*mut c_void> {
@@ -282,7 +284,9 @@ impl Backend {
         // SAFETY: a backend's device outlives it.
         match unsafe { Device::from_ptr(self.device()) } {
             Some(d) => d,
-            None => crate::abi::log::abort(file!(), line!(), &format!("{what}: backend has no device")),
+            None => {
+                crate::abi::log::abort(file!(), line!(), &format!("{what}: backend has no device"))
+            }
         }
     }
     pub fn name(&self) -> *const c_char {

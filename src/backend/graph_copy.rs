@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::ptr;
 
-use crate::abi::*;
 use crate::abi::log::{abort, ggml_assert, log_error};
+use crate::abi::*;
 
 /// A graph copy that owns its contexts and buffer until it is converted into the C struct.
 pub struct GraphCopy {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use ggml_backend_rs_core::owned::Registry;
 
-use crate::abi::*;
 use crate::abi::log::{abort, ggml_assert};
+use crate::abi::*;
 
 /// What a backend implemented in this crate adds to ggml's backend vtable. The scheduler asks
 /// it, by backend, where it would otherwise have to name a backend kind.

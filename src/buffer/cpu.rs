@@ -5,8 +5,8 @@ use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_void};
 use std::ptr;
 
-use crate::abi::*;
 use crate::abi::log::{ggml_assert, log_error};
+use crate::abi::*;
 
 /// A buffer type that C code addresses through a mutable pointer but never writes.
 #[repr(transparent)]

@@ -9,8 +9,8 @@ use std::sync::{Arc, OnceLock};
 
 use ggml_backend_rs_core::owned::Registry;
 
-use crate::abi::*;
 use crate::abi::log::ggml_assert;
+use crate::abi::*;
 
 /// What a buffer implemented in this crate adds to ggml's buffer vtable. The generic code
 /// below asks it, by buffer, where upstream's generic code would name a buffer kind.

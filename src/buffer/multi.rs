@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use ggml_backend_rs_core::owned::Registry;
 
-use crate::abi::*;
 use crate::abi::log::{abort, ggml_assert};
+use crate::abi::*;
 
 /// What a multi-buffer owns; freed with the buffer.
 struct Parts(Vec<Buffer>);

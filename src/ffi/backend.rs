@@ -3,9 +3,9 @@
 use std::ffi::c_char;
 
 use super::{handle_arg, optional_arg};
+use crate::abi::log::abort;
 use crate::abi::*;
 use crate::backend::{self, default_buffer_type};
-use crate::abi::log::abort;
 
 /// # Safety
 /// `backend` is NULL or a live backend.

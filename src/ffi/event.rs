@@ -1,8 +1,8 @@
 //! Events: `ggml_backend_event_*`.
 
 use super::{handle_arg, optional_arg};
-use crate::abi::*;
 use crate::abi::log::abort;
+use crate::abi::*;
 
 /// NULL when the device is NULL or has no events, as upstream.
 ///

@@ -8,8 +8,8 @@ use std::ffi::c_int;
 use ggml_backend_rs_core::chunk;
 
 use super::handle_arg;
-use crate::abi::*;
 use crate::abi::log::log_error;
+use crate::abi::*;
 
 /// Allocates `tensors` in buffers of `buft`: the type's own `alloc_buffer_n`, or one buffer
 /// per chunk of the list that fits the type's maximum size (a multi-buffer when there are

@@ -6,8 +6,8 @@ use std::ffi::{c_char, c_void};
 
 use super::{handle_arg, null_argument, optional_arg};
 use crate::abi::facts::split_to_c;
-use crate::abi::*;
 use crate::abi::log::{abort, ggml_assert};
+use crate::abi::*;
 use crate::meta::{self, backend, buffer, device};
 
 /// `ggml_backend_meta_device`: the meta device over `devs`, made once per device list,

@@ -6,8 +6,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use super::{c_str_arg, handle_arg, optional_arg};
-use crate::abi::*;
 use crate::abi::log::{abort, log_error};
+use crate::abi::*;
 use crate::registry::{self, loader};
 
 /// # Safety

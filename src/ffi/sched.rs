@@ -6,8 +6,8 @@ use std::cell::RefCell;
 use std::ffi::c_void;
 
 use super::handle_arg;
-use crate::abi::*;
 use crate::abi::log::ggml_assert;
+use crate::abi::*;
 use crate::sched::{EvalCallback, Sched, MAX_BACKENDS};
 
 /// Opaque `struct ggml_backend_sched`; the pointer is a `Box<Sched>`.

@@ -53,15 +53,15 @@
 use std::ffi::c_void;
 use std::sync::Mutex;
 
-use super::copies::{plan_copies, CopyPlan};
-use super::direct::{plan_direct, DirectPlan};
 use super::backend_allreduce::BackendAllReduce;
+use super::copies::{plan_copies, CopyPlan};
 use super::cuda::CudaAllReduce;
+use super::direct::{plan_direct, DirectPlan};
 use super::epilogue::Epilogue;
-use super::reduction::{OutOfMemory, Path, Reduction, RunAll};
 use super::host;
-use crate::abi::*;
+use super::reduction::{OutOfMemory, Path, Reduction, RunAll};
 use crate::abi::log::{ggml_assert, log_info};
+use crate::abi::*;
 
 /// What a meta backend can reduce with, decided when it starts.
 pub struct Reducer {

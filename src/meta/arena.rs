@@ -3,8 +3,8 @@
 
 use std::ptr;
 
-use crate::abi::*;
 use crate::abi::log::{abort, ggml_assert};
+use crate::abi::*;
 
 /// A ggml context holding only graph metadata (no tensor data), freed when dropped.
 pub(super) struct GraphArena(*mut ggml_context);

@@ -16,17 +16,17 @@ use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::allreduce::{self, Planned, Reducer};
-use super::reduction::{OutOfMemory, RunAll};
-use super::epilogue::{Epilogue, NormEpilogue};
 use super::arena::GraphArena;
 use super::buffer;
 use super::device::MetaDevice;
+use super::epilogue::{Epilogue, NormEpilogue};
 use super::facts;
+use super::reduction::{OutOfMemory, RunAll};
 use super::slices;
 use super::split::Split;
 use super::transfer::{self, Bytes, Queue};
-use crate::abi::*;
 use crate::abi::log::{abort, log_error, log_info};
+use crate::abi::*;
 use ggml_backend_rs_core::owned::Registry;
 use ggml_backend_rs_core::{plan, Op};
 

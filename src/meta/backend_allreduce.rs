@@ -7,8 +7,8 @@
 use std::ffi::c_void;
 use std::ptr;
 
-use crate::abi::*;
 use crate::abi::log::log_error;
+use crate::abi::*;
 
 /// `bool (*)(ggml_backend_t * backends, struct ggml_tensor ** tensors, size_t n)`.
 type AllReduceFn = unsafe extern "C" fn(*mut ggml_backend_t, *mut *mut ggml_tensor, usize) -> bool;

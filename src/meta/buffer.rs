@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::device::MetaDevice;
-use ggml_backend_rs_core::owned::{lock, Registry};
 use crate::abi::*;
+use ggml_backend_rs_core::owned::{lock, Registry};
 
 /// Placeholder base address of every meta buffer. Non-canonical on x86-64 and outside the
 /// user address space elsewhere: a stray dereference faults at once instead of reading

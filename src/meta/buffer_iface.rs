@@ -12,9 +12,9 @@ use super::device::MetaDevice;
 use super::facts;
 use super::slices::{self, alloc_full, init_simple, pack, take_room};
 use super::transfer::{self, Bytes, Queue};
+use crate::abi::log::{abort, log_error};
 use crate::abi::*;
 use ggml_backend_rs_core::owned::lock;
-use crate::abi::log::{abort, log_error};
 
 fn new_buffer(
     dev: &'static MetaDevice,
@@ -133,13 +133,17 @@ const BUFFER_IFACE: ggml_backend_buffer_i = ggml_backend_buffer_i {
 /// The meta buffer behind a buffer vtable entry's argument: only meta buffers carry that
 /// vtable, so anything else is a caller's error.
 fn ctx(buffer: ggml_backend_buffer_t) -> Arc<MetaBuffer> {
-    super::buffer::BUFFERS.get(buffer as usize).unwrap_or_else(|| {
-        abort(
-            file!(),
-            line!(),
-            &format!("meta buffer vtable called with {buffer:p}, which is not a live meta buffer"),
-        )
-    })
+    super::buffer::BUFFERS
+        .get(buffer as usize)
+        .unwrap_or_else(|| {
+            abort(
+                file!(),
+                line!(),
+                &format!(
+                    "meta buffer vtable called with {buffer:p}, which is not a live meta buffer"
+                ),
+            )
+        })
 }
 
 unsafe extern "C" fn free_buffer(buffer: ggml_backend_buffer_t) {

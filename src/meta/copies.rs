@@ -3,8 +3,8 @@
 //! gather-and-add otherwise), into scratch slots the plan owns; see `allreduce` for how copies
 //! and adds are ordered without waiting on the host.
 
-use super::reduction::{OutOfMemory, Path, Reduction, RunAll};
 use super::arena::GraphArena;
+use super::reduction::{OutOfMemory, Path, Reduction, RunAll};
 use super::scratch::{add_node, chain_graph, scratch_header, slot_size, Refresh, Scratch};
 use crate::abi::*;
 use ggml_backend_rs_core::exchange::{self, Loc};

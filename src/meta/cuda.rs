@@ -45,8 +45,8 @@ use std::ptr;
 use cudarc::driver::sys;
 
 use super::epilogue::Epilogue;
-use crate::abi::*;
 use crate::abi::log::{log_error, log_info};
+use crate::abi::*;
 use ggml_backend_rs_core::launch::{self, Shot};
 use ggml_backend_rs_core::ptx::{self, kernel_name, Epilogue as Kernel, Param};
 

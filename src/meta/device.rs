@@ -14,10 +14,10 @@ use ggml_backend_rs_core::infer::SplitMemo;
 use ggml_backend_rs_core::memory::{Entry, Shares};
 use ggml_backend_rs_core::names::{Info, NamePolicy};
 
-use ggml_backend_rs_core::owned::lock;
 use super::split::{Split, StateError};
-use crate::abi::*;
 use crate::abi::log::{abort, ggml_assert};
+use crate::abi::*;
+use ggml_backend_rs_core::owned::lock;
 
 /// How a meta device learns the splits of weights and caches.
 pub enum Policy {

@@ -16,8 +16,8 @@ use std::sync::Mutex;
 use ggml_backend_rs_core::names::NamePolicy;
 
 use super::device::{of_buft, Face, MetaDevice, Policy};
-use crate::abi::*;
 use crate::abi::log::{abort, ggml_assert};
+use crate::abi::*;
 use crate::registry::{c_name, StaticReg};
 
 type Key = (Vec<usize>, usize, usize);

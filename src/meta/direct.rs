@@ -4,8 +4,8 @@
 
 use std::ptr;
 
-use super::reduction::{OutOfMemory, Path, Reduction, RunAll};
 use super::arena::GraphArena;
+use super::reduction::{OutOfMemory, Path, Reduction, RunAll};
 use super::scratch::{add_node, chain_graph, scratch_header, slot_size, Refresh, Scratch};
 use crate::abi::*;
 use ggml_backend_rs_core::exchange;

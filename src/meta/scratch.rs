@@ -4,8 +4,8 @@
 use std::ffi::c_void;
 use std::ptr;
 
-use super::reduction::{OutOfMemory, Reduction};
 use super::arena::GraphArena;
+use super::reduction::{OutOfMemory, Reduction};
 use crate::abi::log::ggml_assert;
 use crate::abi::*;
 use ggml_backend_rs_core::Op;

@@ -6,16 +6,16 @@ use std::ffi::c_void;
 use super::buffer::{holding, Entry, MetaBuffer};
 use super::device::MetaDevice;
 use super::facts::{self, named};
-use ggml_backend_rs_core::rules::{self, DeviceLayout};
 use super::split::{DimSplit, Split};
-use crate::abi::*;
-use ggml_backend_rs_core::owned::lock;
 use crate::abi::log::{abort, ggml_assert};
+use crate::abi::*;
 use ggml_backend_rs_core::infer;
-use ggml_backend_rs_core::memory;
 use ggml_backend_rs_core::infer::Derivation;
+use ggml_backend_rs_core::memory;
 use ggml_backend_rs_core::op::Op;
+use ggml_backend_rs_core::owned::lock;
 use ggml_backend_rs_core::rules::Derived;
+use ggml_backend_rs_core::rules::{self, DeviceLayout};
 
 /// The per-device tensors of `t`, if `t` was initialised in this buffer and the buffer has its
 /// memory. A read: a deferred buffer gets its memory in the step that first uses it
@@ -402,7 +402,9 @@ pub(super) fn take_room(
 ) -> Result<(), String> {
     let dev = mb.dev;
     let room = room.get_or_insert_with(|| memory::Room::new(&dev.memory_entries()));
-    let slices = mb.entry_tensors(t).expect("initialised before it is counted");
+    let slices = mb
+        .entry_tensors(t)
+        .expect("initialised before it is counted");
     let parts: Vec<u64> = slices
         .iter()
         .enumerate()

@@ -9,8 +9,8 @@ use super::buffer::MetaBuffer;
 use super::facts::{self, named};
 use super::slices;
 use super::split::Split;
-use crate::abi::*;
 use crate::abi::log::{abort, ggml_assert};
+use crate::abi::*;
 use ggml_backend_rs_core::packed;
 use ggml_backend_rs_core::transfer::{pieces, Piece, Strided};
 

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-use ggml_backend_rs_core::owned::lock;
 use crate::abi::*;
+use ggml_backend_rs_core::owned::lock;
 
 /// How long a waiting side spins before it parks.
 const SPIN: Duration = Duration::from_micros(200);

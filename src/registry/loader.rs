@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use libloading::Library;
 
-use crate::abi::*;
 use crate::abi::log::{log_debug, log_error, log_info};
+use crate::abi::*;
 
 /// Backend names tried by `ggml_backend_load_all`, in upstream's order.
 pub const KNOWN_BACKENDS: [&str; 15] = [

@@ -18,8 +18,8 @@ pub mod loader;
 
 use std::sync::{Arc, Mutex, MutexGuard, Once};
 
-use crate::abi::*;
 use crate::abi::log::log_debug;
+use crate::abi::*;
 use crate::version;
 
 /// `ggml_backend_rs_builtin_regs`, provided by the build (target `ggml`): writes up to
@@ -44,12 +44,18 @@ static SUBSTITUTES: Mutex<Vec<Substitute>> = Mutex::new(Vec::new());
 
 /// Adds a substitute: backends call it when the library is loaded, before any registry is.
 pub fn substitute_with(s: Substitute) {
-    SUBSTITUTES.lock().unwrap_or_else(|e| e.into_inner()).push(s);
+    SUBSTITUTES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(s);
 }
 
 /// `reg` as the substitutes list it.
 fn substituted(reg: Reg) -> Reg {
-    let subs = SUBSTITUTES.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let subs = SUBSTITUTES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     subs.iter().fold(reg, |r, s| s(r))
 }
 

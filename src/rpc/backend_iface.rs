@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use ggml_backend_rs_rpc::GraphMsg;
 
-use crate::abi::*;
-use crate::abi::log::log_error;
-use super::state::{BACKENDS, EVENTS, backend, find_device, lock, wait_event};
-use super::on_wire::wire_graph;
 use super::buffer_iface::{host_bytes, on_wire, read_failed, read_into, upload};
+use super::on_wire::wire_graph;
+use super::state::{backend, find_device, lock, wait_event, BACKENDS, EVENTS};
+use crate::abi::log::log_error;
+use crate::abi::*;
 
 pub(super) const BACKEND_IFACE: ggml_backend_i = ggml_backend_i {
     get_name: Some(backend_get_name),

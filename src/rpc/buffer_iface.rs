@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use ggml_backend_rs_rpc::{Client, WireTensor};
 
-use crate::abi::*;
-use crate::abi::log::log_error;
-use super::state::{BUFFERS, DEVICES, RpcDevice, buffer, lock};
 use super::on_wire::{server_pads, wire};
+use super::state::{buffer, lock, RpcDevice, BUFFERS, DEVICES};
+use crate::abi::log::log_error;
+use crate::abi::*;
 
 pub(super) const BUFFER_IFACE: ggml_backend_buffer_i = ggml_backend_buffer_i {
     free_buffer: Some(buffer_free),
@@ -152,7 +152,13 @@ unsafe extern "C" fn buffer_get_tensor(
 ///
 /// # Safety
 /// `at` is the address of `size` writable bytes that nothing else uses until this returns.
-pub(super) unsafe fn read_into(c: &mut Client, w: &WireTensor, offset: usize, at: usize, size: usize) {
+pub(super) unsafe fn read_into(
+    c: &mut Client,
+    w: &WireTensor,
+    offset: usize,
+    at: usize,
+    size: usize,
+) {
     // SAFETY: this function's contract.
     let out = unsafe { host_bytes_mut(at, size) };
     if !out.is_empty() && c.get_tensor(w, offset as u64, out).is_err() {

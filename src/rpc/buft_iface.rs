@@ -6,11 +6,11 @@ use std::sync::Arc;
 use ggml_backend_rs_rpc::wire::MAX_SRC;
 use ggml_backend_rs_rpc::{Client, Error as RpcError, WireTensor};
 
-use crate::abi::*;
-use crate::abi::log::log_error;
-use super::state::{AllocKey, BUFFERS, RpcBuffer, device_of_buft, lock};
-use super::on_wire::{server_pads, wire};
 use super::buffer_iface::BUFFER_IFACE;
+use super::on_wire::{server_pads, wire};
+use super::state::{device_of_buft, lock, AllocKey, RpcBuffer, BUFFERS};
+use crate::abi::log::log_error;
+use crate::abi::*;
 
 pub(super) const BUFT_IFACE: ggml_backend_buffer_type_i = ggml_backend_buffer_type_i {
     get_name: Some(buft_get_name),

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use ggml_backend_rs_rpc::Client;
 
-use super::remote::Marker;
-use crate::abi::*;
-use super::state::{BACKENDS, EVENTS, GUID, RpcBackend, RpcDevice, device, wait_event};
 use super::backend_iface::BACKEND_IFACE;
+use super::remote::Marker;
+use super::state::{device, wait_event, RpcBackend, RpcDevice, BACKENDS, EVENTS, GUID};
+use crate::abi::*;
 
 pub(super) const DEVICE_IFACE: ggml_backend_device_i = ggml_backend_device_i {
     get_name: Some(dev_get_name),
@@ -154,4 +154,3 @@ unsafe extern "C" fn dev_event_free(_dev: ggml_backend_dev_t, event: ggml_backen
 unsafe extern "C" fn dev_event_synchronize(_dev: ggml_backend_dev_t, event: ggml_backend_event_t) {
     wait_event(event);
 }
-

@@ -54,4 +54,3 @@ static SUBSTITUTE_UPSTREAMS_CLIENT: extern "C" fn() = substitute_upstreams_clien
 extern "C" fn substitute_upstreams_client() {
     crate::registry::substitute_with(substitute);
 }
-

@@ -6,8 +6,8 @@ use ggml_backend_rs_rpc::wire::MAX_SRC;
 use ggml_backend_rs_rpc::WireTensor;
 
 use super::remote::Remote;
-use crate::abi::*;
 use super::state::{BUFFERS, PADDED_ROW};
+use crate::abi::*;
 
 /// `t` as the protocol carries it to `remote`: its buffer handle and address there when it
 /// lives in a buffer of that server, none otherwise. Errors when a size or stride does not
@@ -58,7 +58,10 @@ pub(super) fn wire(t: Tensor, remote: &Arc<Remote>) -> Result<WireTensor, String
 
 /// A graph as GRAPH_COMPUTE carries it: its nodes' ids, and every tensor they reach (sources
 /// and view sources first), each with the graph's use count.
-pub(super) fn wire_graph(g: Graph, remote: &Arc<Remote>) -> Result<(Vec<u64>, Vec<WireTensor>), String> {
+pub(super) fn wire_graph(
+    g: Graph,
+    remote: &Arc<Remote>,
+) -> Result<(Vec<u64>, Vec<WireTensor>), String> {
     let nodes: Vec<Tensor> = g.nodes().collect();
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();

@@ -7,14 +7,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use ggml_backend_rs_rpc::{Client, Error as RpcError};
 
-use super::remote::Remote;
-use super::remote::timeouts;
-use crate::abi::*;
-use crate::abi::log::log_error;
-use crate::registry::{c_name, StaticReg};
-use super::state::{DEVICES, RpcDevice, SERVERS, Server, lock};
-use super::device_iface::DEVICE_IFACE;
 use super::buft_iface::BUFT_IFACE;
+use super::device_iface::DEVICE_IFACE;
+use super::remote::timeouts;
+use super::remote::Remote;
+use super::state::{lock, RpcDevice, Server, DEVICES, SERVERS};
+use crate::abi::log::log_error;
+use crate::abi::*;
+use crate::registry::{c_name, StaticReg};
 
 /// The vtable of the "RPC" registry and of each server's: the entries tell them apart.
 const REG_IFACE: ggml_backend_reg_i = ggml_backend_reg_i {

@@ -11,8 +11,8 @@ pub(super) use ggml_backend_rs_core::owned::lock;
 use ggml_backend_rs_core::owned::Registry;
 
 use super::remote::{Marker, Remote};
-use crate::abi::*;
 use crate::abi::log::abort;
+use crate::abi::*;
 
 /// ggml-rpc's devices pad quantized rows to 512 elements on CUDA servers: tensors whose
 /// first dimension is not a multiple of it are sized and initialised by the server.

@@ -11,8 +11,8 @@ use ggml_backend_rs_core::partition;
 use ggml_backend_rs_core::Op;
 
 use super::{Sched, POLICY};
-use crate::abi::*;
 use crate::abi::log::{abort, log_debug};
+use crate::abi::*;
 
 /// A ggml graph as the passes see it.
 pub(super) struct GraphView(pub(super) Graph);

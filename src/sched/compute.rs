@@ -10,8 +10,8 @@
 use std::ffi::{c_int, c_void};
 
 use super::{Sched, POLICY};
-use crate::abi::*;
 use crate::abi::log::{abort, log_debug, log_error};
+use crate::abi::*;
 
 impl Sched {
     /// Places the split graph in the backends' compute buffers, re-planning the buffers when

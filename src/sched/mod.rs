@@ -20,8 +20,8 @@ use std::ffi::{c_int, c_void};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
-use crate::abi::*;
 use crate::abi::log::{abort, ggml_assert, log_error};
+use crate::abi::*;
 
 /// Most backends one scheduler drives (`GGML_SCHED_MAX_BACKENDS`).
 pub(crate) const MAX_BACKENDS: usize = 16;

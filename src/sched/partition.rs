@@ -12,8 +12,8 @@ use ggml_backend_rs_core::partition::{self, PartitionError};
 
 use super::assign::GraphView;
 use super::{AllocGraphSize, Copies, GraphSplit, Sched, MAX_COPIES, MAX_SPLIT_INPUTS, POLICY};
-use crate::abi::*;
 use crate::abi::log::{abort, ggml_assert, log};
+use crate::abi::*;
 
 extern "C" {
     fn ggml_format_name(
