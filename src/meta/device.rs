@@ -389,7 +389,7 @@ impl Table {
     }
 
     pub(super) fn push(&self, slot: Slot) {
-        let _guard = self.push_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = lock(&self.push_lock);
         let n = self.len.load(Ordering::Acquire);
         crate::abi::log::ggml_assert!(
             n < self.slots.len(),

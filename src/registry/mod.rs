@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Once};
 use crate::abi::log::log_debug;
 use crate::abi::*;
 use crate::version;
+use ggml_backend_rs_core::owned::lock;
 
 /// `ggml_backend_rs_builtin_regs`, provided by the build (target `ggml`): writes up to
 /// `capacity` registries of the compiled-in backends to `regs` and returns how many there are.
@@ -44,18 +45,12 @@ static SUBSTITUTES: Mutex<Vec<Substitute>> = Mutex::new(Vec::new());
 
 /// Adds a substitute: backends call it when the library is loaded, before any registry is.
 pub fn substitute_with(s: Substitute) {
-    SUBSTITUTES
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(s);
+    lock(&SUBSTITUTES).push(s);
 }
 
 /// `reg` as the substitutes list it.
 fn substituted(reg: Reg) -> Reg {
-    let subs = SUBSTITUTES
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let subs = lock(&SUBSTITUTES).clone();
     subs.iter().fold(reg, |r, s| s(r))
 }
 
