@@ -36,6 +36,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::OnceLock;
 
 use crate::abi::log::{log_error, log_info};
+use crate::abi::object::{reg_iface, CObject};
 use crate::abi::*;
 use crate::buffer::{HostBuffers, HostFree, HostInit};
 use crate::registry::StaticReg;
@@ -306,60 +307,65 @@ fn groups(host: &[Device]) -> Vec<Vec<Device>> {
 
 // --- registry -----------------------------------------------------------------------------
 
-static REG: StaticReg = StaticReg::new(ggml_backend_reg_i {
-    get_name: Some(reg_get_name),
-    get_device_count: Some(reg_get_device_count),
-    get_device: Some(reg_get_device),
-    get_proc_address: Some(reg_get_proc_address),
-});
+static REG: StaticReg = StaticReg::new(reg_iface!(TpReg {
+    get_name,
+    get_device_count,
+    get_device,
+    get_proc_address,
+}));
 
 fn registry() -> ggml_backend_reg_t {
     REG.as_ptr()
 }
 
-fn devices() -> &'static [ggml_backend_dev_t] {
-    PLUGIN
-        .get()
-        .and_then(Option::as_ref)
-        .map_or(&[], |p| p.devices.as_slice())
+/// The plugin's registry "TP", which lists its tensor-parallel devices.
+struct TpReg;
+
+impl CObject for TpReg {
+    const KIND: &'static str = "TP registry";
+    type Held = TpReg;
+    fn find(addr: usize) -> Option<TpReg> {
+        (addr == registry() as usize).then_some(TpReg)
+    }
 }
 
-unsafe extern "C" fn reg_get_name(_reg: ggml_backend_reg_t) -> *const c_char {
-    c"TP".as_ptr()
-}
+impl TpReg {
+    fn devices(&self) -> &'static [ggml_backend_dev_t] {
+        PLUGIN
+            .get()
+            .and_then(Option::as_ref)
+            .map_or(&[], |p| p.devices.as_slice())
+    }
 
-unsafe extern "C" fn reg_get_device_count(_reg: ggml_backend_reg_t) -> usize {
-    devices().len()
-}
+    fn get_name(&self, _: Reg) -> &CStr {
+        c"TP"
+    }
 
-unsafe extern "C" fn reg_get_device(_reg: ggml_backend_reg_t, index: usize) -> ggml_backend_dev_t {
-    match devices().get(index) {
-        Some(d) => *d,
-        None => crate::abi::log::abort(
-            file!(),
-            line!(),
-            &format!(
-                "ggml_backend_reg_dev_get: index {index} out of range (the TP registry has {} devices)",
-                devices().len()
+    fn get_device_count(&self, _: Reg) -> usize {
+        self.devices().len()
+    }
+
+    fn get_device(&self, _: Reg, index: usize) -> ggml_backend_dev_t {
+        match self.devices().get(index) {
+            Some(d) => *d,
+            None => crate::abi::log::abort(
+                file!(),
+                line!(),
+                &format!(
+                    "ggml_backend_reg_dev_get: index {index} out of range (the TP registry has {} devices)",
+                    self.devices().len()
+                ),
             ),
-        ),
+        }
     }
-}
 
-unsafe extern "C" fn reg_get_proc_address(
-    _reg: ggml_backend_reg_t,
-    name: *const c_char,
-) -> *mut c_void {
-    if name.is_null() {
-        return std::ptr::null_mut();
-    }
-    // SAFETY: non-null, and NUL-terminated by ggml_backend_reg_get_proc_address's contract.
-    let name = unsafe { CStr::from_ptr(name) };
-    let f = crate::meta::device_iface::proc_address(name);
-    if f.is_null() {
-        crate::ffi::inspection_proc(name)
-    } else {
-        f
+    fn get_proc_address(&self, _: Reg, name: &CStr) -> *mut c_void {
+        let f = crate::meta::device_iface::proc_address(name);
+        if f.is_null() {
+            crate::ffi::inspection_proc(name)
+        } else {
+            f
+        }
     }
 }
 

@@ -334,6 +334,28 @@ pub struct ggml_backend_i {
     pub graph_optimize: ggml_backend_graph_optimize_t,
 }
 
+impl ggml_backend_i {
+    /// No entries: the base that backends complete with struct-update syntax.
+    pub const EMPTY: Self = Self {
+        get_name: None,
+        free: None,
+        set_tensor_async: None,
+        get_tensor_async: None,
+        set_tensor_2d_async: None,
+        get_tensor_2d_async: None,
+        cpy_tensor_async: None,
+        synchronize: None,
+        graph_plan_create: None,
+        graph_plan_free: None,
+        graph_plan_update: None,
+        graph_plan_compute: None,
+        graph_compute: None,
+        event_record: None,
+        event_wait: None,
+        graph_optimize: None,
+    };
+}
+
 #[repr(C)]
 pub struct ggml_backend {
     pub guid: ggml_guid_t,
@@ -390,6 +412,27 @@ pub struct ggml_backend_device_i {
         Option<unsafe extern "C" fn(dev: ggml_backend_dev_t, event: ggml_backend_event_t)>,
     pub event_synchronize:
         Option<unsafe extern "C" fn(dev: ggml_backend_dev_t, event: ggml_backend_event_t)>,
+}
+
+impl ggml_backend_device_i {
+    /// No entries: the base that devices complete with struct-update syntax.
+    pub const EMPTY: Self = Self {
+        get_name: None,
+        get_description: None,
+        get_memory: None,
+        get_type: None,
+        get_props: None,
+        init_backend: None,
+        get_buffer_type: None,
+        get_host_buffer_type: None,
+        buffer_from_host_ptr: None,
+        supports_op: None,
+        supports_buft: None,
+        offload_op: None,
+        event_new: None,
+        event_free: None,
+        event_synchronize: None,
+    };
 }
 
 #[repr(C)]

@@ -13,6 +13,17 @@ use super::ggml::*;
 use super::meta::GGML_BACKEND_META_MAX_DEVICES;
 use crate::abi::log::ggml_assert;
 
+/// What every handle is: a non-null address of one C type. Generic code (the vtables of
+/// `super::object`) makes handles through it.
+pub trait CHandle: Sized {
+    /// The C struct the handle points to.
+    type C;
+    /// # Safety
+    /// As the handle's own `from_ptr`: `ptr` is NULL or points to a live object of this type
+    /// with a valid vtable, which outlives every use of the returned handle.
+    unsafe fn from_ptr(ptr: *mut Self::C) -> Option<Self>;
+}
+
 macro_rules! handle {
     ($(#[$doc:meta])* $name:ident => $c:ty) => {
         $(#[$doc])*
@@ -35,6 +46,13 @@ macro_rules! handle {
             fn raw(&self) -> &$c {
                 // SAFETY: from_ptr's contract: the object is alive while the handle is used.
                 unsafe { self.0.as_ref() }
+            }
+        }
+
+        impl CHandle for $name {
+            type C = $c;
+            unsafe fn from_ptr(ptr: *mut $c) -> Option<Self> {
+                NonNull::new(ptr).map(Self)
             }
         }
 

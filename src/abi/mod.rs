@@ -14,6 +14,7 @@ pub use meta::*;
 pub mod handle;
 pub mod header;
 pub mod log;
+pub mod object;
 
 pub use handle::{
     per_device_arrays, tensor_list, AllocDep, Backend, Buffer, Buft, Device, Event, Graph, Reg,

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use ggml_backend_rs_core::owned::Registry;
 
-use crate::abi::log::{abort, ggml_assert};
+use crate::abi::log::ggml_assert;
+use crate::abi::object::{buffer_iface, CObject};
 use crate::abi::*;
 
 /// What a multi-buffer owns; freed with the buffer.
@@ -15,11 +16,7 @@ struct Parts(Vec<Buffer>);
 /// Rust, as codegen units may duplicate a function, so the vtable cannot tell them.)
 static LIVE: Registry<Parts> = Registry::new();
 
-const IFACE: ggml_backend_buffer_i = ggml_backend_buffer_i {
-    free_buffer: Some(free_buffer),
-    clear: Some(clear),
-    ..ggml_backend_buffer_i::EMPTY
-};
+const IFACE: ggml_backend_buffer_i = buffer_iface!(Parts { free_buffer, clear });
 
 /// Takes ownership of `buffers` (at least one) and returns a buffer whose size is their sum.
 pub fn alloc(buffers: Vec<Buffer>) -> Buffer {
@@ -55,30 +52,26 @@ pub fn parts(buffer: Buffer) -> Option<Vec<Buffer>> {
     LIVE.get(buffer.as_ptr() as usize).map(|p| p.0.clone())
 }
 
-/// The parts behind a vtable entry's argument: only multi-buffers carry this vtable.
-fn parts_of(buffer: ggml_backend_buffer_t) -> Arc<Parts> {
-    LIVE.get(buffer as usize).unwrap_or_else(|| {
-        abort(
-            file!(),
-            line!(),
-            &format!(
-                "multi-buffer vtable called with {buffer:p}, which is not a live multi-buffer"
-            ),
-        )
-    })
-}
-
-unsafe extern "C" fn free_buffer(buffer: ggml_backend_buffer_t) {
-    let parts = parts_of(buffer);
-    LIVE.remove(buffer as usize);
-    for &part in &parts.0 {
-        // SAFETY: the parts belong to this multi-buffer alone and go with it.
-        unsafe { super::free(part) };
+impl CObject for Parts {
+    const KIND: &'static str = "multi-buffer";
+    type Held = Arc<Parts>;
+    fn find(addr: usize) -> Option<Arc<Parts>> {
+        LIVE.get(addr)
     }
 }
 
-unsafe extern "C" fn clear(buffer: ggml_backend_buffer_t, value: u8) {
-    for &part in &parts_of(buffer).0 {
-        super::clear(part, value);
+impl Parts {
+    fn free_buffer(this: Arc<Parts>, buffer: Buffer) {
+        LIVE.remove(buffer.as_ptr() as usize);
+        for &part in &this.0 {
+            // SAFETY: the parts belong to this multi-buffer alone and go with it.
+            unsafe { super::free(part) };
+        }
+    }
+
+    fn clear(&self, _: Buffer, value: u8) {
+        for &part in &self.0 {
+            super::clear(part, value);
+        }
     }
 }

@@ -11,7 +11,7 @@
 //! A run of a plan queues work and returns: sub-graphs, copies and AllReduces are ordered on
 //! the devices (stream order and ggml events), never by the host waiting for a device.
 
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_void, CStr, CString};
 use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -26,6 +26,7 @@ use super::slices;
 use super::split::Split;
 use super::transfer::{self, Bytes, Queue};
 use crate::abi::log::{abort, log_error, log_info};
+use crate::abi::object::{backend_iface, CObject};
 use crate::abi::*;
 use ggml_backend_rs_core::owned::Registry;
 use ggml_backend_rs_core::{plan, Op};
@@ -114,15 +115,8 @@ static GUID: ggml_guid = [
     0x5e, 0x7a, 0x1b, 0x0e, 0x8c, 0x3d, 0x4f, 0x21, 0x9a, 0x6b, 0x2c, 0x7d, 0x31, 0x88, 0x4e, 0x90,
 ];
 
-/// # Safety
-/// `params` is NULL or a NUL-terminated string (the argument of `ggml_backend_dev_init`).
-pub unsafe fn init(dev: &'static MetaDevice, params: *const c_char) -> ggml_backend_t {
-    let params = if params.is_null() {
-        None
-    } else {
-        // SAFETY: non-null, and NUL-terminated by this function's contract.
-        Some(unsafe { CStr::from_ptr(params) })
-    };
+/// A meta backend on `dev`: a backend on each simple device, made with `params`.
+pub fn init(dev: &'static MetaDevice, params: Option<&CStr>) -> ggml_backend_t {
     let mut simple = Vec::with_capacity(dev.n());
     for d in &dev.simple {
         // SAFETY: a backend returned by a device is live until freed.
@@ -187,102 +181,91 @@ impl MetaBackend {
     }
 }
 
-/// The meta backend behind a backend vtable entry's argument: only meta backends carry that
-/// vtable, so anything else is a caller's error.
-fn ctx(backend: ggml_backend_t) -> Arc<MetaBackend> {
-    BACKENDS.get(backend as usize).unwrap_or_else(|| {
-        abort(
-            file!(),
-            line!(),
-            &format!(
-                "meta backend vtable called with {backend:p}, which is not a live meta backend"
-            ),
-        )
-    })
-}
+const IFACE: ggml_backend_i = backend_iface!(MetaBackend {
+    get_name,
+    free,
+    set_tensor_async,
+    get_tensor_async,
+    synchronize,
+    graph_compute,
+});
 
-const IFACE: ggml_backend_i = ggml_backend_i {
-    get_name: Some(get_name),
-    free: Some(free),
-    set_tensor_async: Some(set_tensor_async),
-    get_tensor_async: Some(get_tensor_async),
-    set_tensor_2d_async: None,
-    get_tensor_2d_async: None,
-    cpy_tensor_async: None,
-    synchronize: Some(synchronize),
-    graph_plan_create: None,
-    graph_plan_free: None,
-    graph_plan_update: None,
-    graph_plan_compute: None,
-    graph_compute: Some(graph_compute),
-    event_record: None,
-    event_wait: None,
-    graph_optimize: None,
-};
-
-unsafe extern "C" fn get_name(backend: ggml_backend_t) -> *const c_char {
-    ctx(backend).name.as_ptr()
-}
-
-unsafe extern "C" fn free(backend: ggml_backend_t) {
-    let mb = ctx(backend);
-    BACKENDS.remove(backend as usize);
-    // SAFETY: ggml frees a backend once, through this entry, with the live backend.
-    if let Some(b) = unsafe { Backend::from_ptr(backend) } {
-        crate::backend::unextend(b);
-    }
-    // plans own scratch memory that queued work may still use
-    for b in &mb.simple {
-        b.synchronize();
-    }
-    let mut st = mb.lock();
-    if let Some(p) = st.profile.take() {
-        p.report(&mb.name.to_string_lossy());
-    }
-    st.plans.clear();
-    st.workers = None;
-    drop(st);
-    mb.reducer.release();
-    for b in &mb.simple {
-        b.free();
-    }
-    drop(mb);
-    // SAFETY: made by `init` with Box; ggml frees a backend once, through this entry.
-    drop(unsafe { Box::from_raw(backend) });
-}
-
-unsafe extern "C" fn synchronize(backend: ggml_backend_t) {
-    for b in &ctx(backend).simple {
-        b.synchronize();
+impl CObject for MetaBackend {
+    const KIND: &'static str = "meta backend";
+    type Held = Arc<MetaBackend>;
+    fn find(addr: usize) -> Option<Arc<MetaBackend>> {
+        BACKENDS.get(addr)
     }
 }
 
-unsafe extern "C" fn set_tensor_async(
-    backend: ggml_backend_t,
-    tensor: *mut ggml_tensor,
-    data: *const c_void,
-    offset: usize,
-    size: usize,
-) {
-    let (to, queue) = (Bytes::To(data), Queue::Backends(&ctx(backend).simple));
-    let what = "ggml_backend_tensor_set_async";
-    // SAFETY: ggml passes a live tensor and `size` bytes readable until the backend is
-    // synchronized, which synchronizes every simple backend.
-    unsafe { transfer::execute(tensor, offset, size, to, queue, what) }
-}
+impl MetaBackend {
+    fn get_name(&self, _: Backend) -> &CStr {
+        &self.name
+    }
 
-unsafe extern "C" fn get_tensor_async(
-    backend: ggml_backend_t,
-    tensor: *const ggml_tensor,
-    data: *mut c_void,
-    offset: usize,
-    size: usize,
-) {
-    let (from, queue) = (Bytes::From(data), Queue::Backends(&ctx(backend).simple));
-    let what = "ggml_backend_tensor_get_async";
-    // SAFETY: ggml passes a live tensor and `size` bytes writable until the backend is
-    // synchronized, which synchronizes every simple backend.
-    unsafe { transfer::execute(tensor, offset, size, from, queue, what) }
+    fn free(this: Arc<MetaBackend>, backend: Backend) {
+        BACKENDS.remove(backend.as_ptr() as usize);
+        crate::backend::unextend(backend);
+        // plans own scratch memory that queued work may still use
+        for b in &this.simple {
+            b.synchronize();
+        }
+        let mut st = this.lock();
+        if let Some(p) = st.profile.take() {
+            p.report(&this.name.to_string_lossy());
+        }
+        st.plans.clear();
+        st.workers = None;
+        drop(st);
+        this.reducer.release();
+        for b in &this.simple {
+            b.free();
+        }
+        drop(this);
+        // SAFETY: made by `init` with Box; ggml frees a backend once, through this entry.
+        drop(unsafe { Box::from_raw(backend.as_ptr()) });
+    }
+
+    fn synchronize(&self, _: Backend) {
+        for b in &self.simple {
+            b.synchronize();
+        }
+    }
+
+    /// # Safety
+    /// `data` addresses `size` bytes that stay readable until the backend is synchronized.
+    unsafe fn set_tensor_async(
+        &self,
+        _: Backend,
+        t: Tensor,
+        data: *const c_void,
+        offset: usize,
+        size: usize,
+    ) {
+        let (to, queue) = (Bytes::To(data), Queue::Backends(&self.simple));
+        let what = "ggml_backend_tensor_set_async";
+        // SAFETY: this function's contract; synchronizing the meta backend synchronizes every
+        // simple backend.
+        unsafe { transfer::execute(t, offset, size, to, queue, what) }
+    }
+
+    /// # Safety
+    /// `data` addresses `size` bytes that stay writable, and nothing else's, until the backend
+    /// is synchronized.
+    unsafe fn get_tensor_async(
+        &self,
+        _: Backend,
+        t: Tensor,
+        data: *mut c_void,
+        offset: usize,
+        size: usize,
+    ) {
+        let (from, queue) = (Bytes::From(data), Queue::Backends(&self.simple));
+        let what = "ggml_backend_tensor_get_async";
+        // SAFETY: this function's contract; synchronizing the meta backend synchronizes every
+        // simple backend.
+        unsafe { transfer::execute(t, offset, size, from, queue, what) }
+    }
 }
 
 /// # Safety
@@ -413,65 +396,61 @@ impl GraphPlan {
     }
 }
 
-unsafe extern "C" fn graph_compute(
-    backend: ggml_backend_t,
-    cgraph: *mut ggml_cgraph,
-) -> ggml_status {
-    let m = &*ctx(backend);
-    // SAFETY: ggml_backend_graph_compute passes NULL or a live graph.
-    let Some(g) = (unsafe { Graph::from_ptr(cgraph) }) else {
-        return GGML_STATUS_FAILED;
-    };
-    // a buffer whose memory could not be made: a graph that uses it cannot run
-    if super::buffer::any_failed() {
-        if let Some(why) = g.nodes().find_map(super::buffer::failed_for) {
-            log_error!("meta backend: graph not computed: {why}");
-            return GGML_STATUS_ALLOC_FAILED;
-        }
-    }
-    let mut st = m.lock();
-    let t0 = profile_enabled().then(std::time::Instant::now);
-    drop_plans(m, &mut st.plans, |p| !p.stamp.current());
-    let mut found = st.plans.iter().position(|p| p.is_for(g));
-    if let Some(i) = found {
-        if !st.plans[i].fits() {
-            let stale: *const GraphPlan = &st.plans[i];
-            drop_plans(m, &mut st.plans, |p| std::ptr::eq(p, stale));
-            found = None;
-        }
-    }
-    let mut plan = match found {
-        Some(i) => st.plans.remove(i),
-        None => {
-            if st.plans.len() >= PLAN_CACHE {
-                let oldest: *const GraphPlan = &st.plans[0];
-                drop_plans(m, &mut st.plans, |p| std::ptr::eq(p, oldest));
+impl MetaBackend {
+    /// Runs `g`: with the plan built for its nodes when one is current, else with a new one.
+    fn graph_compute(&self, _: Backend, g: Graph) -> ggml_status {
+        let m = self;
+        // a buffer whose memory could not be made: a graph that uses it cannot run
+        if super::buffer::any_failed() {
+            if let Some(why) = g.nodes().find_map(super::buffer::failed_for) {
+                log_error!("meta backend: graph not computed: {why}");
+                return GGML_STATUS_ALLOC_FAILED;
             }
-            let nodes = g.nodes().map(|t| t.as_ptr() as usize).collect();
-            let p = match build_plan(m, g, nodes) {
-                Ok(p) => p,
-                Err(PlanError::Graph(e)) => abort(file!(), line!(), &e),
-                Err(PlanError::Memory(e)) => {
-                    log_error!("{}", e.0);
-                    return GGML_STATUS_ALLOC_FAILED;
+        }
+        let mut st = m.lock();
+        let t0 = profile_enabled().then(std::time::Instant::now);
+        drop_plans(m, &mut st.plans, |p| !p.stamp.current());
+        let mut found = st.plans.iter().position(|p| p.is_for(g));
+        if let Some(i) = found {
+            if !st.plans[i].fits() {
+                let stale: *const GraphPlan = &st.plans[i];
+                drop_plans(m, &mut st.plans, |p| std::ptr::eq(p, stale));
+                found = None;
+            }
+        }
+        let mut plan = match found {
+            Some(i) => st.plans.remove(i),
+            None => {
+                if st.plans.len() >= PLAN_CACHE {
+                    let oldest: *const GraphPlan = &st.plans[0];
+                    drop_plans(m, &mut st.plans, |p| std::ptr::eq(p, oldest));
                 }
-            };
-            if let Some(t0) = t0 {
-                let prof = st.profile.get_or_insert_with(Profile::default);
-                prof.plans_built += 1;
-                prof.planning += t0.elapsed();
+                let nodes = g.nodes().map(|t| t.as_ptr() as usize).collect();
+                let p = match build_plan(m, g, nodes) {
+                    Ok(p) => p,
+                    Err(PlanError::Graph(e)) => abort(file!(), line!(), &e),
+                    Err(PlanError::Memory(e)) => {
+                        log_error!("{}", e.0);
+                        return GGML_STATUS_ALLOC_FAILED;
+                    }
+                };
+                if let Some(t0) = t0 {
+                    let prof = st.profile.get_or_insert_with(Profile::default);
+                    prof.plans_built += 1;
+                    prof.planning += t0.elapsed();
+                }
+                p
             }
-            p
+        };
+        let status = run_plan(m, &mut st, &mut plan);
+        st.plans.push(plan);
+        if let Some(t0) = t0 {
+            let prof = st.profile.get_or_insert_with(Profile::default);
+            prof.computes += 1;
+            prof.total += t0.elapsed();
         }
-    };
-    let status = run_plan(m, &mut st, &mut plan);
-    st.plans.push(plan);
-    if let Some(t0) = t0 {
-        let prof = st.profile.get_or_insert_with(Profile::default);
-        prof.computes += 1;
-        prof.total += t0.elapsed();
+        status
     }
-    status
 }
 
 /// Drops the plans `which` selects. Plans owning device memory (AllReduce scratch) that queued

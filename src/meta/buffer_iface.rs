@@ -13,6 +13,7 @@ use super::facts;
 use super::slices::{self, alloc_full, init_simple, pack, take_room};
 use super::transfer::{self, Bytes, Queue};
 use crate::abi::log::{abort, log_error};
+use crate::abi::object::{buffer_iface, CObject};
 use crate::abi::*;
 use ggml_backend_rs_core::owned::lock;
 
@@ -116,309 +117,249 @@ pub fn alloc_tensors(tensors: Vec<Tensor>, dev: &'static MetaDevice) -> ggml_bac
 
 // --- buffer vtable ------------------------------------------------------------------------
 
-const BUFFER_IFACE: ggml_backend_buffer_i = ggml_backend_buffer_i {
-    free_buffer: Some(free_buffer),
-    get_base: Some(get_base),
-    init_tensor: Some(init_tensor),
-    memset_tensor: Some(memset_tensor),
-    set_tensor: Some(set_tensor),
-    get_tensor: Some(get_tensor),
-    set_tensor_2d: None,
-    get_tensor_2d: None,
-    cpy_tensor: Some(cpy_tensor),
-    clear: Some(clear),
-    reset: Some(reset),
-};
+const BUFFER_IFACE: ggml_backend_buffer_i = buffer_iface!(MetaBuffer {
+    free_buffer,
+    get_base,
+    init_tensor,
+    memset_tensor,
+    set_tensor,
+    get_tensor,
+    cpy_tensor,
+    clear,
+    reset,
+});
 
-/// The meta buffer behind a buffer vtable entry's argument: only meta buffers carry that
-/// vtable, so anything else is a caller's error.
-fn ctx(buffer: ggml_backend_buffer_t) -> Arc<MetaBuffer> {
-    super::buffer::BUFFERS
-        .get(buffer as usize)
-        .unwrap_or_else(|| {
+impl CObject for MetaBuffer {
+    const KIND: &'static str = "meta buffer";
+    type Held = Arc<MetaBuffer>;
+    fn find(addr: usize) -> Option<Arc<MetaBuffer>> {
+        super::buffer::BUFFERS.get(addr)
+    }
+}
+
+impl MetaBuffer {
+    fn free_buffer(this: Arc<MetaBuffer>, buffer: Buffer) {
+        this.clear_failure();
+        super::buffer::BUFFERS.remove(buffer.as_ptr() as usize);
+        crate::buffer::unextend(buffer);
+        for b in this.owned_buffers() {
+            // SAFETY: the simple buffers belong to this meta buffer alone and go with it.
+            unsafe { crate::buffer::free(b) };
+        }
+        let ids: Vec<usize> = this.lock().map.keys().copied().collect();
+        this.dev.splits(|m| {
+            ids.into_iter().for_each(|id| m.forget(id));
+            m.touch();
+        });
+    }
+
+    fn get_base(&self, _: Buffer) -> usize {
+        META_BASE
+    }
+
+    fn init_tensor(self: &Arc<Self>, buffer: Buffer, t: Tensor) -> ggml_status {
+        if let Some(d) = &self.deferred {
+            if buffer.usage() == USAGE_COMPUTE {
+                // full-size memory per device, as `alloc` makes it
+                if self.simple.get().is_none() {
+                    // Once per allocation pass: the tensors after the first find it failed.
+                    if self.failure().is_some() {
+                        return GGML_STATUS_ALLOC_FAILED;
+                    }
+                    let simple = match alloc_full(self.dev, buffer.size()) {
+                        Ok(simple) => simple,
+                        Err(e) => {
+                            // ggml-alloc does not look at the status: the graph's compute will
+                            // fail, naming this (`failed_for`).
+                            log_error!("{e}");
+                            self.fail(e);
+                            return GGML_STATUS_ALLOC_FAILED;
+                        }
+                    };
+                    // The host's `ggml_backend_buffer_set_usage` does not tell us; backends
+                    // (CUDA's padding rules) look at their own buffer's usage.
+                    for b in simple.iter().flatten() {
+                        crate::buffer::set_usage(*b, USAGE_COMPUTE);
+                    }
+                    if let Err(unused) = self.simple.set(simple) {
+                        for b in unused.into_iter().flatten() {
+                            // SAFETY: allocated just now and never shared.
+                            unsafe { crate::buffer::free(b) };
+                        }
+                    }
+                }
+            } else {
+                // Weights or caches. Until the buffer is used they are collected (under the lock
+                // that placing takes, so none is missed) and placed together.
+                let mut g = lock(d);
+                if self.simple.get().is_none() {
+                    // own tensors need no other tensor's slices: init_simple does not place
+                    if t.view_src().is_none() {
+                        if let Err(e) = init_simple(self, t, None) {
+                            abort(file!(), line!(), &e);
+                        }
+                        // A device that cannot hold its slices fails the host's allocation now
+                        // (libllama's load then fails, naming the buffer type), not the first use.
+                        if !g.pending.contains(&t) {
+                            if let Err(e) = take_room(self, &mut g.room, t) {
+                                log_error!("{e}");
+                                self.forget(t);
+                                return GGML_STATUS_ALLOC_FAILED;
+                            }
+                        }
+                    }
+                    if !g.pending.contains(&t) {
+                        g.pending.push(t);
+                    }
+                    return GGML_STATUS_SUCCESS;
+                }
+                drop(g);
+                if t.view_src().is_none() && self.placed_as(t) != Some(true) {
+                    // A tensor placed in a buffer that is in use already (or a new tensor at the
+                    // address of one whose slices have another shape): its slices get buffers of
+                    // their own.
+                    self.forget(t);
+                    if let Err(e) = init_simple(self, t, None) {
+                        abort(file!(), line!(), &e);
+                    }
+                    match pack(self, &[t]) {
+                        Ok((bufs, _)) => lock(d).late.extend(bufs.into_iter().flatten()),
+                        Err(e) => {
+                            log_error!("{e}");
+                            // no half-placed tensor: using it reports that it is not initialised
+                            self.forget(t);
+                            return GGML_STATUS_ALLOC_FAILED;
+                        }
+                    }
+                    return GGML_STATUS_SUCCESS;
+                }
+            }
+        } else if self.packed.load(Ordering::Acquire)
+            && t.view_src().is_none()
+            && self.placed_as(t) == Some(false)
+        {
             abort(
                 file!(),
                 line!(),
                 &format!(
-                    "meta buffer vtable called with {buffer:p}, which is not a live meta buffer"
+                    "meta buffer: tensor '{}' is initialised again with another shape in a buffer \
+                     whose slices are packed (weights, caches); it cannot be placed there",
+                    t.name_string()
                 ),
-            )
-        })
-}
-
-unsafe extern "C" fn free_buffer(buffer: ggml_backend_buffer_t) {
-    let mb = ctx(buffer);
-    mb.clear_failure();
-    super::buffer::BUFFERS.remove(buffer as usize);
-    // SAFETY: ggml frees a buffer once, through this entry, with the live buffer.
-    if let Some(b) = unsafe { Buffer::from_ptr(buffer) } {
-        crate::buffer::unextend(b);
-    }
-    for b in mb.owned_buffers() {
-        // SAFETY: the simple buffers belong to this meta buffer alone and go with it.
-        unsafe { crate::buffer::free(b) };
-    }
-    let ids: Vec<usize> = mb.lock().map.keys().copied().collect();
-    mb.dev.splits(|m| {
-        ids.into_iter().for_each(|id| m.forget(id));
-        m.touch();
-    });
-}
-
-unsafe extern "C" fn get_base(_buffer: ggml_backend_buffer_t) -> *mut c_void {
-    META_BASE as *mut c_void
-}
-
-unsafe extern "C" fn init_tensor(
-    buffer: ggml_backend_buffer_t,
-    tensor: *mut ggml_tensor,
-) -> ggml_status {
-    let mb = ctx(buffer);
-    // SAFETY: ggml_backend_buffer_init_tensor passes NULL or a live tensor.
-    let Some(t) = (unsafe { Tensor::from_ptr(tensor) }) else {
-        return GGML_STATUS_FAILED;
-    };
-    if let Some(d) = &mb.deferred {
-        // SAFETY: ggml passes the live buffer that `tensor` is being placed in.
-        let compute =
-            unsafe { Buffer::from_ptr(buffer) }.is_some_and(|b| b.usage() == USAGE_COMPUTE);
-        if compute {
-            // full-size memory per device, as `alloc` makes it
-            if mb.simple.get().is_none() {
-                // Once per allocation pass: the tensors after the first find it failed.
-                if mb.failure().is_some() {
-                    return GGML_STATUS_ALLOC_FAILED;
-                }
-                let simple = match alloc_full(mb.dev, buffer_size(buffer)) {
-                    Ok(simple) => simple,
-                    Err(e) => {
-                        // ggml-alloc does not look at the status: the graph's compute will
-                        // fail, naming this (`failed_for`).
-                        log_error!("{e}");
-                        mb.fail(e);
-                        return GGML_STATUS_ALLOC_FAILED;
-                    }
-                };
-                // The host's `ggml_backend_buffer_set_usage` does not tell us; backends
-                // (CUDA's padding rules) look at their own buffer's usage.
-                for b in simple.iter().flatten() {
-                    crate::buffer::set_usage(*b, USAGE_COMPUTE);
-                }
-                if let Err(unused) = mb.simple.set(simple) {
-                    for b in unused.into_iter().flatten() {
-                        // SAFETY: allocated just now and never shared.
-                        unsafe { crate::buffer::free(b) };
-                    }
-                }
-            }
+            );
+        }
+        let place = if t.view_src().is_none() && !self.packed.load(Ordering::Acquire) {
+            Some((t.data() as usize).wrapping_sub(META_BASE))
         } else {
-            // Weights or caches. Until the buffer is used they are collected (under the lock
-            // that placing takes, so none is missed) and placed together.
-            let mut g = lock(d);
-            if mb.simple.get().is_none() {
-                // own tensors need no other tensor's slices: init_simple does not place
-                if t.view_src().is_none() {
-                    if let Err(e) = init_simple(&mb, t, None) {
-                        abort(file!(), line!(), &e);
-                    }
-                    // A device that cannot hold its slices fails the host's allocation now
-                    // (libllama's load then fails, naming the buffer type), not the first use.
-                    if !g.pending.contains(&t) {
-                        if let Err(e) = take_room(&mb, &mut g.room, t) {
-                            log_error!("{e}");
-                            mb.forget(t);
-                            return GGML_STATUS_ALLOC_FAILED;
-                        }
-                    }
-                }
-                if !g.pending.contains(&t) {
-                    g.pending.push(t);
-                }
-                return GGML_STATUS_SUCCESS;
+            None
+        };
+        if let Err(e) = init_simple(self, t, place) {
+            if failed_for(t).is_some() {
+                // a source's memory could not be made: not initialised, which its graph's
+                // compute reports
+                return GGML_STATUS_ALLOC_FAILED;
             }
-            drop(g);
-            if t.view_src().is_none() && mb.placed_as(t) != Some(true) {
-                // A tensor placed in a buffer that is in use already (or a new tensor at the
-                // address of one whose slices have another shape): its slices get buffers of
-                // their own.
-                mb.forget(t);
-                if let Err(e) = init_simple(&mb, t, None) {
-                    abort(file!(), line!(), &e);
-                }
-                match pack(&mb, &[t]) {
-                    Ok((bufs, _)) => lock(d).late.extend(bufs.into_iter().flatten()),
-                    Err(e) => {
-                        log_error!("{e}");
-                        // no half-placed tensor: using it reports that it is not initialised
-                        mb.forget(t);
-                        return GGML_STATUS_ALLOC_FAILED;
-                    }
-                }
-                return GGML_STATUS_SUCCESS;
-            }
+            abort(file!(), line!(), &e);
         }
-    } else if mb.packed.load(Ordering::Acquire)
-        && t.view_src().is_none()
-        && mb.placed_as(t) == Some(false)
-    {
-        abort(
-            file!(),
-            line!(),
-            &format!(
-                "meta buffer: tensor '{}' is initialised again with another shape in a buffer \
-                 whose slices are packed (weights, caches); it cannot be placed there",
-                t.name_string()
-            ),
-        );
+        GGML_STATUS_SUCCESS
     }
-    let place = if t.view_src().is_none() && !mb.packed.load(Ordering::Acquire) {
-        Some((t.data() as usize).wrapping_sub(META_BASE))
-    } else {
-        None
-    };
-    if let Err(e) = init_simple(&mb, t, place) {
-        if failed_for(t).is_some() {
-            // a source's memory could not be made: not initialised, which its graph's
-            // compute reports
-            return GGML_STATUS_ALLOC_FAILED;
+
+    fn set_tensor(&self, _: Buffer, t: Tensor, data: &[u8], offset: usize) {
+        let to = Bytes::To(data.as_ptr().cast());
+        // SAFETY: `data`'s bytes, readable for this call, which the host queue waits for.
+        unsafe {
+            transfer::execute(
+                t,
+                offset,
+                data.len(),
+                to,
+                Queue::Host,
+                "ggml_backend_tensor_set",
+            )
         }
-        abort(file!(), line!(), &e);
     }
-    GGML_STATUS_SUCCESS
-}
 
-unsafe extern "C" fn set_tensor(
-    _buffer: ggml_backend_buffer_t,
-    tensor: *mut ggml_tensor,
-    data: *const c_void,
-    offset: usize,
-    size: usize,
-) {
-    let to = Bytes::To(data);
-    // SAFETY: ggml_backend_tensor_set passes a live tensor and `size` readable bytes.
-    unsafe {
-        transfer::execute(
-            tensor,
-            offset,
-            size,
-            to,
-            Queue::Host,
-            "ggml_backend_tensor_set",
-        )
+    fn get_tensor(&self, _: Buffer, t: Tensor, out: &mut [u8], offset: usize) {
+        let from = Bytes::From(out.as_mut_ptr().cast());
+        // SAFETY: `out`'s bytes, writable and ours for this call, which the host queue waits
+        // for.
+        unsafe {
+            transfer::execute(
+                t,
+                offset,
+                out.len(),
+                from,
+                Queue::Host,
+                "ggml_backend_tensor_get",
+            )
+        }
     }
-}
 
-unsafe extern "C" fn get_tensor(
-    _buffer: ggml_backend_buffer_t,
-    tensor: *const ggml_tensor,
-    data: *mut c_void,
-    offset: usize,
-    size: usize,
-) {
-    let from = Bytes::From(data);
-    // SAFETY: ggml_backend_tensor_get passes a live tensor and `size` writable bytes.
-    unsafe {
-        transfer::execute(
-            tensor,
-            offset,
-            size,
-            from,
-            Queue::Host,
-            "ggml_backend_tensor_get",
-        )
+    fn memset_tensor(&self, _: Buffer, t: Tensor, value: u8, offset: usize, size: usize) {
+        transfer::fill(t, offset, size, value, "ggml_backend_tensor_memset")
     }
-}
 
-unsafe extern "C" fn memset_tensor(
-    _buffer: ggml_backend_buffer_t,
-    tensor: *mut ggml_tensor,
-    value: u8,
-    offset: usize,
-    size: usize,
-) {
-    // SAFETY: ggml_backend_tensor_memset passes a live tensor.
-    unsafe { transfer::fill(tensor, offset, size, value, "ggml_backend_tensor_memset") }
-}
+    fn cpy_tensor(&self, _: Buffer, s: Tensor, d: Tensor) -> bool {
+        // Meta to meta with the same split: device by device. Anything else goes through the
+        // host (the core's fallback uses get/set, which scatter and gather).
+        if holding(s).is_none() {
+            return false;
+        }
+        let (Ok(ds), Ok(dd)) = (facts::derived(s), facts::derived(d)) else {
+            return false;
+        };
+        // (packed results: device by device only into the same packing)
+        let packed_alike = facts::packing(s) == facts::packing(d);
+        if !ds.split.same_as(&dd.split) || ds.reduce != dd.reduce || !packed_alike {
+            return false;
+        }
+        let (Some(ss), Some(sd)) = (
+            slices::placed(s).and_then(|m| slices::simple_tensors(&m, s)),
+            slices::placed(d).and_then(|m| slices::simple_tensors(&m, d)),
+        ) else {
+            return false;
+        };
+        // devices holding an empty slice have nothing (and no memory) to copy
+        for (a, b) in ss.into_iter().zip(sd).filter(|(a, _)| a.nbytes() > 0) {
+            crate::tensor::copy(a, b);
+        }
+        true
+    }
 
-unsafe extern "C" fn cpy_tensor(
-    _buffer: ggml_backend_buffer_t,
-    src: *const ggml_tensor,
-    dst: *mut ggml_tensor,
-) -> bool {
-    // Meta to meta with the same split: device by device. Anything else goes through the
-    // host (the core's fallback uses get/set, which scatter and gather).
-    // SAFETY: ggml_backend_tensor_copy passes NULL or live tensors.
-    let (Some(s), Some(d)) = (
-        unsafe { Tensor::from_ptr(src as *mut ggml_tensor) },
-        unsafe { Tensor::from_ptr(dst) },
-    ) else {
-        return false;
-    };
-    if holding(s).is_none() {
-        return false;
+    fn clear(self: &Arc<Self>, _: Buffer, value: u8) {
+        slices::place_deferred(self);
+        for b in self.owned_buffers() {
+            crate::buffer::clear(b, value);
+        }
     }
-    let (Ok(ds), Ok(dd)) = (facts::derived(s), facts::derived(d)) else {
-        return false;
-    };
-    // (packed results: device by device only into the same packing)
-    let packed_alike = facts::packing(s) == facts::packing(d);
-    if !ds.split.same_as(&dd.split) || ds.reduce != dd.reduce || !packed_alike {
-        return false;
-    }
-    let (Some(ss), Some(sd)) = (
-        slices::placed(s).and_then(|m| slices::simple_tensors(&m, s)),
-        slices::placed(d).and_then(|m| slices::simple_tensors(&m, d)),
-    ) else {
-        return false;
-    };
-    // devices holding an empty slice have nothing (and no memory) to copy
-    for (a, b) in ss.into_iter().zip(sd).filter(|(a, _)| a.nbytes() > 0) {
-        crate::tensor::copy(a, b);
-    }
-    true
-}
 
-unsafe extern "C" fn clear(buffer: ggml_backend_buffer_t, value: u8) {
-    let mb = ctx(buffer);
-    slices::place_deferred(&mb);
-    for b in mb.owned_buffers() {
-        crate::buffer::clear(b, value);
-    }
-}
-
-/// The size field of a live buffer.
-fn buffer_size(buffer: ggml_backend_buffer_t) -> usize {
-    // SAFETY: the vtable entries pass their own live buffer.
-    unsafe { Buffer::from_ptr(buffer) }.map_or(0, |b| b.size())
-}
-
-unsafe extern "C" fn reset(buffer: ggml_backend_buffer_t) {
-    let mb = ctx(buffer);
-    // a new allocation pass tries to make the memory again
-    mb.clear_failure();
-    for b in mb.simple().iter().flatten() {
-        b.reset();
-    }
-    // Drop the per-device tensors of tensors not initialised since the previous reset:
-    // ggml re-initialises every live tensor of a compute buffer after a reset.
-    let mut g = mb.lock();
-    let keep_from = g.epoch;
-    let gone: Vec<usize> = g
-        .map
-        .iter()
-        .filter(|(_, e)| e.epoch < keep_from)
-        .map(|(&id, _)| id)
-        .collect();
-    for id in &gone {
-        g.map.remove(id);
-    }
-    g.epoch += 1;
-    drop(g);
-    if !gone.is_empty() {
-        // per-device tensors went: plans that hold them are stale
-        mb.dev.splits(|m| {
-            gone.into_iter().for_each(|id| m.forget(id));
-            m.touch();
-        });
+    fn reset(&self, _: Buffer) {
+        // a new allocation pass tries to make the memory again
+        self.clear_failure();
+        for b in self.simple().iter().flatten() {
+            b.reset();
+        }
+        // Drop the per-device tensors of tensors not initialised since the previous reset:
+        // ggml re-initialises every live tensor of a compute buffer after a reset.
+        let mut g = self.lock();
+        let keep_from = g.epoch;
+        let gone: Vec<usize> = g
+            .map
+            .iter()
+            .filter(|(_, e)| e.epoch < keep_from)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in &gone {
+            g.map.remove(id);
+        }
+        g.epoch += 1;
+        drop(g);
+        if !gone.is_empty() {
+            // per-device tensors went: plans that hold them are stale
+            self.dev.splits(|m| {
+                gone.into_iter().for_each(|id| m.forget(id));
+                m.touch();
+            });
+        }
     }
 }

@@ -9,7 +9,7 @@
 //! `ggml_backend_set_abort_callback` to the simple backends, so that libllama's thread count
 //! reaches CPU devices inside a meta device.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_void, CStr};
 use std::ptr;
 use std::sync::Mutex;
 
@@ -17,6 +17,7 @@ use ggml_backend_rs_core::names::NamePolicy;
 
 use super::device::{of_buft, Face, MetaDevice, Policy};
 use crate::abi::log::{abort, ggml_assert};
+use crate::abi::object::{buft_iface, device_iface, reg_iface, CObject};
 use crate::abi::*;
 use crate::registry::{c_name, StaticReg};
 
@@ -156,173 +157,132 @@ fn create(
     device
 }
 
-/// The meta device behind a device vtable entry's argument: only meta devices carry that
-/// vtable, so anything else is a caller's error.
-fn meta(dev: ggml_backend_dev_t) -> &'static MetaDevice {
-    super::device::device_at(dev as usize).unwrap_or_else(|| {
-        abort(
-            file!(),
-            line!(),
-            &format!("meta device vtable called with {dev:p}, which is not a meta device"),
-        )
-    })
-}
-
-/// The meta device behind a buffer type vtable entry's argument.
-fn meta_of_buft(buft: ggml_backend_buffer_type_t) -> &'static MetaDevice {
-    super::device::device_of_buft_at(buft as usize).unwrap_or_else(|| {
-        abort(
-            file!(),
-            line!(),
-            &format!(
-                "meta buffer type vtable called with {buft:p}, which is not a meta buffer type"
-            ),
-        )
-    })
-}
-
 // --- device vtable ------------------------------------------------------------------------
 
-const DEVICE_IFACE: ggml_backend_device_i = ggml_backend_device_i {
-    get_name: Some(dev_get_name),
-    get_description: Some(dev_get_description),
-    get_memory: Some(dev_get_memory),
-    get_type: Some(dev_get_type),
-    get_props: Some(dev_get_props),
-    init_backend: Some(dev_init_backend),
-    get_buffer_type: Some(dev_get_buffer_type),
-    get_host_buffer_type: Some(dev_get_host_buffer_type),
-    buffer_from_host_ptr: None,
-    supports_op: Some(dev_supports_op),
-    supports_buft: Some(dev_supports_buft),
-    offload_op: None,
-    event_new: None,
-    event_free: None,
-    event_synchronize: None,
-};
+const DEVICE_IFACE: ggml_backend_device_i = device_iface!(MetaDevice {
+    get_name,
+    get_description,
+    get_memory,
+    get_type,
+    get_props,
+    init_backend,
+    get_buffer_type,
+    get_host_buffer_type,
+    supports_op,
+    supports_buft,
+});
 
-unsafe extern "C" fn dev_get_name(dev: ggml_backend_dev_t) -> *const c_char {
-    meta(dev).name.as_ptr()
-}
-
-unsafe extern "C" fn dev_get_description(dev: ggml_backend_dev_t) -> *const c_char {
-    meta(dev).description.as_ptr()
-}
-
-/// The memory the split can place, in the device's unit (`memory::Shares`), not the sum of
-/// the devices': a physical device listed twice is one pool, and a weighted split is bounded
-/// by the member its shares fill first.
-unsafe extern "C" fn dev_get_memory(dev: ggml_backend_dev_t, free: *mut usize, total: *mut usize) {
-    let m = meta(dev);
-    let (f, t) = m.shares().placeable(&m.memory_entries());
-    // SAFETY: ggml_backend_dev_memory passes two writable `size_t`s.
-    unsafe {
-        *free = usize::try_from(f).unwrap_or(usize::MAX);
-        *total = usize::try_from(t).unwrap_or(usize::MAX);
+impl CObject for MetaDevice {
+    const KIND: &'static str = "meta device";
+    type Held = &'static MetaDevice;
+    fn find(addr: usize) -> Option<&'static MetaDevice> {
+        super::device::device_at(addr)
     }
 }
 
-unsafe extern "C" fn dev_get_type(dev: ggml_backend_dev_t) -> ggml_backend_dev_type_raw {
-    meta(dev).device_type()
-}
-
-unsafe extern "C" fn dev_get_props(dev: ggml_backend_dev_t, props: *mut ggml_backend_dev_props) {
-    let m = meta(dev);
-    // SAFETY: ggml_backend_dev_get_props passes a writable props struct, ours for the call.
-    let p = unsafe { &mut *props };
-    p.name = m.name.as_ptr();
-    p.description = m.description.as_ptr();
-    p.type_ = m.device_type();
-    p.device_id = match &m.face {
-        Face::Plugin {
-            device_id: Some(id),
-            ..
-        } => id.as_ptr(),
-        _ => ptr::null(),
-    };
-    // SAFETY: `dev` is this meta device; both fields are writable.
-    unsafe { dev_get_memory(dev, &mut p.memory_free, &mut p.memory_total) };
-    // Asynchronous (and file-mapped weights) only if every simple device is; no host
-    // buffers, host pointers or events of its own.
-    let simple_caps: Vec<ggml_backend_dev_caps> = m
-        .simple
-        .iter()
-        .map(|d| {
-            // SAFETY: a plain C struct of pointers, integers and bools: all-zero is a valid
-            // value.
-            let mut sp: ggml_backend_dev_props = unsafe { std::mem::zeroed() };
-            d.props(&mut sp);
-            sp.caps
-        })
-        .collect();
-    p.caps.async_ = simple_caps.iter().all(|c| c.async_);
-    // Weights reach the devices through set_tensor from wherever libllama reads them.
-    p.caps
-        .set_mmap_support(simple_caps.iter().all(|c| c.mmap_support()));
-    p.caps.host_buffer = false;
-    p.caps.buffer_from_host_ptr = false;
-    p.caps.events = false;
-}
-
-unsafe extern "C" fn dev_init_backend(
-    dev: ggml_backend_dev_t,
-    params: *const c_char,
-) -> ggml_backend_t {
-    // SAFETY: `params` is the caller's NUL-terminated string or NULL
-    // (ggml_backend_dev_init's contract).
-    unsafe { super::backend::init(meta(dev), params) }
-}
-
-unsafe extern "C" fn dev_get_buffer_type(dev: ggml_backend_dev_t) -> ggml_backend_buffer_type_t {
-    meta(dev).buft
-}
-
-unsafe extern "C" fn dev_get_host_buffer_type(
-    dev: ggml_backend_dev_t,
-) -> ggml_backend_buffer_type_t {
-    // A host buffer type common to every simple device, if there is one.
-    let m = meta(dev);
-    let first = m.simple[0].host_buffer_type();
-    if !first.is_null() && m.simple.iter().all(|d| d.host_buffer_type() == first) {
-        first
-    } else {
-        ptr::null_mut()
+impl MetaDevice {
+    fn get_name(&self, _: Device) -> &CStr {
+        &self.name
     }
-}
 
-unsafe extern "C" fn dev_supports_op(dev: ggml_backend_dev_t, op: *const ggml_tensor) -> bool {
-    // SAFETY: ggml_backend_dev_supports_op passes NULL or a live tensor.
-    let Some(t) = (unsafe { Tensor::from_ptr(op as *mut ggml_tensor) }) else {
-        return false;
-    };
-    let m = meta(dev);
-    // libllama asks about an op on each weight before it allocates any (to choose its buffer
-    // type): seeing them all then lets a name policy decide a layer's split on the whole layer
-    // when the first of its tensors is sized (`buft_get_alloc_size`). Only sources without
-    // data: the weights of a graph being scheduled were seen when they were allocated.
-    for src in t.srcs().filter(|s| s.data().is_null()) {
-        m.observe(src);
+    fn get_description(&self, _: Device) -> &CStr {
+        &self.description
     }
-    m.check_rope(t);
-    let supported = m.simple.iter().all(|d| d.supports_op(t));
-    if !supported {
-        m.check_recurrent(t);
-    }
-    supported
-}
 
-unsafe extern "C" fn dev_supports_buft(
-    dev: ggml_backend_dev_t,
-    buft: ggml_backend_buffer_type_t,
-) -> bool {
-    // Only meta buffer types over the same simple devices, in the same order.
-    // SAFETY: ggml_backend_dev_supports_buft passes NULL or a live buffer type.
-    let Some(b) = (unsafe { Buft::from_ptr(buft) }) else {
-        return false;
-    };
-    match of_buft(b) {
-        Some(other) => other.simple == meta(dev).simple,
-        None => false,
+    /// The memory the split can place, in the device's unit (`memory::Shares`), not the sum
+    /// of the devices': a physical device listed twice is one pool, and a weighted split is
+    /// bounded by the member its shares fill first.
+    fn get_memory(&self, _: Device) -> (usize, usize) {
+        let (f, t) = self.shares().placeable(&self.memory_entries());
+        (
+            usize::try_from(f).unwrap_or(usize::MAX),
+            usize::try_from(t).unwrap_or(usize::MAX),
+        )
+    }
+
+    fn get_type(&self, _: Device) -> ggml_backend_dev_type_raw {
+        self.device_type()
+    }
+
+    fn get_props(&self, dev: Device, p: &mut ggml_backend_dev_props) {
+        p.name = self.name.as_ptr();
+        p.description = self.description.as_ptr();
+        p.type_ = self.device_type();
+        p.device_id = match &self.face {
+            Face::Plugin {
+                device_id: Some(id),
+                ..
+            } => id.as_ptr(),
+            _ => ptr::null(),
+        };
+        (p.memory_free, p.memory_total) = self.get_memory(dev);
+        // Asynchronous (and file-mapped weights) only if every simple device is; no host
+        // buffers, host pointers or events of its own.
+        let simple_caps: Vec<ggml_backend_dev_caps> = self
+            .simple
+            .iter()
+            .map(|d| {
+                // SAFETY: a plain C struct of pointers, integers and bools: all-zero is a
+                // valid value.
+                let mut sp: ggml_backend_dev_props = unsafe { std::mem::zeroed() };
+                d.props(&mut sp);
+                sp.caps
+            })
+            .collect();
+        p.caps.async_ = simple_caps.iter().all(|c| c.async_);
+        // Weights reach the devices through set_tensor from wherever libllama reads them.
+        p.caps
+            .set_mmap_support(simple_caps.iter().all(|c| c.mmap_support()));
+        p.caps.host_buffer = false;
+        p.caps.buffer_from_host_ptr = false;
+        p.caps.events = false;
+    }
+
+    fn init_backend(&self, dev: Device, params: Option<&CStr>) -> ggml_backend_t {
+        // (the device's state for the process, which a backend holds)
+        match Self::find(dev.as_ptr() as usize) {
+            Some(me) => super::backend::init(me, params),
+            None => ptr::null_mut(),
+        }
+    }
+
+    fn get_buffer_type(&self, _: Device) -> ggml_backend_buffer_type_t {
+        self.buft
+    }
+
+    fn get_host_buffer_type(&self, _: Device) -> ggml_backend_buffer_type_t {
+        // A host buffer type common to every simple device, if there is one.
+        let first = self.simple[0].host_buffer_type();
+        if !first.is_null() && self.simple.iter().all(|d| d.host_buffer_type() == first) {
+            first
+        } else {
+            ptr::null_mut()
+        }
+    }
+
+    fn supports_op(&self, _: Device, t: Tensor) -> bool {
+        // libllama asks about an op on each weight before it allocates any (to choose its
+        // buffer type): seeing them all then lets a name policy decide a layer's split on the
+        // whole layer when the first of its tensors is sized (`get_alloc_size`). Only sources
+        // without data: the weights of a graph being scheduled were seen when they were
+        // allocated.
+        for src in t.srcs().filter(|s| s.data().is_null()) {
+            self.observe(src);
+        }
+        self.check_rope(t);
+        let supported = self.simple.iter().all(|d| d.supports_op(t));
+        if !supported {
+            self.check_recurrent(t);
+        }
+        supported
+    }
+
+    fn supports_buft(&self, _: Device, b: Buft) -> bool {
+        // Only meta buffer types over the same simple devices, in the same order.
+        match of_buft(b) {
+            Some(other) => other.simple == self.simple,
+            None => false,
+        }
     }
 }
 
@@ -331,124 +291,124 @@ unsafe extern "C" fn dev_supports_buft(
 // Where buffer types take tensor lists (fact `list-alloc`), a context's tensors arrive as one
 // list and each device gets its slices; else ggml-alloc calls the exported
 // `ggml_backend_meta_alloc_ctx_tensors_from_buft`, which does the same.
-#[allow(clippy::needless_update)] // without the fact every entry is named here
-const BUFT_IFACE: ggml_backend_buffer_type_i = ggml_backend_buffer_type_i {
-    get_name: Some(buft_get_name),
-    alloc_buffer: Some(buft_alloc_buffer),
-    get_alignment: Some(buft_get_alignment),
-    get_max_size: Some(buft_get_max_size),
-    get_alloc_size: Some(buft_get_alloc_size),
-    is_host: Some(buft_is_host),
-    ..ggml_backend_buffer_type_i::EMPTY
-}
-.with_alloc_buffer_n(buft_alloc_buffer_n);
+const BUFT_IFACE: ggml_backend_buffer_type_i = buft_iface!(MetaBuft {
+    get_name,
+    alloc_buffer,
+    alloc_buffer_n,
+    get_alignment,
+    get_max_size,
+    get_alloc_size,
+    is_host,
+});
 
-/// `alloc_buffer_n`: each device holds only its slices.
-unsafe extern "C" fn buft_alloc_buffer_n(
-    buft: ggml_backend_buffer_type_t,
-    tensors: *mut *mut ggml_tensor,
-    n_tensors: c_int,
-) -> ggml_backend_buffer_t {
-    const F: &str = "ggml_backend_buft_alloc_buffer_n";
-    let dev = meta_of_buft(buft);
-    // SAFETY: ggml_backend_buft_alloc_buffer_n's contract, which called this entry.
-    let list = unsafe { tensor_list(tensors, n_tensors, F) };
-    // A name policy (plugin devices) decides a layer's splits from all of its tensors.
-    for &t in &list {
-        dev.observe(t);
-    }
-    super::buffer_iface::alloc_tensors(list, dev)
-}
+/// A meta device as its buffer type.
+#[derive(Clone, Copy)]
+struct MetaBuft(&'static MetaDevice);
 
-unsafe extern "C" fn buft_get_name(buft: ggml_backend_buffer_type_t) -> *const c_char {
-    meta_of_buft(buft).name.as_ptr()
-}
-
-unsafe extern "C" fn buft_alloc_buffer(
-    buft: ggml_backend_buffer_type_t,
-    size: usize,
-) -> ggml_backend_buffer_t {
-    let m = meta_of_buft(buft);
-    if m.is_plugin() {
-        super::buffer_iface::alloc_deferred(m, size)
-    } else {
-        super::buffer_iface::alloc(m, size)
+impl CObject for MetaBuft {
+    const KIND: &'static str = "meta buffer type";
+    type Held = MetaBuft;
+    fn find(addr: usize) -> Option<MetaBuft> {
+        super::device::device_of_buft_at(addr).map(MetaBuft)
     }
 }
 
-unsafe extern "C" fn buft_get_alignment(buft: ggml_backend_buffer_type_t) -> usize {
-    meta_of_buft(buft).device_alignment()
-}
+impl MetaBuft {
+    fn get_name(&self, _: Buft) -> &CStr {
+        &self.0.name
+    }
 
-unsafe extern "C" fn buft_get_max_size(buft: ggml_backend_buffer_type_t) -> usize {
-    let m = meta_of_buft(buft);
-    m.simple_bufts()
-        .map(|b| b.max_size())
-        .min()
-        .unwrap_or(usize::MAX)
-}
+    fn alloc_buffer(&self, _: Buft, size: usize) -> ggml_backend_buffer_t {
+        if self.0.is_plugin() {
+            super::buffer_iface::alloc_deferred(self.0, size)
+        } else {
+            super::buffer_iface::alloc(self.0, size)
+        }
+    }
 
-unsafe extern "C" fn buft_get_alloc_size(
-    buft: ggml_backend_buffer_type_t,
-    t: *const ggml_tensor,
-) -> usize {
-    // What the tensor takes on the devices, in the device's unit (`slices::alloc_size`).
-    let m = meta_of_buft(buft);
-    // SAFETY: ggml_backend_buft_get_alloc_size passes NULL or a live tensor.
-    let Some(t) = (unsafe { Tensor::from_ptr(t as *mut ggml_tensor) }) else {
-        return 0;
-    };
-    // ggml-alloc asks the size of every tensor of a context before it places them (per chunk,
-    // when the buffer type has a maximum size: the name policy's decisions stay consistent then
-    // too, see its module documentation).
-    m.observe(t);
-    super::slices::alloc_size(m, t)
-}
+    /// Each device holds only its slices.
+    fn alloc_buffer_n(&self, _: Buft, list: Vec<Tensor>) -> ggml_backend_buffer_t {
+        // A name policy (plugin devices) decides a layer's splits from all of its tensors.
+        for &t in &list {
+            self.0.observe(t);
+        }
+        super::buffer_iface::alloc_tensors(list, self.0)
+    }
 
-unsafe extern "C" fn buft_is_host(_buft: ggml_backend_buffer_type_t) -> bool {
-    // Never: a meta tensor's `data` is a placeholder, its bytes live on the simple devices.
-    false
+    fn get_alignment(&self, _: Buft) -> usize {
+        self.0.device_alignment()
+    }
+
+    fn get_max_size(&self, _: Buft) -> usize {
+        self.0
+            .simple_bufts()
+            .map(|b| b.max_size())
+            .min()
+            .unwrap_or(usize::MAX)
+    }
+
+    /// What the tensor takes on the devices, in the device's unit (`slices::alloc_size`).
+    fn get_alloc_size(&self, _: Buft, t: Tensor) -> usize {
+        // ggml-alloc asks the size of every tensor of a context before it places them (per
+        // chunk, when the buffer type has a maximum size: the name policy's decisions stay
+        // consistent then too, see its module documentation).
+        self.0.observe(t);
+        super::slices::alloc_size(self.0, t)
+    }
+
+    fn is_host(&self, _: Buft) -> bool {
+        // Never: a meta tensor's `data` is a placeholder, its bytes live on the simple devices.
+        false
+    }
 }
 
 // --- private registry ---------------------------------------------------------------------
 
-static REG: StaticReg = StaticReg::new(ggml_backend_reg_i {
-    get_name: Some(reg_get_name),
-    get_device_count: Some(reg_get_device_count),
-    get_device: Some(reg_get_device),
-    get_proc_address: Some(reg_get_proc_address),
-});
+static REG: StaticReg = StaticReg::new(reg_iface!(MetaReg {
+    get_name,
+    get_device_count,
+    get_device,
+    get_proc_address,
+}));
 
 fn registry() -> ggml_backend_reg_t {
     REG.as_ptr()
 }
 
-unsafe extern "C" fn reg_get_name(_reg: ggml_backend_reg_t) -> *const c_char {
-    c"Meta".as_ptr()
-}
+/// The registry of meta devices, which lists none.
+struct MetaReg;
 
-unsafe extern "C" fn reg_get_device_count(_reg: ggml_backend_reg_t) -> usize {
-    // Meta devices are created on demand, not enumerated.
-    0
-}
-
-unsafe extern "C" fn reg_get_device(_reg: ggml_backend_reg_t, index: usize) -> ggml_backend_dev_t {
-    abort(
-        file!(),
-        line!(),
-        &format!("ggml_backend_reg_dev_get: the meta registry lists no devices (index {index})"),
-    )
-}
-
-unsafe extern "C" fn reg_get_proc_address(
-    _reg: ggml_backend_reg_t,
-    name: *const c_char,
-) -> *mut c_void {
-    if name.is_null() {
-        return ptr::null_mut();
+impl CObject for MetaReg {
+    const KIND: &'static str = "meta registry";
+    type Held = MetaReg;
+    fn find(addr: usize) -> Option<MetaReg> {
+        (addr == registry() as usize).then_some(MetaReg)
     }
-    // SAFETY: non-null, and NUL-terminated by ggml_backend_reg_get_proc_address's contract.
-    proc_address(unsafe { CStr::from_ptr(name) })
+}
+
+impl MetaReg {
+    fn get_name(&self, _: Reg) -> &CStr {
+        c"Meta"
+    }
+
+    fn get_device_count(&self, _: Reg) -> usize {
+        // Meta devices are created on demand, not enumerated.
+        0
+    }
+
+    fn get_device(&self, _: Reg, index: usize) -> ggml_backend_dev_t {
+        abort(
+            file!(),
+            line!(),
+            &format!(
+                "ggml_backend_reg_dev_get: the meta registry lists no devices (index {index})"
+            ),
+        )
+    }
+
+    fn get_proc_address(&self, _: Reg, name: &CStr) -> *mut c_void {
+        proc_address(name)
+    }
 }
 
 /// The registry functions of meta devices (and of the plugin's devices).

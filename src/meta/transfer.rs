@@ -86,25 +86,20 @@ impl Queue<'_> {
     }
 }
 
-/// Moves bytes `[offset, offset + size)` of meta tensor `tensor` between the host and its
+/// Moves bytes `[offset, offset + size)` of meta tensor `t` between the host and its
 /// devices, as its split places them. `what` names the entry point in messages.
 ///
 /// # Safety
-/// `tensor` is a live tensor (the entry points' callers checked it); the host memory of
-/// `bytes` holds `size` bytes, readable (`To`) or writable (`From`), and stays so until `queue`
-/// is synchronized.
+/// The host memory of `bytes` holds `size` bytes, readable (`To`) or writable (`From`), and
+/// stays so until `queue` is synchronized.
 pub unsafe fn execute(
-    tensor: *const ggml_tensor,
+    t: Tensor,
     offset: usize,
     size: usize,
     bytes: Bytes,
     queue: Queue,
     what: &str,
 ) {
-    // SAFETY: live (this function's contract).
-    let Some(t) = (unsafe { Tensor::from_ptr(tensor as *mut ggml_tensor) }) else {
-        abort(file!(), line!(), &format!("{what}: the tensor is NULL"))
-    };
     if super::buffer::failed_for(t).is_some() {
         // Its buffer's memory could not be made: the graph it belongs to reports that when it
         // is computed; the bytes have nowhere to go or come from (ggml's setters and getters
@@ -155,15 +150,8 @@ pub unsafe fn execute(
     }
 }
 
-/// Sets bytes `[offset, offset + size)` of `tensor` to `value` on every device that holds them.
-///
-/// # Safety
-/// `tensor` is a live tensor (the entry point's caller checked it).
-pub unsafe fn fill(tensor: *mut ggml_tensor, offset: usize, size: usize, value: u8, what: &str) {
-    // SAFETY: live (this function's contract).
-    let Some(t) = (unsafe { Tensor::from_ptr(tensor) }) else {
-        abort(file!(), line!(), &format!("{what}: the tensor is NULL"))
-    };
+/// Sets bytes `[offset, offset + size)` of `t` to `value` on every device that holds them.
+pub fn fill(t: Tensor, offset: usize, size: usize, value: u8, what: &str) {
     let (plan, simple) = plan(t, offset, size, what);
     // one host copy of the pattern serves every write (no piece is longer than the range)
     let bytes = vec![value; size];

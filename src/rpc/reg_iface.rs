@@ -13,16 +13,17 @@ use super::remote::timeouts;
 use super::remote::Remote;
 use super::state::{lock, RpcDevice, Server, DEVICES, SERVERS};
 use crate::abi::log::log_error;
+use crate::abi::object::{reg_iface, CObject};
 use crate::abi::*;
 use crate::registry::{c_name, StaticReg};
 
-/// The vtable of the "RPC" registry and of each server's: the entries tell them apart.
-const REG_IFACE: ggml_backend_reg_i = ggml_backend_reg_i {
-    get_name: Some(reg_get_name),
-    get_device_count: Some(reg_get_device_count),
-    get_device: Some(reg_get_device),
-    get_proc_address: Some(reg_get_proc_address),
-};
+/// The vtable of the "RPC" registry and of each server's.
+const REG_IFACE: ggml_backend_reg_i = reg_iface!(RpcReg {
+    get_name,
+    get_device_count,
+    get_device,
+    get_proc_address,
+});
 
 static REG: StaticReg = StaticReg::new(REG_IFACE);
 
@@ -31,52 +32,66 @@ pub fn registry() -> ggml_backend_reg_t {
     REG.as_ptr()
 }
 
-fn server_of_reg(reg: ggml_backend_reg_t) -> Option<&'static Server> {
-    lock(&SERVERS)
-        .iter()
-        .copied()
-        .find(|s| s.reg == reg as usize)
+/// A registry of the client: "RPC" or a server's.
+#[derive(Clone, Copy)]
+enum RpcReg {
+    Rpc,
+    Server(&'static Server),
 }
 
-unsafe extern "C" fn reg_get_name(reg: ggml_backend_reg_t) -> *const c_char {
-    // (the "RPC" registry's name without the server list's lock, which adding a server holds)
-    if reg == registry() {
-        return c"RPC".as_ptr();
+impl CObject for RpcReg {
+    const KIND: &'static str = "RPC registry";
+    type Held = RpcReg;
+    fn find(addr: usize) -> Option<RpcReg> {
+        // (the "RPC" registry without the server list's lock, which adding a server holds)
+        if addr == registry() as usize {
+            return Some(RpcReg::Rpc);
+        }
+        lock(&SERVERS)
+            .iter()
+            .copied()
+            .find(|s| s.reg == addr)
+            .map(RpcReg::Server)
     }
-    match server_of_reg(reg) {
-        Some(s) => s.name.as_ptr(),
-        None => c"RPC".as_ptr(),
-    }
 }
 
-unsafe extern "C" fn reg_get_device_count(reg: ggml_backend_reg_t) -> usize {
-    server_of_reg(reg).map_or(0, |s| s.devices.len())
-}
-
-unsafe extern "C" fn reg_get_device(reg: ggml_backend_reg_t, index: usize) -> ggml_backend_dev_t {
-    match server_of_reg(reg).and_then(|s| s.devices.get(index)) {
-        Some(d) => d.device as ggml_backend_dev_t,
-        None => {
-            log_error!(
-                "ggml_backend_reg_dev_get: the RPC registry has no device {index} (servers are added with ggml_backend_rpc_add_server)"
-            );
-            std::ptr::null_mut()
+impl RpcReg {
+    fn get_name(&self, _: Reg) -> &CStr {
+        match self {
+            RpcReg::Rpc => c"RPC",
+            RpcReg::Server(s) => &s.name,
         }
     }
-}
 
-unsafe extern "C" fn reg_get_proc_address(
-    _reg: ggml_backend_reg_t,
-    name: *const c_char,
-) -> *mut c_void {
-    if name.is_null() {
-        return std::ptr::null_mut();
+    fn get_device_count(&self, _: Reg) -> usize {
+        match self {
+            RpcReg::Rpc => 0,
+            RpcReg::Server(s) => s.devices.len(),
+        }
     }
-    // SAFETY: ggml_backend_reg_get_proc_address passes a NUL-terminated name.
-    if unsafe { CStr::from_ptr(name) } == c"ggml_backend_rpc_add_server" {
-        return add_server as *mut c_void;
+
+    fn get_device(&self, _: Reg, index: usize) -> ggml_backend_dev_t {
+        let device = match self {
+            RpcReg::Rpc => None,
+            RpcReg::Server(s) => s.devices.get(index),
+        };
+        match device {
+            Some(d) => d.device as ggml_backend_dev_t,
+            None => {
+                log_error!(
+                    "ggml_backend_reg_dev_get: the RPC registry has no device {index} (servers are added with ggml_backend_rpc_add_server)"
+                );
+                std::ptr::null_mut()
+            }
+        }
     }
-    upstream_proc_address(name)
+
+    fn get_proc_address(&self, _: Reg, name: &CStr) -> *mut c_void {
+        if name == c"ggml_backend_rpc_add_server" {
+            return add_server as *mut c_void;
+        }
+        upstream_proc_address(name)
+    }
 }
 
 /// `ggml_backend_rpc_add_server`: connects to `endpoint` ("host:port"), asks for its devices
@@ -204,7 +219,7 @@ pub fn substitute(reg: Reg) -> Reg {
 }
 
 /// `name` looked up in upstream's RPC registry, when it was replaced.
-fn upstream_proc_address(name: *const c_char) -> *mut std::ffi::c_void {
+fn upstream_proc_address(name: &CStr) -> *mut std::ffi::c_void {
     let Some(&reg) = UPSTREAM.get() else {
         return std::ptr::null_mut();
     };
@@ -213,6 +228,5 @@ fn upstream_proc_address(name: *const c_char) -> *mut std::ffi::c_void {
     let Some(reg) = (unsafe { Reg::from_ptr(reg as ggml_backend_reg_t) }) else {
         return std::ptr::null_mut();
     };
-    // SAFETY: `name` is the caller's NUL-terminated string (checked non-NULL by the caller).
-    reg.proc_address(unsafe { std::ffi::CStr::from_ptr(name) })
+    reg.proc_address(name)
 }

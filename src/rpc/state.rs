@@ -11,7 +11,6 @@ pub(super) use ggml_backend_rs_core::owned::lock;
 use ggml_backend_rs_core::owned::Registry;
 
 use super::remote::{Marker, Remote};
-use crate::abi::log::abort;
 use crate::abi::*;
 
 /// ggml-rpc's devices pad quantized rows to 512 elements on CUDA servers: tensors whose
@@ -83,49 +82,6 @@ pub(super) static EVENTS: Registry<Marker> = Registry::new();
 
 pub(super) fn find_device(pred: impl Fn(&RpcDevice) -> bool) -> Option<&'static RpcDevice> {
     lock(&DEVICES).iter().copied().find(|d| pred(d))
-}
-
-/// The device behind a device vtable entry's argument: only our RPC devices carry that vtable.
-pub(super) fn device(dev: ggml_backend_dev_t) -> &'static RpcDevice {
-    find_device(|d| d.device == dev as usize).unwrap_or_else(|| {
-        abort(
-            file!(),
-            line!(),
-            &format!("RPC device vtable called with {dev:p}, which is not an RPC device"),
-        )
-    })
-}
-
-pub(super) fn device_of_buft(buft: ggml_backend_buffer_type_t) -> &'static RpcDevice {
-    find_device(|d| d.buft == buft as usize).unwrap_or_else(|| {
-        abort(
-            file!(),
-            line!(),
-            &format!(
-                "RPC buffer type vtable called with {buft:p}, which is not an RPC buffer type"
-            ),
-        )
-    })
-}
-
-pub(super) fn buffer(buffer: ggml_backend_buffer_t) -> Arc<RpcBuffer> {
-    BUFFERS.get(buffer as usize).unwrap_or_else(|| {
-        abort(
-            file!(),
-            line!(),
-            &format!("RPC buffer vtable called with {buffer:p}, which is not a live RPC buffer"),
-        )
-    })
-}
-
-pub(super) fn backend(backend: ggml_backend_t) -> Arc<RpcBackend> {
-    BACKENDS.get(backend as usize).unwrap_or_else(|| {
-        abort(
-            file!(),
-            line!(),
-            &format!("RPC backend vtable called with {backend:p}, which is not a live RPC backend"),
-        )
-    })
 }
 
 /// Waits on the host for `event`: ours, or another device's through that device.
