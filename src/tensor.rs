@@ -56,34 +56,6 @@ fn check_host_ptr(data: *const c_void, func: &str) {
     ggml_assert!(!data.is_null(), "{func}: data pointer is NULL");
 }
 
-/// # Safety
-/// `data` is readable for `size` bytes.
-pub unsafe fn set(tensor: Tensor, data: *const c_void, offset: usize, size: usize) {
-    let buf = data_buffer(tensor, "ggml_backend_tensor_set");
-    if size == 0 {
-        return;
-    }
-    check_host_ptr(data, "ggml_backend_tensor_set");
-    check_range(tensor, offset.checked_add(size), "ggml_backend_tensor_set");
-    // SAFETY: `buf` holds the tensor's data, `offset + size` lies inside the tensor (checked
-    // above) and `data` is readable for `size` bytes (this function's contract).
-    unsafe { buf.set_tensor(tensor, data, offset, size) };
-}
-
-/// # Safety
-/// `data` is writable for `size` bytes.
-pub unsafe fn get(tensor: Tensor, data: *mut c_void, offset: usize, size: usize) {
-    let buf = data_buffer(tensor, "ggml_backend_tensor_get");
-    if size == 0 {
-        return;
-    }
-    check_host_ptr(data, "ggml_backend_tensor_get");
-    check_range(tensor, offset.checked_add(size), "ggml_backend_tensor_get");
-    // SAFETY: `buf` holds the tensor's data, `offset + size` lies inside the tensor (checked
-    // above) and `data` is writable for `size` bytes (this function's contract).
-    unsafe { buf.get_tensor(tensor, data, offset, size) };
-}
-
 pub fn memset(tensor: Tensor, value: u8, offset: usize, size: usize) {
     if size == 0 {
         return;
@@ -97,279 +69,194 @@ pub fn memset(tensor: Tensor, value: u8, offset: usize, size: usize) {
     buf.memset_tensor(tensor, value, offset, size);
 }
 
-/// # Safety
-/// Host memory `data + i*stride_data .. + size` is readable for every block `i`.
-pub unsafe fn set_2d(tensor: Tensor, data: *const c_void, s: Strided) {
-    let buf = data_buffer(tensor, "ggml_backend_tensor_set_2d");
-    check_host_span(&s, "ggml_backend_tensor_set_2d");
-    match buf.iface().set_tensor_2d {
-        Some(set_2d) if s.n_copies > 1 => {
-            if s.size == 0 {
-                return;
-            }
-            check_host_ptr(data, "ggml_backend_tensor_set_2d");
-            check_range(tensor, s.tensor_end(), "ggml_backend_tensor_set_2d");
-            // SAFETY: vtable entry of the live buffer holding the tensor's data; every block
-            // lies inside the tensor (checked above), the host span does not overflow
-            // (check_host_span) and each host block is readable (this function's contract).
-            unsafe {
-                set_2d(
-                    buf.as_ptr(),
-                    tensor.as_ptr(),
-                    data,
-                    s.offset,
-                    s.size,
-                    s.n_copies,
-                    s.stride_tensor,
-                    s.stride_data,
-                )
-            };
+/// The host side of a transfer, which gives its direction: the bytes written into the tensor
+/// (`ggml_backend_tensor_set*`) or the room the bytes read from it go to (`_get*`).
+#[derive(Clone, Copy, Debug)]
+pub enum Host {
+    /// Host to tensor: readable bytes.
+    Src(*const c_void),
+    /// Tensor to host: writable bytes.
+    Dst(*mut c_void),
+}
+
+impl Host {
+    fn ptr(self) -> *const c_void {
+        match self {
+            Host::Src(p) => p,
+            Host::Dst(p) => p,
         }
-        _ => {
-            check_range_if_any(tensor, s, "ggml_backend_tensor_set_2d");
-            for i in 0..s.n_copies {
-                let (t_off, d_off) = s.block(i);
-                // SAFETY: host block `i` (`data + i*stride_data`, `size` bytes) is readable
-                // (this function's contract); `set` checks the tensor side.
-                unsafe {
-                    set(
-                        tensor,
-                        (data as *const u8).wrapping_add(d_off) as *const c_void,
-                        t_off,
-                        s.size,
-                    )
-                };
-            }
+    }
+
+    /// The same side `by` bytes further on (the address is not dereferenced here).
+    pub fn offset(self, by: usize) -> Host {
+        match self {
+            Host::Src(p) => Host::Src((p as *const u8).wrapping_add(by) as *const c_void),
+            Host::Dst(p) => Host::Dst((p as *mut u8).wrapping_add(by) as *mut c_void),
         }
     }
 }
 
-/// # Safety
-/// Host memory `data + i*stride_data .. + size` is writable for every block `i`.
-pub unsafe fn get_2d(tensor: Tensor, data: *mut c_void, s: Strided) {
-    let buf = data_buffer(tensor, "ggml_backend_tensor_get_2d");
-    check_host_span(&s, "ggml_backend_tensor_get_2d");
-    // Upstream tests `set_tensor_2d` here; a buffer with only one of the pair would then call
-    // a NULL `get_tensor_2d`. We test the entry we are about to call.
-    match buf.iface().get_tensor_2d {
-        Some(get_2d) if s.n_copies > 1 => {
-            if s.size == 0 {
-                return;
-            }
-            check_host_ptr(data, "ggml_backend_tensor_get_2d");
-            check_range(tensor, s.tensor_end(), "ggml_backend_tensor_get_2d");
-            // SAFETY: vtable entry of the live buffer holding the tensor's data; every block
-            // lies inside the tensor (checked above), the host span does not overflow
-            // (check_host_span) and each host block is writable (this function's contract).
-            unsafe {
-                get_2d(
-                    buf.as_ptr(),
-                    tensor.as_ptr(),
-                    data,
-                    s.offset,
-                    s.size,
-                    s.n_copies,
-                    s.stride_tensor,
-                    s.stride_data,
-                )
-            };
-        }
-        _ => {
-            check_range_if_any(tensor, s, "ggml_backend_tensor_get_2d");
-            for i in 0..s.n_copies {
-                let (t_off, d_off) = s.block(i);
-                // SAFETY: host block `i` (`data + i*stride_data`, `size` bytes) is writable
-                // (this function's contract); `get` checks the tensor side.
-                unsafe {
-                    get(
-                        tensor,
-                        (data as *mut u8).wrapping_add(d_off) as *mut c_void,
-                        t_off,
-                        s.size,
-                    )
-                };
-            }
-        }
+/// Who carries a transfer out: the tensor's buffer, which returns when it is done, or a
+/// backend, which queues it (the host memory must stay valid until it is synchronized).
+#[derive(Clone, Copy, Debug)]
+pub enum Via {
+    Buffer,
+    Backend(Backend),
+}
+
+/// The entry point a transfer is, for messages.
+fn entry_point(via: Via, host: Host, strided: bool) -> &'static str {
+    match (via, host, strided) {
+        (Via::Buffer, Host::Src(_), false) => "ggml_backend_tensor_set",
+        (Via::Buffer, Host::Dst(_), false) => "ggml_backend_tensor_get",
+        (Via::Buffer, Host::Src(_), true) => "ggml_backend_tensor_set_2d",
+        (Via::Buffer, Host::Dst(_), true) => "ggml_backend_tensor_get_2d",
+        (Via::Backend(_), Host::Src(_), false) => "ggml_backend_tensor_set_async",
+        (Via::Backend(_), Host::Dst(_), false) => "ggml_backend_tensor_get_async",
+        (Via::Backend(_), Host::Src(_), true) => "ggml_backend_tensor_set_2d_async",
+        (Via::Backend(_), Host::Dst(_), true) => "ggml_backend_tensor_get_2d_async",
     }
 }
 
-/// The block loop would check each block; checking the whole span first also rejects an
-/// overflowing stride before any block is written, so a bad call changes nothing.
-fn check_range_if_any(tensor: Tensor, s: Strided, func: &str) {
+/// Moves bytes `[offset, offset + size)` of `tensor` between it and `host`:
+/// `ggml_backend_tensor_set`, `_get` and their `_async` forms. A backend without asynchronous
+/// transfers is synchronized and the buffer does it.
+///
+/// # Safety
+/// `host` holds `size` bytes, readable (`Src`) or writable and used by nothing else (`Dst`),
+/// until the transfer is done: when this returns (`Via::Buffer`) or when the backend is
+/// synchronized.
+pub unsafe fn transfer(via: Via, tensor: Tensor, host: Host, offset: usize, size: usize) {
+    let func = entry_point(via, host, false);
+    let backend = match via {
+        Via::Buffer => {
+            let buf = data_buffer(tensor, func);
+            if size == 0 {
+                return;
+            }
+            check_host_ptr(host.ptr(), func);
+            check_range(tensor, offset.checked_add(size), func);
+            // SAFETY: `buf` holds the tensor's data and `offset + size` lies inside the tensor
+            // (checked above); `host` holds `size` bytes (this function's contract).
+            unsafe {
+                match host {
+                    Host::Src(data) => buf.set_tensor(tensor, data, offset, size),
+                    Host::Dst(data) => buf.get_tensor(tensor, data, offset, size),
+                }
+            }
+            return;
+        }
+        Via::Backend(b) => b,
+    };
+    check_range(tensor, offset.checked_add(size), func);
+    let (b, t) = (backend.as_ptr(), tensor.as_ptr());
+    let iface = backend.iface();
+    let queued = match host {
+        Host::Src(data) => iface.set_tensor_async.map(|f| {
+            check_host_ptr_if_any(data, size, func);
+            // SAFETY: vtable entry of a live backend with a live, allocated tensor;
+            // `offset + size` lies inside it (checked above) and `data` holds `size` readable
+            // bytes until the backend is synchronized (this function's contract).
+            unsafe { f(b, t, data, offset, size) }
+        }),
+        Host::Dst(data) => iface.get_tensor_async.map(|f| {
+            check_host_ptr_if_any(data, size, func);
+            // SAFETY: as above, with `size` writable bytes.
+            unsafe { f(b, t, data, offset, size) }
+        }),
+    };
+    if queued.is_none() {
+        backend.synchronize();
+        // SAFETY: this function's contract.
+        unsafe { transfer(Via::Buffer, tensor, host, offset, size) };
+    }
+}
+
+fn check_host_ptr_if_any(data: *const c_void, size: usize, func: &str) {
+    if size > 0 {
+        check_host_ptr(data, func);
+    }
+}
+
+/// Moves the blocks of `s` between `tensor` and `host`: `ggml_backend_tensor_set_2d`, `_get_2d`
+/// and their `_async` forms. Where the buffer (or backend) has no 2D entry, or there is one
+/// block, block by block with [`transfer`].
+///
+/// # Safety
+/// Host memory `host + i*stride_data .. + size` is readable (`Src`) or writable and used by
+/// nothing else (`Dst`) for every block `i`, until the transfer is done (as [`transfer`]).
+pub unsafe fn transfer_2d(via: Via, tensor: Tensor, host: Host, s: Strided) {
+    let func = entry_point(via, host, true);
+    let to = match via {
+        Via::Buffer => Target::Buffer(data_buffer(tensor, func)),
+        Via::Backend(b) => {
+            ggml_assert!(
+                !tensor.data().is_null(),
+                "{func}: tensor '{}' not allocated",
+                tensor.name_string()
+            );
+            Target::Backend(b)
+        }
+    };
+    check_host_span(&s, func);
+    // Before the one call of the 2D entry: nothing to move, or the host and tensor sides
+    // checked.
+    let ready = || {
+        s.size > 0 && {
+            check_host_ptr(host.ptr(), func);
+            check_range(tensor, s.tensor_end(), func);
+            true
+        }
+    };
+    let t = tensor.as_ptr();
+    let (o, z, n, st, sd) = (s.offset, s.size, s.n_copies, s.stride_tensor, s.stride_data);
+    // The entry that is called is the one tested (upstream tests the `set` entry for both
+    // directions: a buffer or backend with only one of the pair would get a NULL call).
+    // Each call below: the 2D entry of the live buffer holding the tensor's data, or of a
+    // live backend; every block lies inside the tensor and the host span does not overflow
+    // (checked by `ready` and `check_host_span`), and each host block is as this function's
+    // contract says.
+    let called = n > 1
+        && match (to, host) {
+            (Target::Buffer(b), Host::Src(d)) => b.iface().set_tensor_2d.map(|f| {
+                // SAFETY: as stated above the match.
+                ready().then(|| unsafe { f(b.as_ptr(), t, d, o, z, n, st, sd) })
+            }),
+            (Target::Buffer(b), Host::Dst(d)) => b.iface().get_tensor_2d.map(|f| {
+                // SAFETY: as stated above the match.
+                ready().then(|| unsafe { f(b.as_ptr(), t, d, o, z, n, st, sd) })
+            }),
+            (Target::Backend(b), Host::Src(d)) => b.iface().set_tensor_2d_async.map(|f| {
+                // SAFETY: as stated above the match.
+                ready().then(|| unsafe { f(b.as_ptr(), t, d, o, z, n, st, sd) })
+            }),
+            (Target::Backend(b), Host::Dst(d)) => b.iface().get_tensor_2d_async.map(|f| {
+                // SAFETY: as stated above the match.
+                ready().then(|| unsafe { f(b.as_ptr(), t, d, o, z, n, st, sd) })
+            }),
+        }
+        .is_some();
+    if called {
+        return;
+    }
     if s.n_copies > 0 && s.size > 0 {
+        // The block loop would check each block; checking the whole span first also rejects
+        // an overflowing stride before any block is written, so a bad call changes nothing.
         check_range(tensor, s.tensor_end(), func);
     }
-}
-
-/// # Safety
-/// `data` is readable for `size` bytes until the backend is synchronized.
-pub unsafe fn set_async(
-    backend: Backend,
-    tensor: Tensor,
-    data: *const c_void,
-    offset: usize,
-    size: usize,
-) {
-    check_range(
-        tensor,
-        offset.checked_add(size),
-        "ggml_backend_tensor_set_async",
-    );
-    match backend.iface().set_tensor_async {
-        Some(f) => {
-            if size > 0 {
-                check_host_ptr(data, "ggml_backend_tensor_set_async");
-            }
-            // SAFETY: vtable entry of a live backend with a live, allocated tensor;
-            // `offset + size` lies inside it (checked above) and `data` stays readable for
-            // `size` bytes until the backend is synchronized (this function's contract).
-            unsafe { f(backend.as_ptr(), tensor.as_ptr(), data, offset, size) }
-        }
-        None => {
-            backend.synchronize();
-            // SAFETY: `data` is readable for `size` bytes (this function's contract).
-            unsafe { set(tensor, data, offset, size) };
-        }
+    for i in 0..s.n_copies {
+        let (t_off, h_off) = s.block(i);
+        // SAFETY: host block `i` (`host + i*stride_data`, `size` bytes) is as this function's
+        // contract says; `transfer` checks the tensor side.
+        unsafe { transfer(via, tensor, host.offset(h_off), t_off, s.size) };
     }
 }
 
-/// # Safety
-/// `data` is writable for `size` bytes until the backend is synchronized.
-pub unsafe fn get_async(
-    backend: Backend,
-    tensor: Tensor,
-    data: *mut c_void,
-    offset: usize,
-    size: usize,
-) {
-    check_range(
-        tensor,
-        offset.checked_add(size),
-        "ggml_backend_tensor_get_async",
-    );
-    match backend.iface().get_tensor_async {
-        Some(f) => {
-            if size > 0 {
-                check_host_ptr(data, "ggml_backend_tensor_get_async");
-            }
-            // SAFETY: vtable entry of a live backend with a live, allocated tensor;
-            // `offset + size` lies inside it (checked above) and `data` stays writable for
-            // `size` bytes until the backend is synchronized (this function's contract).
-            unsafe { f(backend.as_ptr(), tensor.as_ptr(), data, offset, size) }
-        }
-        None => {
-            backend.synchronize();
-            // SAFETY: `data` is writable for `size` bytes (this function's contract).
-            unsafe { get(tensor, data, offset, size) };
-        }
-    }
-}
-
-/// # Safety
-/// As [`set_2d`], until the backend is synchronized.
-pub unsafe fn set_2d_async(backend: Backend, tensor: Tensor, data: *const c_void, s: Strided) {
-    ggml_assert!(
-        !tensor.data().is_null(),
-        "ggml_backend_tensor_set_2d_async: tensor '{}' not allocated",
-        tensor.name_string()
-    );
-    check_host_span(&s, "ggml_backend_tensor_set_2d_async");
-    match backend.iface().set_tensor_2d_async {
-        Some(f) if s.n_copies > 1 => {
-            if s.size == 0 {
-                return;
-            }
-            check_host_ptr(data, "ggml_backend_tensor_set_2d_async");
-            check_range(tensor, s.tensor_end(), "ggml_backend_tensor_set_2d_async");
-            // SAFETY: vtable entry of a live backend with a live, allocated tensor; every
-            // block lies inside the tensor (checked above), the host span does not overflow
-            // (check_host_span) and each host block stays readable until the backend is
-            // synchronized (this function's contract).
-            unsafe {
-                f(
-                    backend.as_ptr(),
-                    tensor.as_ptr(),
-                    data,
-                    s.offset,
-                    s.size,
-                    s.n_copies,
-                    s.stride_tensor,
-                    s.stride_data,
-                )
-            };
-        }
-        _ => {
-            check_range_if_any(tensor, s, "ggml_backend_tensor_set_2d_async");
-            for i in 0..s.n_copies {
-                let (t_off, d_off) = s.block(i);
-                // SAFETY: host block `i` (`data + i*stride_data`, `size` bytes) stays readable
-                // until the backend is synchronized (this function's contract).
-                unsafe {
-                    set_async(
-                        backend,
-                        tensor,
-                        (data as *const u8).wrapping_add(d_off) as *const c_void,
-                        t_off,
-                        s.size,
-                    )
-                };
-            }
-        }
-    }
-}
-
-/// # Safety
-/// As [`get_2d`], until the backend is synchronized.
-pub unsafe fn get_2d_async(backend: Backend, tensor: Tensor, data: *mut c_void, s: Strided) {
-    ggml_assert!(
-        !tensor.data().is_null(),
-        "ggml_backend_tensor_get_2d_async: tensor '{}' not allocated",
-        tensor.name_string()
-    );
-    check_host_span(&s, "ggml_backend_tensor_get_2d_async");
-    // As in get_2d: test the entry that will be called (upstream tests the set entry).
-    match backend.iface().get_tensor_2d_async {
-        Some(f) if s.n_copies > 1 => {
-            if s.size == 0 {
-                return;
-            }
-            check_host_ptr(data, "ggml_backend_tensor_get_2d_async");
-            check_range(tensor, s.tensor_end(), "ggml_backend_tensor_get_2d_async");
-            // SAFETY: vtable entry of a live backend with a live, allocated tensor; every
-            // block lies inside the tensor (checked above), the host span does not overflow
-            // (check_host_span) and each host block stays writable until the backend is
-            // synchronized (this function's contract).
-            unsafe {
-                f(
-                    backend.as_ptr(),
-                    tensor.as_ptr(),
-                    data,
-                    s.offset,
-                    s.size,
-                    s.n_copies,
-                    s.stride_tensor,
-                    s.stride_data,
-                )
-            };
-        }
-        _ => {
-            check_range_if_any(tensor, s, "ggml_backend_tensor_get_2d_async");
-            for i in 0..s.n_copies {
-                let (t_off, d_off) = s.block(i);
-                // SAFETY: host block `i` (`data + i*stride_data`, `size` bytes) stays writable
-                // until the backend is synchronized (this function's contract).
-                unsafe {
-                    get_async(
-                        backend,
-                        tensor,
-                        (data as *mut u8).wrapping_add(d_off) as *mut c_void,
-                        t_off,
-                        s.size,
-                    )
-                };
-            }
-        }
-    }
+/// What carries out a 2D transfer: the buffer holding the tensor, or the backend.
+#[derive(Clone, Copy)]
+enum Target {
+    Buffer(Buffer),
+    Backend(Backend),
 }
 
 /// `ggml_backend_buffer_copy_tensor`: the destination buffer's own copy, if it has one.
@@ -410,10 +297,10 @@ pub fn copy(src: Tensor, dst: Tensor) {
     let nbytes = src.nbytes();
     if is_host(src) {
         // SAFETY: a host tensor's data pointer addresses its nbytes of memory.
-        unsafe { set(dst, src.data(), 0, nbytes) }
+        unsafe { transfer(Via::Buffer, dst, Host::Src(src.data()), 0, nbytes) }
     } else if is_host(dst) {
         // SAFETY: as above, for `dst`.
-        unsafe { get(src, dst.data(), 0, nbytes) }
+        unsafe { transfer(Via::Buffer, src, Host::Dst(dst.data()), 0, nbytes) }
     } else if !buffer_copy(src, dst) {
         log_debug!(
             "ggml_backend_tensor_copy: slow copy of '{}' through host memory",
@@ -422,8 +309,20 @@ pub fn copy(src: Tensor, dst: Tensor) {
         let mut staging = vec![0u8; nbytes];
         // SAFETY: `staging` holds nbytes bytes.
         unsafe {
-            get(src, staging.as_mut_ptr() as *mut c_void, 0, nbytes);
-            set(dst, staging.as_ptr() as *const c_void, 0, nbytes);
+            transfer(
+                Via::Buffer,
+                src,
+                Host::Dst(staging.as_mut_ptr().cast()),
+                0,
+                nbytes,
+            );
+            transfer(
+                Via::Buffer,
+                dst,
+                Host::Src(staging.as_ptr().cast()),
+                0,
+                nbytes,
+            );
         }
     }
 }

@@ -7,7 +7,7 @@ use std::ffi::c_void;
 
 use super::{handle_arg, optional_arg};
 use crate::abi::*;
-use crate::tensor::{self, Strided};
+use crate::tensor::{self, Host, Strided, Via};
 
 /// # Safety
 /// `tensor` is a live tensor (NULL aborts); `data` is readable for `size` bytes.
@@ -20,7 +20,7 @@ pub unsafe extern "C" fn ggml_backend_tensor_set(
 ) {
     let t = handle_arg!(tensor, Tensor, "ggml_backend_tensor_set");
     // SAFETY: `data` is readable for `size` bytes (this function's contract).
-    unsafe { tensor::set(t, data, offset, size) }
+    unsafe { tensor::transfer(Via::Buffer, t, Host::Src(data), offset, size) }
 }
 
 /// # Safety
@@ -34,7 +34,7 @@ pub unsafe extern "C" fn ggml_backend_tensor_get(
 ) {
     let t = handle_arg!(tensor, Tensor, "ggml_backend_tensor_get");
     // SAFETY: `data` is writable for `size` bytes (this function's contract).
-    unsafe { tensor::get(t, data, offset, size) }
+    unsafe { tensor::transfer(Via::Buffer, t, Host::Dst(data), offset, size) }
 }
 
 /// # Safety
@@ -60,7 +60,7 @@ pub unsafe extern "C" fn ggml_backend_tensor_set_2d(
     };
     // SAFETY: each host block `data + i*stride_data .. + size` is readable (this function's
     // contract), as `tensor::set_2d` requires.
-    unsafe { tensor::set_2d(t, data, s) }
+    unsafe { tensor::transfer_2d(Via::Buffer, t, Host::Src(data), s) }
 }
 
 /// # Safety
@@ -86,7 +86,7 @@ pub unsafe extern "C" fn ggml_backend_tensor_get_2d(
     };
     // SAFETY: each host block `data + i*stride_data .. + size` is writable (this function's
     // contract), as `tensor::get_2d` requires.
-    unsafe { tensor::get_2d(t, data, s) }
+    unsafe { tensor::transfer_2d(Via::Buffer, t, Host::Dst(data), s) }
 }
 
 /// # Safety
@@ -121,7 +121,7 @@ pub unsafe extern "C" fn ggml_backend_tensor_set_async(
     let t = handle_arg!(tensor, Tensor, "ggml_backend_tensor_set_async");
     // SAFETY: `data` stays readable for `size` bytes until the backend is synchronized (this
     // function's contract).
-    unsafe { tensor::set_async(b, t, data, offset, size) }
+    unsafe { tensor::transfer(Via::Backend(b), t, Host::Src(data), offset, size) }
 }
 
 /// # Safety
@@ -139,7 +139,7 @@ pub unsafe extern "C" fn ggml_backend_tensor_get_async(
     let t = handle_arg!(tensor, Tensor, "ggml_backend_tensor_get_async");
     // SAFETY: `data` stays writable for `size` bytes until the backend is synchronized (this
     // function's contract).
-    unsafe { tensor::get_async(b, t, data, offset, size) }
+    unsafe { tensor::transfer(Via::Backend(b), t, Host::Dst(data), offset, size) }
 }
 
 /// # Safety
@@ -167,7 +167,7 @@ pub unsafe extern "C" fn ggml_backend_tensor_set_2d_async(
     };
     // SAFETY: each host block `data + i*stride_data .. + size` stays readable until the
     // backend is synchronized (this function's contract).
-    unsafe { tensor::set_2d_async(b, t, data, s) }
+    unsafe { tensor::transfer_2d(Via::Backend(b), t, Host::Src(data), s) }
 }
 
 /// # Safety
@@ -195,7 +195,7 @@ pub unsafe extern "C" fn ggml_backend_tensor_get_2d_async(
     };
     // SAFETY: each host block `data + i*stride_data .. + size` stays writable until the
     // backend is synchronized (this function's contract).
-    unsafe { tensor::get_2d_async(b, t, data, s) }
+    unsafe { tensor::transfer_2d(Via::Backend(b), t, Host::Dst(data), s) }
 }
 
 /// # Safety

@@ -24,10 +24,11 @@ use super::facts;
 use super::reduction::{OutOfMemory, RunAll};
 use super::slices;
 use super::split::Split;
-use super::transfer::{self, Bytes, Queue};
+use super::transfer::{self, Queue};
 use crate::abi::log::{abort, log_error, log_info};
 use crate::abi::object::{backend_iface, CObject};
 use crate::abi::*;
+use crate::tensor::{Host, Via};
 use ggml_backend_rs_core::owned::Registry;
 use ggml_backend_rs_core::{plan, Op};
 
@@ -242,7 +243,7 @@ impl MetaBackend {
         offset: usize,
         size: usize,
     ) {
-        let (to, queue) = (Bytes::To(data), Queue::Backends(&self.simple));
+        let (to, queue) = (Host::Src(data), Queue::Backends(&self.simple));
         let what = "ggml_backend_tensor_set_async";
         // SAFETY: this function's contract; synchronizing the meta backend synchronizes every
         // simple backend.
@@ -260,7 +261,7 @@ impl MetaBackend {
         offset: usize,
         size: usize,
     ) {
-        let (from, queue) = (Bytes::From(data), Queue::Backends(&self.simple));
+        let (from, queue) = (Host::Dst(data), Queue::Backends(&self.simple));
         let what = "ggml_backend_tensor_get_async";
         // SAFETY: this function's contract; synchronizing the meta backend synchronizes every
         // simple backend.
@@ -859,10 +860,10 @@ fn run_plan(m: &MetaBackend, st: &mut State, plan: &mut GraphPlan) -> ggml_statu
             // SAFETY: the plan's zeros cover the tensor (`fits`) and outlive the queued upload
             // (plans are dropped only after a synchronize).
             unsafe {
-                crate::tensor::set_async(
-                    m.simple[j],
+                crate::tensor::transfer(
+                    Via::Backend(m.simple[j]),
                     t,
-                    plan.zeros.as_ptr() as *const c_void,
+                    Host::Src(plan.zeros.as_ptr() as *const c_void),
                     0,
                     like.nbytes(),
                 )

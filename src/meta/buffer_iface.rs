@@ -11,10 +11,11 @@ use super::buffer::{failed_for, holding, of, Deferred, MetaBuffer, Tensors, META
 use super::device::MetaDevice;
 use super::facts;
 use super::slices::{self, alloc_full, init_simple, pack, take_room};
-use super::transfer::{self, Bytes, Queue};
+use super::transfer::{self, Queue};
 use crate::abi::log::{abort, log_error};
 use crate::abi::object::{buffer_iface, CObject};
 use crate::abi::*;
+use crate::tensor::Host;
 use ggml_backend_rs_core::owned::lock;
 
 fn new_buffer(
@@ -265,7 +266,7 @@ impl MetaBuffer {
     }
 
     fn set_tensor(&self, _: Buffer, t: Tensor, data: &[u8], offset: usize) {
-        let to = Bytes::To(data.as_ptr().cast());
+        let to = Host::Src(data.as_ptr().cast());
         // SAFETY: `data`'s bytes, readable for this call, which the host queue waits for.
         unsafe {
             transfer::execute(
@@ -280,7 +281,7 @@ impl MetaBuffer {
     }
 
     fn get_tensor(&self, _: Buffer, t: Tensor, out: &mut [u8], offset: usize) {
-        let from = Bytes::From(out.as_mut_ptr().cast());
+        let from = Host::Dst(out.as_mut_ptr().cast());
         // SAFETY: `out`'s bytes, writable and ours for this call, which the host queue waits
         // for.
         unsafe {

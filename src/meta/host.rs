@@ -12,6 +12,7 @@ use std::ffi::c_void;
 
 use super::epilogue::Epilogue;
 use crate::abi::*;
+use crate::tensor::{Host, Via};
 use ggml_backend_rs_core::exchange::reference_sum;
 use ggml_backend_rs_core::split::MAX_DEVICES;
 
@@ -165,7 +166,15 @@ pub fn reduce_staged(
         v.resize(count, 0.0);
         // SAFETY: `v` holds `count` f32, the tensor's size (contiguous f32: `stageable`), and
         // stays untouched until the synchronize below.
-        unsafe { crate::tensor::get_async(b, t, v.as_mut_ptr() as *mut c_void, 0, count * 4) }
+        unsafe {
+            crate::tensor::transfer(
+                Via::Backend(b),
+                t,
+                Host::Dst(v.as_mut_ptr() as *mut c_void),
+                0,
+                count * 4,
+            )
+        }
     };
     for (j, (&b, &t)) in backends.iter().zip(targets).enumerate() {
         get(b, t, &mut st.parts[j], len);
@@ -201,7 +210,15 @@ pub fn reduce_staged(
     let put = |b: Backend, t: Tensor, v: &[f32]| {
         // SAFETY: `v` holds the tensor's size in f32 and is kept unchanged until the backend is
         // synchronized (by the next cut, or before the plan is dropped).
-        unsafe { crate::tensor::set_async(b, t, v.as_ptr() as *const c_void, 0, v.len() * 4) }
+        unsafe {
+            crate::tensor::transfer(
+                Via::Backend(b),
+                t,
+                Host::Src(v.as_ptr() as *const c_void),
+                0,
+                v.len() * 4,
+            )
+        }
     };
     // the outputs in the order S, X, Z: where two are the same memory the later one stays
     let keep_sum = epi.is_none_or(|e| e.keeps_sum);

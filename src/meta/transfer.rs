@@ -11,17 +11,9 @@ use super::slices;
 use super::split::Split;
 use crate::abi::log::{abort, ggml_assert};
 use crate::abi::*;
+use crate::tensor::{transfer, transfer_2d, Host, Via};
 use ggml_backend_rs_core::packed;
-use ggml_backend_rs_core::transfer::{pieces, Piece, Strided};
-
-/// The host side of a transfer.
-#[derive(Clone, Copy)]
-pub enum Bytes {
-    /// Host to tensor: `size` readable bytes.
-    To(*const c_void),
-    /// Tensor to host: `size` writable bytes.
-    From(*mut c_void),
-}
+use ggml_backend_rs_core::transfer::{pieces, Piece};
 
 /// Who carries out the per-device copies.
 #[derive(Clone, Copy)]
@@ -34,47 +26,11 @@ pub enum Queue<'a> {
 }
 
 impl Queue<'_> {
-    /// # Safety
-    /// `data` is readable for `size` bytes (until the queue is synchronized).
-    unsafe fn set(self, j: usize, t: Tensor, data: *const c_void, offset: usize, size: usize) {
+    /// Who carries out device `j`'s copies.
+    fn via(self, j: usize) -> Via {
         match self {
-            // SAFETY: this function's contract.
-            Queue::Host => unsafe { crate::tensor::set(t, data, offset, size) },
-            // SAFETY: this function's contract.
-            Queue::Backends(b) => unsafe { crate::tensor::set_async(b[j], t, data, offset, size) },
-        }
-    }
-
-    /// # Safety
-    /// `data` is writable for `size` bytes (until the queue is synchronized).
-    unsafe fn get(self, j: usize, t: Tensor, data: *mut c_void, offset: usize, size: usize) {
-        match self {
-            // SAFETY: this function's contract.
-            Queue::Host => unsafe { crate::tensor::get(t, data, offset, size) },
-            // SAFETY: this function's contract.
-            Queue::Backends(b) => unsafe { crate::tensor::get_async(b[j], t, data, offset, size) },
-        }
-    }
-
-    /// # Safety
-    /// Every host block of `s` from `data` is readable (until the queue is synchronized).
-    unsafe fn set_2d(self, j: usize, t: Tensor, data: *const c_void, s: Strided) {
-        match self {
-            // SAFETY: this function's contract.
-            Queue::Host => unsafe { crate::tensor::set_2d(t, data, s) },
-            // SAFETY: this function's contract.
-            Queue::Backends(b) => unsafe { crate::tensor::set_2d_async(b[j], t, data, s) },
-        }
-    }
-
-    /// # Safety
-    /// Every host block of `s` from `data` is writable (until the queue is synchronized).
-    unsafe fn get_2d(self, j: usize, t: Tensor, data: *mut c_void, s: Strided) {
-        match self {
-            // SAFETY: this function's contract.
-            Queue::Host => unsafe { crate::tensor::get_2d(t, data, s) },
-            // SAFETY: this function's contract.
-            Queue::Backends(b) => unsafe { crate::tensor::get_2d_async(b[j], t, data, s) },
+            Queue::Host => Via::Buffer,
+            Queue::Backends(b) => Via::Backend(b[j]),
         }
     }
 
@@ -90,16 +46,9 @@ impl Queue<'_> {
 /// devices, as its split places them. `what` names the entry point in messages.
 ///
 /// # Safety
-/// The host memory of `bytes` holds `size` bytes, readable (`To`) or writable (`From`), and
+/// `host` holds `size` bytes, readable (`Src`) or writable and used by nothing else (`Dst`), and
 /// stays so until `queue` is synchronized.
-pub unsafe fn execute(
-    t: Tensor,
-    offset: usize,
-    size: usize,
-    bytes: Bytes,
-    queue: Queue,
-    what: &str,
-) {
+pub unsafe fn execute(t: Tensor, offset: usize, size: usize, host: Host, queue: Queue, what: &str) {
     if super::buffer::failed_for(t).is_some() {
         // Its buffer's memory could not be made: the graph it belongs to reports that when it
         // is computed; the bytes have nowhere to go or come from (ggml's setters and getters
@@ -110,41 +59,34 @@ pub unsafe fn execute(
     // Every piece below lies inside `[0, size)` of the host memory (`transfer::pieces`), and
     // the per-device tensors are live while `t` is: with the contract above, that is what
     // each copy's own contract asks.
-    match (plan, bytes) {
-        (Plan::Mirrored, Bytes::To(data)) => {
+    match (plan, host) {
+        (Plan::Mirrored, Host::Src(_)) => {
             for (j, s) in simple.into_iter().enumerate() {
                 // SAFETY: as stated above the match.
-                unsafe { queue.set(j, s, data, offset, size) };
+                unsafe { transfer(queue.via(j), s, host, offset, size) };
             }
         }
         // reads come from device 0
         // SAFETY: as stated above the match.
-        (Plan::Mirrored, Bytes::From(data)) => unsafe {
-            queue.get(0, simple[0], data, offset, size)
+        (Plan::Mirrored, Host::Dst(_)) => unsafe {
+            transfer(queue.via(0), simple[0], host, offset, size)
         },
         // rare (partial biases): on the host, after the queued work
-        (Plan::Partial, Bytes::To(data)) => {
+        (Plan::Partial, Host::Src(data)) => {
             queue.drain();
             // SAFETY: as stated above the match.
             unsafe { set_partial(&simple, data, offset, size) };
         }
-        (Plan::Partial, Bytes::From(data)) => {
+        (Plan::Partial, Host::Dst(data)) => {
             queue.drain();
             // SAFETY: as stated above the match.
             unsafe { get_partial_sum(t, &simple, data, offset, size) };
         }
-        (Plan::Pieces(pieces), Bytes::To(data)) => {
+        (Plan::Pieces(pieces), _) => {
             for p in pieces {
-                let src = (data as *const u8).wrapping_add(p.host_offset) as *const c_void;
+                let (j, at) = (p.device, host.offset(p.host_offset));
                 // SAFETY: as stated above the match.
-                unsafe { queue.set_2d(p.device, simple[p.device], src, p.strided) };
-            }
-        }
-        (Plan::Pieces(pieces), Bytes::From(data)) => {
-            for p in pieces {
-                let dst = (data as *mut u8).wrapping_add(p.host_offset) as *mut c_void;
-                // SAFETY: as stated above the match.
-                unsafe { queue.get_2d(p.device, simple[p.device], dst, p.strided) };
+                unsafe { transfer_2d(queue.via(j), simple[j], at, p.strided) };
             }
         }
     }
@@ -161,7 +103,7 @@ pub fn fill(t: Tensor, offset: usize, size: usize, value: u8, what: &str) {
         Plan::Mirrored => simple
             .iter()
             // SAFETY: as stated above the match.
-            .for_each(|&s| unsafe { crate::tensor::set(s, src, offset, size) }),
+            .for_each(|&s| unsafe { transfer(Via::Buffer, s, Host::Src(src), offset, size) }),
         // SAFETY: as stated above the match.
         Plan::Partial => unsafe { set_partial(&simple, src, offset, size) },
         Plan::Pieces(pieces) => {
@@ -170,9 +112,10 @@ pub fn fill(t: Tensor, offset: usize, size: usize, value: u8, what: &str) {
                 for i in 0..s.n_copies {
                     // SAFETY: as stated above the match.
                     unsafe {
-                        crate::tensor::set(
+                        transfer(
+                            Via::Buffer,
                             simple[p.device],
-                            src,
+                            Host::Src(src),
                             s.offset + i * s.stride_tensor,
                             s.size,
                         )
@@ -263,11 +206,19 @@ fn plan(t: Tensor, offset: usize, size: usize, what: &str) -> (Plan, Vec<Tensor>
 /// `data` is readable for `size` bytes.
 unsafe fn set_partial(simple: &[Tensor], data: *const c_void, offset: usize, size: usize) {
     // SAFETY: `data` is readable for `size` bytes (the contract above).
-    unsafe { crate::tensor::set(simple[0], data, offset, size) };
+    unsafe { transfer(Via::Buffer, simple[0], Host::Src(data), offset, size) };
     let zeros = vec![0u8; size];
     for &s in &simple[1..] {
         // SAFETY: `zeros` holds `size` bytes.
-        unsafe { crate::tensor::set(s, zeros.as_ptr() as *const c_void, offset, size) };
+        unsafe {
+            transfer(
+                Via::Buffer,
+                s,
+                Host::Src(zeros.as_ptr() as *const c_void),
+                offset,
+                size,
+            )
+        };
     }
 }
 
@@ -292,7 +243,15 @@ unsafe fn get_partial_sum(
     let mut part = vec![0f32; n];
     for &s in simple {
         // SAFETY: `part` holds `n` floats, i.e. `size` bytes.
-        unsafe { crate::tensor::get(s, part.as_mut_ptr() as *mut c_void, offset, size) };
+        unsafe {
+            transfer(
+                Via::Buffer,
+                s,
+                Host::Dst(part.as_mut_ptr() as *mut c_void),
+                offset,
+                size,
+            )
+        };
         for (o, x) in sum.iter_mut().zip(&part) {
             *o += *x;
         }

@@ -12,6 +12,7 @@ use std::ffi::{c_int, c_void};
 use super::{Sched, POLICY};
 use crate::abi::log::{abort, log_debug, log_error};
 use crate::abi::*;
+use crate::tensor::{Host, Via};
 
 impl Sched {
     /// Places the split graph in the backends' compute buffers, re-planning the buffers when
@@ -280,10 +281,10 @@ impl Sched {
             let mut ids = vec![0i32; nbytes / 4];
             // SAFETY: `ids` has room for the tensor's bytes.
             unsafe {
-                crate::tensor::get_async(
-                    ids_backend,
+                crate::tensor::transfer(
+                    Via::Backend(ids_backend),
                     ids_tensor,
-                    ids.as_mut_ptr() as *mut c_void,
+                    Host::Dst(ids.as_mut_ptr() as *mut c_void),
                     0,
                     nbytes,
                 )
@@ -317,10 +318,10 @@ impl Sched {
             };
             // SAFETY: host weights: the source bytes are the input's own data.
             unsafe {
-                crate::tensor::set_async(
-                    split_backend,
+                crate::tensor::transfer(
+                    Via::Backend(split_backend),
                     input_cpy,
-                    (input.data() as *const u8).add(offset) as *const c_void,
+                    Host::Src((input.data() as *const u8).add(offset) as *const c_void),
                     offset,
                     size + padding,
                 )
