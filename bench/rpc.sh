@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Tensor parallelism over ggml-rpc on the loopback address: decode throughput of tensor mode over
 # K servers (the meta device, staged AllReduce) against layer split over the same servers and
-# against one local CPU, ours (with our RPC client, and with upstream's) and upstream's in the
-# same run, with our meta device's host time
+# against one local CPU, ours (with our RPC client, and with upstream's, for both splits) and
+# upstream's in the same run, with our meta device's host time
 # per graph compute (GGML_META_PROFILE: sub-graph launches, AllReduces including the waits for
 # the servers' sub-graphs). Every server is the CPU backend of its build (ctests/rpc_server.c),
 # started and stopped by ctests/rpc_run.py.
@@ -54,5 +54,7 @@ bench "ours, layer split over $servers servers" "" "$build/ctests/rpc_server" --
 bench "upstream, layer split over $servers servers" _ref "$build/ctests/rpc_server_ref" --rpc @S@ --split-mode layer --devices "$devs"
 bench "ours, tensor over $servers servers" "" "$build/ctests/rpc_server" --rpc @S@ --split-mode tensor --devices "$devs"
 bench "upstream, tensor over $servers servers" _ref "$build/ctests/rpc_server_ref" --rpc @S@ --split-mode tensor --devices "$devs"
+CLIENT_ENV=GGML_BACKEND_RS_RPC=upstream \
+    bench "ours with upstream's RPC client, layer split over $servers servers" "" "$build/ctests/rpc_server" --rpc @S@ --split-mode layer --devices "$devs"
 CLIENT_ENV=GGML_BACKEND_RS_RPC=upstream \
     bench "ours with upstream's RPC client, tensor over $servers servers" "" "$build/ctests/rpc_server" --rpc @S@ --split-mode tensor --devices "$devs"

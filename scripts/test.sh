@@ -177,6 +177,17 @@ GGML_BACKEND_RS_TEST_LIBS="$(cat build/static/rust-test-libs.txt)" GGML_BACKEND_
 step "fuzzing: each target 20 s"
 ./scripts/fuzz.sh 20
 
+# The safe crates' unit tests under miri (scripts/miri.sh): where a nightly toolchain has the
+# miri component or rustup can fetch it (from static.rust-lang.org, which a machine reaching only
+# package registries may not); the log says when it could not run.
+step "miri: the safe crates' unit tests"
+if cargo +nightly miri --version >/dev/null 2>&1 \
+        || timeout 300 rustup component add --toolchain nightly miri rust-src >/dev/null 2>&1; then
+    ./scripts/miri.sh
+else
+    echo "miri: no nightly toolchain with the miri component on this machine, none to fetch: not run"
+fi
+
 # The committed headers in include/ggml-<version>/ must be what cbindgen generates now.
 step "GPU benchmark program: its unit tests (settings, logits parsing, tables from results)"
 python3 -m unittest discover bench
