@@ -733,13 +733,16 @@ impl Tensor {
         a.type_ == b.type_ && a.ne == b.ne && a.nb == b.nb
     }
     pub fn name_string(&self) -> String {
+        String::from_utf8_lossy(self.name_bytes()).into_owned()
+    }
+    /// The name's bytes up to its NUL (all of them when ggml left none).
+    pub fn name_bytes(&self) -> &[u8] {
         let name = &self.raw().name;
-        let bytes: Vec<u8> = name
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8)
-            .collect();
-        String::from_utf8_lossy(&bytes).into_owned()
+        // SAFETY: `c_char` is `i8` or `u8`: the same size and alignment as `u8`, and every bit
+        // pattern is a valid `u8`; the slice borrows the live tensor's name array.
+        let bytes = unsafe { std::slice::from_raw_parts(name.as_ptr().cast::<u8>(), name.len()) };
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        &bytes[..end]
     }
     /// Clears `buffer` and `data`: undoes a placement that failed half-way.
     pub fn detach(&self) {

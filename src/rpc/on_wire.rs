@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use ggml_backend_rs_core::owned::AddrSet;
 use ggml_backend_rs_rpc::wire::MAX_SRC;
 use ggml_backend_rs_rpc::WireTensor;
 
@@ -13,6 +14,39 @@ use crate::abi::*;
 /// lives in a buffer of that server, none otherwise. Errors when a size or stride does not
 /// fit the protocol's 32 bits.
 pub(super) fn wire(t: Tensor, remote: &Arc<Remote>) -> Result<WireTensor, String> {
+    wire_in(t, &mut Handles::new(remote))
+}
+
+/// The server's handles of the buffers a graph's tensors live in, looked up once per buffer
+/// (a graph has hundreds of tensors in a few buffers).
+struct Handles<'a> {
+    remote: &'a Arc<Remote>,
+    /// (buffer address, its handle on `remote`'s server if it is one of its buffers)
+    known: Vec<(usize, Option<u64>)>,
+}
+
+impl<'a> Handles<'a> {
+    fn new(remote: &'a Arc<Remote>) -> Handles<'a> {
+        Handles {
+            remote,
+            known: Vec::new(),
+        }
+    }
+
+    fn of(&mut self, buffer: usize) -> Option<u64> {
+        if let Some(&(_, h)) = self.known.iter().find(|(b, _)| *b == buffer) {
+            return h;
+        }
+        let h = BUFFERS
+            .get(buffer)
+            .filter(|b| Arc::ptr_eq(&b.dev.remote, self.remote))
+            .map(|b| b.handle);
+        self.known.push((buffer, h));
+        h
+    }
+}
+
+fn wire_in(t: Tensor, handles: &mut Handles) -> Result<WireTensor, String> {
     let mut w = WireTensor {
         id: t.as_ptr() as u64,
         ty: t.type_() as u32,
@@ -23,11 +57,9 @@ pub(super) fn wire(t: Tensor, remote: &Arc<Remote>) -> Result<WireTensor, String
         view_src: t.view_src().map_or(0, |s| s.as_ptr() as u64),
         ..WireTensor::default()
     };
-    if let Some(b) = BUFFERS.get(t.buffer() as usize) {
-        if Arc::ptr_eq(&b.dev.remote, remote) {
-            w.buffer = b.handle;
-            w.data = t.data() as u64;
-        }
+    if let Some(handle) = handles.of(t.buffer() as usize) {
+        w.buffer = handle;
+        w.data = t.data() as u64;
     }
     let (ne, nb) = (t.ne_all(), t.nb_all());
     for d in 0..4 {
@@ -52,7 +84,7 @@ pub(super) fn wire(t: Tensor, remote: &Arc<Remote>) -> Result<WireTensor, String
     for (j, s) in w.src.iter_mut().enumerate().take(MAX_SRC.min(GGML_MAX_SRC)) {
         *s = t.src(j).map_or(0, |s| s.as_ptr() as u64);
     }
-    w.set_name(&t.name_string());
+    w.set_name_bytes(t.name_bytes());
     Ok(w)
 }
 
@@ -62,14 +94,16 @@ pub(super) fn wire_graph(
     g: Graph,
     remote: &Arc<Remote>,
 ) -> Result<(Vec<u64>, Vec<WireTensor>), String> {
-    let nodes: Vec<Tensor> = g.nodes().collect();
-    let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::new();
+    let mut handles = Handles::new(remote);
+    let n = g.n_nodes();
+    let mut seen = AddrSet::with_capacity_and_hasher(2 * n, Default::default());
+    let mut out = Vec::with_capacity(2 * n);
     // depth-first, iteratively: (tensor, whether its inputs are already pushed)
-    let mut stack: Vec<(Tensor, bool)> = nodes.iter().rev().map(|&n| (n, false)).collect();
+    let mut stack: Vec<(Tensor, bool)> = g.nodes().map(|t| (t, false)).collect();
+    stack.reverse();
     while let Some((t, expanded)) = stack.pop() {
         if expanded {
-            let mut w = wire(t, remote)?;
+            let mut w = wire_in(t, &mut handles)?;
             w.use_count = g.recorded_use_count(t).unwrap_or(0);
             out.push(w);
             continue;
@@ -87,7 +121,7 @@ pub(super) fn wire_graph(
             }
         }
     }
-    Ok((nodes.iter().map(|n| n.as_ptr() as u64).collect(), out))
+    Ok((g.nodes().map(|n| n.as_ptr() as u64).collect(), out))
 }
 
 /// Whether the server sizes and initialises `t` itself (INIT_TENSOR, GET_ALLOC_SIZE): a

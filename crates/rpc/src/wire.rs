@@ -298,6 +298,14 @@ impl WireTensor {
 
     /// Sets the name, cut to the longest whole-character prefix of at most 63 bytes (the wire
     /// keeps a terminating NUL, as ggml does).
+    /// The name from bytes, as ggml's C strings are: up to the first NUL, at most 63 bytes.
+    pub fn set_name_bytes(&mut self, name: &[u8]) {
+        let name = name.split(|&b| b == 0).next().unwrap_or_default();
+        let end = name.len().min(NAME_SIZE - 1);
+        self.name = [0; NAME_SIZE];
+        self.name[..end].copy_from_slice(&name[..end]);
+    }
+
     pub fn set_name(&mut self, name: &str) {
         let mut end = name.len().min(NAME_SIZE - 1);
         while !name.is_char_boundary(end) {
@@ -456,18 +464,20 @@ impl GraphMsg {
                 tensors: tensors.len(),
             });
         }
-        let mut ids = std::collections::HashSet::with_capacity(tensors.len());
-        for t in tensors {
-            if t.id == 0 {
-                return Err(GraphError::ZeroId);
-            }
-            if !ids.insert(t.id) {
-                return Err(GraphError::DuplicateTensor(t.id));
-            }
+        // Sorted ids answer membership by binary search: no hashing, whose cost per id is more
+        // than the rest of a graph's encoding.
+        let mut ids: Vec<u64> = tensors.iter().map(|t| t.id).collect();
+        ids.sort_unstable();
+        if ids.first() == Some(&0) {
+            return Err(GraphError::ZeroId);
         }
+        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+            return Err(GraphError::DuplicateTensor(w[0]));
+        }
+        let known = |id: &u64| ids.binary_search(id).is_ok();
         for t in tensors {
             for &s in t.src.iter().chain(std::iter::once(&t.view_src)) {
-                if s != 0 && !ids.contains(&s) {
+                if s != 0 && !known(&s) {
                     return Err(GraphError::UnknownSource {
                         tensor: t.id,
                         source: s,
@@ -475,17 +485,18 @@ impl GraphMsg {
                 }
             }
         }
-        let mut seen = std::collections::HashSet::with_capacity(nodes.len());
+        let mut sorted_nodes = nodes.to_vec();
+        sorted_nodes.sort_unstable();
         for &n in nodes {
             if n == 0 {
                 return Err(GraphError::ZeroId);
             }
-            if !ids.contains(&n) {
+            if !known(&n) {
                 return Err(GraphError::UnknownNode(n));
             }
-            if !seen.insert(n) {
-                return Err(GraphError::DuplicateNode(n));
-            }
+        }
+        if let Some(w) = sorted_nodes.windows(2).find(|w| w[0] == w[1]) {
+            return Err(GraphError::DuplicateNode(w[0]));
         }
         Ok(())
     }
