@@ -1,10 +1,12 @@
 //! One server's connection and the thread that owns it.
 //!
-//! Requests to a server go out in the order they were made, from one thread per server that
-//! owns the [`Client`]: asynchronous work (`set_tensor_async`, `get_tensor_async`, graph
-//! computes) is queued and the caller goes on; synchronous work is queued and waited for.
-//! Several servers therefore work at the same time, and a backend's `synchronize` is the wait
-//! for its queue to drain, as upstream's dispatcher does it.
+//! Requests to a server go out in the order they were made. Asynchronous work
+//! (`set_tensor_async`, `get_tensor_async`, graph computes) is queued for one thread per server
+//! and the caller goes on; synchronous work is queued behind it and waited for, or, when
+//! nothing is queued or running, done at once on the caller's thread (as upstream's client does
+//! every request: no hand-over between threads for a read after the server went idle). Several
+//! servers therefore work at the same time, and a backend's `synchronize` is the wait for its
+//! queue to drain, as upstream's dispatcher does it.
 //!
 //! Every request is bounded by the client's [`Timeouts`], so every wait here is bounded too.
 //! The first failure is logged once and kept: the client answers every later request with it
@@ -18,14 +20,20 @@ use std::time::Duration;
 use ggml_backend_rs_rpc::{Client, Timeouts};
 
 use crate::abi::log::log_error;
+use ggml_backend_rs_core::owned::lock;
 
 type Job = Box<dyn FnOnce(&mut Client) + Send>;
 
 /// The queue between callers and a server's thread. Waits park on condition variables without
 /// spinning: the client, the servers and these threads often share a few cores.
-#[derive(Default)]
+///
+/// Locks: a caller may take `client` while it holds `state` (to run a request at once, see
+/// [`Remote::call`]); the thread never holds `client` while it waits for `state`.
 struct Queue {
     state: Mutex<State>,
+    /// The connection, used by the thread for queued jobs and by callers for requests done at
+    /// once.
+    client: Mutex<Client>,
     /// The thread waits here for work.
     work: Condvar,
     /// Callers wait here for jobs to be done.
@@ -65,7 +73,7 @@ impl Queue {
     }
 
     /// The thread's loop: runs the jobs in order until the queue is closed and empty.
-    fn serve(&self, client: &mut Client, failure: &Mutex<Option<String>>) {
+    fn serve(&self, failure: &Mutex<Option<String>>) {
         loop {
             let job = {
                 let mut s = self.lock();
@@ -79,19 +87,27 @@ impl Queue {
                     s = self.work.wait(s).unwrap_or_else(|p| p.into_inner());
                 }
             };
-            job(client);
-            if let Some(e) = client.failure() {
-                let mut f = failure.lock().unwrap_or_else(|p| p.into_inner());
-                if f.is_none() {
-                    log_error!(
-                        "ggml-rpc (ggml-backend-rs): {e}; the server's devices fail every later request"
-                    );
-                    *f = Some(e.to_string());
-                }
+            {
+                let mut client = lock(&self.client);
+                job(&mut client);
+                keep_failure(&client, failure);
             }
             let mut s = self.lock();
             s.finished += 1;
             self.done.notify_all();
+        }
+    }
+}
+
+/// Logs and keeps the client's failure, once: every later request is answered with it.
+fn keep_failure(client: &Client, failure: &Mutex<Option<String>>) {
+    if let Some(e) = client.failure() {
+        let mut f = lock(failure);
+        if f.is_none() {
+            log_error!(
+                "ggml-rpc (ggml-backend-rs): {e}; the server's devices fail every later request"
+            );
+            *f = Some(e.to_string());
         }
     }
 }
@@ -115,13 +131,18 @@ impl Drop for Remote {
 impl Remote {
     /// Connects to `endpoint` ("host:port") and starts its thread.
     pub fn connect(endpoint: &str, timeouts: &Timeouts) -> Result<Remote, String> {
-        let mut client = Client::connect(endpoint, timeouts).map_err(|e| e.to_string())?;
-        let queue = Arc::new(Queue::default());
+        let client = Client::connect(endpoint, timeouts).map_err(|e| e.to_string())?;
+        let queue = Arc::new(Queue {
+            state: Mutex::default(),
+            client: Mutex::new(client),
+            work: Condvar::new(),
+            done: Condvar::new(),
+        });
         let failure = Arc::new(Mutex::new(None::<String>));
         let (q, f) = (queue.clone(), failure.clone());
         std::thread::Builder::new()
             .name(format!("rpc {endpoint}"))
-            .spawn(move || q.serve(&mut client, &f))
+            .spawn(move || q.serve(&f))
             .map_err(|e| format!("RPC server {endpoint}: cannot start its thread: {e}"))?;
         Ok(Remote {
             queue,
@@ -148,11 +169,23 @@ impl Remote {
         self.unsettled.swap(false, Ordering::AcqRel)
     }
 
-    /// Runs `job` after every request made before it and returns its result.
+    /// Runs `job` after every request made before it and returns its result: at once on this
+    /// thread when nothing is queued or running, else behind the queue.
     pub fn call<R: Send + 'static>(
         &self,
         job: impl FnOnce(&mut Client) -> R + Send + 'static,
     ) -> Option<R> {
+        let s = self.queue.lock();
+        if s.jobs.is_empty() && s.finished == s.posted {
+            // Idle: the thread holds no job and cannot take one before this is done (a job
+            // queued meanwhile waits for the client).
+            let mut client = lock(&self.queue.client);
+            drop(s);
+            let r = job(&mut client);
+            keep_failure(&client, &self.failure);
+            return Some(r);
+        }
+        drop(s);
         let slot = Arc::new(Mutex::new(None));
         let put = slot.clone();
         let n = self.queue.push(Box::new(move |c| {
