@@ -62,6 +62,7 @@ use super::host;
 use super::reduction::{OutOfMemory, Path, Reduction, RunAll};
 use crate::abi::log::{ggml_assert, log_info};
 use crate::abi::*;
+use ggml_backend_rs_core::owned::lock;
 
 /// What a meta backend can reduce with, decided when it starts.
 pub struct Reducer {
@@ -235,7 +236,7 @@ impl Reducer {
     }
 
     fn lock_backend(&self) -> std::sync::MutexGuard<'_, Option<BackendAllReduce>> {
-        self.backend.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.backend)
     }
 }
 

@@ -29,6 +29,7 @@ use crate::abi::log::{abort, log_error, log_info};
 use crate::abi::object::{backend_iface, CObject};
 use crate::abi::*;
 use crate::tensor::{Host, Via};
+use ggml_backend_rs_core::owned::lock;
 use ggml_backend_rs_core::owned::Registry;
 use ggml_backend_rs_core::{plan, Op};
 
@@ -178,7 +179,7 @@ pub fn of(backend: Backend) -> Option<Arc<MetaBackend>> {
 
 impl MetaBackend {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 }
 

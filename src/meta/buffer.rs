@@ -89,7 +89,7 @@ pub(super) static BUFFERS: Registry<MetaBuffer> = Registry::new();
 
 impl MetaBuffer {
     pub(super) fn lock(&self) -> MutexGuard<'_, Tensors> {
-        self.tensors.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.tensors)
     }
 
     pub fn n(&self) -> usize {
@@ -125,7 +125,7 @@ impl MetaBuffer {
     /// bytes). Its tensors stay uninitialised until the next reset, and a graph that uses
     /// them is not computed (`failed_for`).
     pub(super) fn fail(&self, why: String) {
-        let mut f = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        let mut f = lock(&self.failed);
         if f.is_none() {
             FAILED_BUFFERS.fetch_add(1, Ordering::SeqCst);
         }
@@ -134,15 +134,12 @@ impl MetaBuffer {
 
     /// Why this buffer's memory could not be made, if it could not.
     pub(super) fn failure(&self) -> Option<String> {
-        self.failed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        lock(&self.failed).clone()
     }
 
     /// Forgets a failure (a reset or free): the next initialisation tries again.
     pub(super) fn clear_failure(&self) {
-        let mut f = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        let mut f = lock(&self.failed);
         if f.take().is_some() {
             FAILED_BUFFERS.fetch_sub(1, Ordering::SeqCst);
         }

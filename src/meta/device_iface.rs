@@ -20,6 +20,7 @@ use crate::abi::log::{abort, ggml_assert};
 use crate::abi::object::{buft_iface, device_iface, reg_iface, CObject};
 use crate::abi::*;
 use crate::registry::{c_name, StaticReg};
+use ggml_backend_rs_core::owned::lock;
 
 type Key = (Vec<usize>, usize, usize);
 static DEVICES: Mutex<Vec<(Key, usize)>> = Mutex::new(Vec::new());
@@ -36,7 +37,7 @@ pub fn get_or_create(
         callback.map_or(0, |f| f as usize),
         userdata as usize,
     );
-    let mut devices = DEVICES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut devices = lock(&DEVICES);
     if let Some((_, dev)) = devices.iter().find(|(k, _)| *k == key) {
         return *dev as ggml_backend_dev_t;
     }

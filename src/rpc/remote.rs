@@ -52,7 +52,7 @@ struct State {
 
 impl Queue {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     /// Queues `job` and returns its number.
@@ -189,10 +189,10 @@ impl Remote {
         let slot = Arc::new(Mutex::new(None));
         let put = slot.clone();
         let n = self.queue.push(Box::new(move |c| {
-            *put.lock().unwrap_or_else(|p| p.into_inner()) = Some(job(c));
+            *lock(&put) = Some(job(c));
         }));
         self.queue.wait_for(n);
-        let r = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let r = lock(&slot).take();
         r
     }
 
@@ -204,10 +204,7 @@ impl Remote {
 
     /// The error that ended the connection, if one did.
     pub fn failure(&self) -> Option<String> {
-        self.failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.failure).clone()
     }
 }
 
@@ -222,7 +219,7 @@ pub struct Marker {
 
 impl Marker {
     fn lock(&self) -> MutexGuard<'_, (u64, u64)> {
-        self.points.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.points)
     }
 
     /// Queues a new point on `remote`; [`Marker::wait`] then waits for it.
