@@ -181,7 +181,7 @@ step "fuzzing: each target 20 s"
 # miri component or rustup can fetch it (from static.rust-lang.org, which a machine reaching only
 # package registries may not); the log says when it could not run.
 step "miri: the safe crates' unit tests"
-if cargo +nightly miri --version >/dev/null 2>&1 \
+if timeout 60 env RUSTUP_AUTO_INSTALL=0 cargo +nightly miri --version >/dev/null 2>&1 \
         || timeout 300 rustup component add --toolchain nightly miri rust-src >/dev/null 2>&1; then
     ./scripts/miri.sh
 else
