@@ -42,7 +42,7 @@
 //! | | `get_memory` | `fn(&self, Device) -> (free, total)` |
 //! | | `get_type` | `fn(&self, Device) -> ggml_backend_dev_type_raw` |
 //! | | `get_props` | `fn(&self, Device, &mut ggml_backend_dev_props)` |
-//! | | `init_backend` | `fn(&self, Device, params: Option<&CStr>) -> ggml_backend_t` |
+//! | | `init_backend` | `fn(this: Held, Device, params) -> ggml_backend_t` (kept by the backend) |
 //! | | `get_buffer_type`, `get_host_buffer_type` | `fn(&self, Device) -> ..._buffer_type_t` |
 //! | | `supports_op` | `fn(&self, Device, Tensor) -> bool` |
 //! | | `supports_buft` | `fn(&self, Device, Buft) -> bool` |
@@ -526,7 +526,7 @@ macro_rules! device_entry {
             let (this, d) = unsafe { c::object::this::<$ty, c::Device>(dev) };
             // SAFETY: NULL or a C string (ggml_backend_dev_init's contract).
             let params = unsafe { c::object::c_str(params) };
-            <$ty>::init_backend(&this, d, params)
+            <$ty>::init_backend(this, d, params)
         }
         entry
     }};

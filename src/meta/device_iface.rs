@@ -239,12 +239,8 @@ impl MetaDevice {
         p.caps.events = false;
     }
 
-    fn init_backend(&self, dev: Device, params: Option<&CStr>) -> ggml_backend_t {
-        // (the device's state for the process, which a backend holds)
-        match Self::find(dev.as_ptr() as usize) {
-            Some(me) => super::backend::init(me, params),
-            None => ptr::null_mut(),
-        }
+    fn init_backend(this: &'static MetaDevice, _: Device, params: Option<&CStr>) -> ggml_backend_t {
+        super::backend::init(this, params)
     }
 
     fn get_buffer_type(&self, _: Device) -> ggml_backend_buffer_type_t {

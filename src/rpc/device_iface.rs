@@ -76,12 +76,12 @@ impl RpcDevice {
         p.caps.events = true;
     }
 
-    fn init_backend(&self, dev: Device, _params: Option<&CStr>) -> ggml_backend_t {
-        // (the device's state for the process, which a backend holds)
-        let Some(me) = Self::find(dev.as_ptr() as usize) else {
-            return std::ptr::null_mut();
-        };
-        let b = Arc::new(RpcBackend { dev: me });
+    fn init_backend(
+        this: &'static RpcDevice,
+        dev: Device,
+        _params: Option<&CStr>,
+    ) -> ggml_backend_t {
+        let b = Arc::new(RpcBackend { dev: this });
         let backend = Box::into_raw(Box::new(ggml_backend {
             guid: &GUID as *const ggml_guid as ggml_guid_t,
             iface: BACKEND_IFACE,
