@@ -36,7 +36,7 @@ impl RpcBackend {
         &self.dev.long_name
     }
 
-    pub(super) fn free(this: Arc<RpcBackend>, backend: Backend) {
+    fn free(this: Arc<RpcBackend>, backend: Backend) {
         BACKENDS.remove(backend.as_ptr() as usize);
         crate::backend::unextend(backend);
         this.dev.remote.drain();

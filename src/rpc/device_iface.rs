@@ -44,7 +44,7 @@ impl RpcDevice {
     }
 
     /// The server's free and total memory; zeros when it cannot be asked.
-    pub(super) fn get_memory(&self, _: Device) -> (usize, usize) {
+    fn get_memory(&self, _: Device) -> (usize, usize) {
         let index = self.index;
         match self
             .remote
