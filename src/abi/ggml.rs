@@ -193,6 +193,11 @@ extern "C" {
         size: usize,
         grads: bool,
     ) -> *mut ggml_cgraph;
+    pub fn ggml_new_tensor_1d(
+        ctx: *mut ggml_context,
+        type_: ggml_type,
+        ne0: i64,
+    ) -> *mut ggml_tensor;
     pub fn ggml_dup_tensor(ctx: *mut ggml_context, src: *const ggml_tensor) -> *mut ggml_tensor;
     pub fn ggml_set_name(tensor: *mut ggml_tensor, name: *const c_char) -> *mut ggml_tensor;
     pub fn ggml_graph_view(cgraph: *mut ggml_cgraph, i0: c_int, i1: c_int) -> ggml_cgraph;

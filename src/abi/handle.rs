@@ -635,6 +635,18 @@ impl Tensor {
     pub fn op_params(&self) -> [i32; GGML_MAX_OP_PARAMS / 4] {
         self.raw().op_params
     }
+    /// Sets the first `params.len()` words of the op's parameters (of a tensor this library
+    /// made).
+    pub fn set_op_params(&self, params: &[i32]) {
+        ggml_assert!(
+            params.len() <= GGML_MAX_OP_PARAMS / 4,
+            "{} op parameters",
+            params.len()
+        );
+        // SAFETY: the tensor is live; the caller owns it (no other thread reads it now).
+        let words = unsafe { &mut (*self.as_ptr()).op_params };
+        words[..params.len()].copy_from_slice(params);
+    }
     /// A copy of the whole header (every field), for building per-device tensors from it.
     pub fn header(&self) -> ggml_tensor {
         *self.raw()
@@ -779,6 +791,11 @@ impl Graph {
     pub fn renew_uid(&self) {
         // SAFETY: a live graph; its uid is the runner's to set, as ggml's scheduler does.
         unsafe { (*self.as_ptr()).set_uid(super::facts::next_graph_uid()) }
+    }
+    /// Takes the graph's identity away: backends compare it with what they prepared before.
+    pub fn clear_uid(&self) {
+        // SAFETY: as in `renew_uid`.
+        unsafe { (*self.as_ptr()).set_uid(0) }
     }
     pub fn n_leafs(&self) -> usize {
         self.raw().n_leafs.max(0) as usize

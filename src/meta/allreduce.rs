@@ -229,6 +229,24 @@ impl Reducer {
 }
 
 impl Reducer {
+    /// Our CUDA AllReduce, when the devices have it (it also captures a plan's step).
+    pub fn cuda(&self) -> Option<&CudaAllReduce> {
+        self.cuda.as_ref()
+    }
+
+    /// Why a plan whose cuts are reduced as `planned` says cannot be captured as one CUDA
+    /// graph by our AllReduce; `None` when it can.
+    pub fn capture_blocker(&self, planned: &Planned) -> Option<String> {
+        if let Some(r) = planned.reductions.iter().find(|r| r.path != Path::Own) {
+            return Some(format!(
+                "the AllReduce of '{}' runs on the {:?} path, not our kernel",
+                r.targets[0].name_string(),
+                r.path
+            ));
+        }
+        None
+    }
+
     /// Frees the backend AllReduce, which may refer to the simple backends: called before they
     /// are freed, after they were synchronized.
     pub fn release(&self) {

@@ -10,14 +10,14 @@ use crate::abi::*;
 pub(super) struct GraphArena(*mut ggml_context);
 
 impl GraphArena {
-    /// Room for `count` graphs of up to `size` nodes each.
+    /// Room for `count` graphs of up to `size` nodes each, and one [`marker`](Self::marker).
     pub(super) fn new(count: usize, size: usize) -> GraphArena {
         // SAFETY: ggml_graph_overhead_custom computes a size; ggml_init with no_alloc allocates
         // a metadata pool of that size (or returns NULL).
         let ctx = unsafe {
             let per = ggml_graph_overhead_custom(size.max(1), false);
             ggml_init(ggml_init_params {
-                mem_size: per * count.max(1) + 4096,
+                mem_size: per * count.max(1) + ggml_tensor_overhead() + 4096,
                 mem_buffer: ptr::null_mut(),
                 no_alloc: true,
             })
@@ -37,6 +37,17 @@ impl GraphArena {
         // SAFETY: a live graph in this arena, which outlives its users (the plan or the call).
         unsafe { Graph::from_ptr(gp) }
             .unwrap_or_else(|| abort(file!(), line!(), "meta backend: graph allocation failed"))
+    }
+}
+
+impl GraphArena {
+    /// An empty tensor (no elements, no data, no op): a node every backend skips.
+    pub(super) fn marker(&self) -> Tensor {
+        // SAFETY: a no_alloc context with room for one more tensor header (see `new`).
+        let t = unsafe { ggml_new_tensor_1d(self.0, GGML_TYPE_F32, 0) };
+        // SAFETY: a live tensor header in this arena, which outlives its users.
+        unsafe { Tensor::from_ptr(t) }
+            .unwrap_or_else(|| abort(file!(), line!(), "meta backend: marker allocation failed"))
     }
 }
 

@@ -18,12 +18,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::allreduce::{self, Planned, Reducer};
 use super::arena::GraphArena;
 use super::buffer;
+use super::cuda::StepGraph;
 use super::device::MetaDevice;
 use super::epilogue::{Epilogue, NormEpilogue};
 use super::facts;
 use super::reduction::{OutOfMemory, RunAll};
 use super::slices;
 use super::split::Split;
+use super::step::{self, Next, Step};
 use super::transfer::{self, Queue};
 use crate::abi::log::{abort, log_error, log_info};
 use crate::abi::object::{backend_iface, CObject};
@@ -339,6 +341,9 @@ struct SubGraph {
     /// the slot's header is brought up to date only when its cut is prepared).
     zero: Vec<(usize, Tensor, Tensor)>,
     graphs: Vec<Graph>,
+    /// The same graphs behind the plan's marker, queued while the step is captured (see
+    /// `step`); none where the plan is never captured.
+    capture: Vec<Graph>,
     /// Index into `GraphPlan::reductions`: the AllReduce after this sub-graph.
     reduce: Option<usize>,
 }
@@ -367,6 +372,8 @@ impl Stamp {
 
 struct GraphPlan {
     nodes: Vec<usize>,
+    /// The identity of the graph the sub-graphs' identities were issued for (see `follow`).
+    uid: u64,
     stamp: Stamp,
     /// Holds the sub-graphs' ggml graphs; dropped with the plan (after them).
     subgraphs: Vec<SubGraph>,
@@ -374,6 +381,10 @@ struct GraphPlan {
     reductions: Planned,
     /// Host zeros for `SubGraph::zero` (uploaded asynchronously, so they live with the plan).
     zeros: Vec<u8>,
+    /// Whether the step is captured as one CUDA graph, and the graph.
+    step: Step<StepGraph>,
+    /// The first node of the `capture` graphs (see `step::mark`).
+    marker: Option<Tensor>,
     _arena: GraphArena,
 }
 
@@ -384,6 +395,26 @@ impl GraphPlan {
             && g.nodes()
                 .zip(&self.nodes)
                 .all(|(t, &a)| t.as_ptr() as usize == a)
+    }
+
+    /// Gives the sub-graphs identities that say what the caller's graph says. ggml's scheduler
+    /// renews a graph's identity whenever its nodes may have changed (shapes, addresses), and a
+    /// backend that sees a graph's identity again skips comparing it with the last one (the
+    /// CUDA backend compares every node of a graph without identity on every launch). While
+    /// `uid` stays the same the sub-graphs keep theirs; a new one gives them new ones; a graph
+    /// without identity leaves them without.
+    fn follow(&mut self, uid: u64) {
+        if uid != 0 && uid == self.uid {
+            return;
+        }
+        self.uid = uid;
+        for g in self.subgraphs.iter().flat_map(|sg| &sg.graphs) {
+            if uid == 0 {
+                g.clear_uid();
+            } else {
+                g.renew_uid();
+            }
+        }
     }
 
     /// Whether the memory the plan owns still covers the tensors (the same graph structure
@@ -444,7 +475,8 @@ impl MetaBackend {
                 p
             }
         };
-        let status = run_plan(m, &mut st, &mut plan);
+        plan.follow(g.uid());
+        let status = run_step(m, &mut st, &mut plan, g.uid());
         st.plans.push(plan);
         if let Some(t0) = t0 {
             let prof = st.profile.get_or_insert_with(Profile::default);
@@ -622,6 +654,7 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         cuts.push((kept[b - 1].1.clone(), e));
     }
     let planned = allreduce::plan(&m.reducer, &m.simple, cuts).map_err(PlanError::Memory)?;
+    let blocker = capture_blocker(m, &kept, &zeroed_anywhere, &planned);
     // the kept nodes that an AllReduce computes instead of a sub-graph
     let mut taken = vec![false; kept.len()];
     for (c, f) in fusions.iter().enumerate() {
@@ -630,7 +663,10 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         }
     }
     let max_len = bounds.iter().map(|b| b.1 - b.0).max().unwrap_or(0);
-    let arena = GraphArena::new(bounds.len() * n, max_len);
+    // room for the capture graphs too, one node longer (the marker)
+    let forms = if blocker.is_none() { 2 } else { 1 };
+    let arena = GraphArena::new(bounds.len() * n * forms, max_len + 1);
+    let marker = blocker.is_none().then(|| arena.marker());
     let mut subgraphs = Vec::with_capacity(bounds.len());
     let mut n_cuts = 0;
     let mut zero_bytes = 0;
@@ -645,13 +681,24 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
             _ => kept[k].1[j],
         };
         let mut graphs = Vec::with_capacity(n);
+        let mut capture = Vec::new();
         for j in 0..n {
-            let graph = arena.graph(b - a);
-            for (k, (t, _)) in kept.iter().enumerate().take(b).skip(a) {
-                if !zeroed[k].contains(&j) && !taken[k] {
-                    graph.push_node(out(k, j));
-                    graph.note_use_count(out(k, j), uses_of(&uses, *t));
+            let fill = |graph: Graph| {
+                for (k, (t, _)) in kept.iter().enumerate().take(b).skip(a) {
+                    if !zeroed[k].contains(&j) && !taken[k] {
+                        graph.push_node(out(k, j));
+                        graph.note_use_count(out(k, j), uses_of(&uses, *t));
+                    }
                 }
+                graph
+            };
+            let graph = fill(arena.graph(b - a));
+            if let Some(mk) = marker {
+                let behind = arena.graph(b - a + 1);
+                if graph.n_nodes() > 0 {
+                    behind.push_node(mk);
+                }
+                capture.push(fill(behind));
             }
             graphs.push(graph);
         }
@@ -665,11 +712,17 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
             .fold(zero_bytes, usize::max);
         subgraphs.push(SubGraph {
             graphs,
+            capture,
             zero,
             reduce,
         });
     }
     if debug_enabled() {
+        match (&blocker, m.reducer.cuda()) {
+            (_, None) => {}
+            (None, Some(_)) => log_info!("meta plan: the step is captured as one CUDA graph"),
+            (Some(why), Some(_)) => log_info!("meta plan: the step runs eagerly: {why}"),
+        }
         for (c, r) in planned.reductions.iter().enumerate() {
             let takes = match &r.epilogue {
                 Some(e) if e.norm.is_some() => " + add, rms_norm, mul",
@@ -686,12 +739,38 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
     }
     Ok(GraphPlan {
         nodes,
+        uid: 0,
         stamp,
         subgraphs,
         reductions: planned,
         zeros: vec![0; zero_bytes],
+        step: Step::new(blocker),
+        marker,
         _arena: arena,
     })
+}
+
+/// Why a plan's step cannot be captured as one CUDA graph (see `step`); `None` when it can.
+fn capture_blocker(
+    m: &MetaBackend,
+    kept: &[(Tensor, Vec<Tensor>)],
+    zeroed: &[bool],
+    planned: &Planned,
+) -> Option<String> {
+    m.reducer.cuda()?;
+    if !step::enabled() {
+        return Some("GGML_META_CUDA_GRAPH=0".into());
+    }
+    if zeroed.iter().any(|&z| z) {
+        return Some("a device computes an empty slice (zeros uploaded from the host)".into());
+    }
+    if let Some((t, _)) = kept.iter().find(|(t, _)| t.op_kind() == Some(Op::MulMatId)) {
+        return Some(format!(
+            "'{}' (MUL_MAT_ID): the CUDA backend may synchronize its stream for it",
+            t.name_string()
+        ));
+    }
+    m.reducer.capture_blocker(planned)
 }
 
 /// The per-device tensors of fusion `f` behind the cut after `kept[cut]`, when our kernel can
@@ -843,7 +922,52 @@ impl plan::Nodes for NodeView<'_> {
 
 // --- execution ----------------------------------------------------------------------------
 
-fn run_plan(m: &MetaBackend, st: &mut State, plan: &mut GraphPlan) -> ggml_status {
+/// Runs a plan's step: eagerly, captured as one CUDA graph (and launched), or by launching the
+/// graph captured before (see `step`).
+fn run_step(m: &MetaBackend, st: &mut State, plan: &mut GraphPlan, uid: u64) -> ggml_status {
+    let Some(cuda) = m.reducer.cuda() else {
+        return run_plan(m, st, plan, false);
+    };
+    let failed = |e: String| {
+        log_error!("meta backend: CUDA graph of the step failed: {e}");
+        GGML_STATUS_FAILED
+    };
+    match plan.step.next(uid) {
+        Next::Eager => run_plan(m, st, plan, false),
+        Next::Replay => {
+            let graph = plan.step.graph().expect("a captured step");
+            cuda.launch(graph, &m.simple)
+                .map_or_else(failed, |()| GGML_STATUS_SUCCESS)
+        }
+        Next::Capture => {
+            let captured = cuda.begin_capture(&m.simple).and_then(|()| {
+                let status = run_plan(m, st, plan, true);
+                let ended = cuda.end_capture(&m.simple);
+                match status {
+                    GGML_STATUS_SUCCESS => ended,
+                    s => Err(format!("the step's work failed to queue ({s})")),
+                }
+            });
+            match captured {
+                Ok(graph) => {
+                    let s = cuda.launch(&graph, &m.simple);
+                    plan.step.captured(uid, graph);
+                    s.map_or_else(failed, |()| GGML_STATUS_SUCCESS)
+                }
+                Err(e) => {
+                    // nothing of the capture ran: the step runs eagerly, now and from now on
+                    log_info!("meta backend: the step is not captured as a CUDA graph: {e}");
+                    plan.step = Step::new(Some(e));
+                    run_plan(m, st, plan, false)
+                }
+            }
+        }
+    }
+}
+
+/// Queues a plan's work: its sub-graphs and AllReduces in order (`capturing`: the sub-graphs
+/// behind the plan's marker, see `step`).
+fn run_plan(m: &MetaBackend, st: &mut State, plan: &mut GraphPlan, capturing: bool) -> ggml_status {
     let State {
         workers,
         warned_fallback,
@@ -852,6 +976,7 @@ fn run_plan(m: &MetaBackend, st: &mut State, plan: &mut GraphPlan) -> ggml_statu
     } = st;
     let mut prof = profile_enabled().then(|| profile.get_or_insert_with(Profile::default));
     let mut runner = Runner { m, workers };
+    let marker = plan.marker.filter(|_| capturing);
     for sg in &plan.subgraphs {
         // the cut's headers first: a zeroed node may write into its direct-path slot
         if let Some(c) = sg.reduce {
@@ -871,7 +996,13 @@ fn run_plan(m: &MetaBackend, st: &mut State, plan: &mut GraphPlan) -> ggml_statu
             };
         }
         let t = prof.is_some().then(std::time::Instant::now);
-        let status = runner.run_all(&sg.graphs);
+        let status = match marker {
+            Some(mk) => {
+                step::mark(mk);
+                runner.run_all(&sg.capture)
+            }
+            None => runner.run_all(&sg.graphs),
+        };
         if let (Some(p), Some(t)) = (prof.as_deref_mut(), t) {
             p.launching += t.elapsed();
             p.subgraphs += 1;

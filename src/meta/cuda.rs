@@ -457,14 +457,197 @@ impl CudaAllReduce {
         }
         drop(cur);
         for b in backends {
-            for l in &self.launchers {
-                // SAFETY: a ggml event struct we own, alive for the call.
-                let e = unsafe { Event::from_ptr(&*l.done as *const _ as *mut ggml_backend_event) }
-                    .expect("non-null");
-                b.event_wait(e);
+            for i in 0..self.launchers.len() {
+                b.event_wait(self.done_event(i));
             }
         }
         Ok(())
+    }
+}
+
+/// A tensor-parallel step captured as one CUDA graph: every device's sub-graphs, our AllReduce
+/// kernels and the dependencies between them (see [`CudaAllReduce::begin_capture`]). Dropping
+/// it frees the graph; a launch still in flight completes first (the driver frees an executable
+/// graph's resources when its launches are done).
+pub struct StepGraph {
+    ctx: sys::CUcontext,
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+}
+
+// SAFETY: driver handles, usable from any thread; the meta backend uses a plan's step graph
+// under its state lock.
+unsafe impl Send for StepGraph {}
+
+impl Drop for StepGraph {
+    fn drop(&mut self) {
+        let Ok(_cur) = CurrentCtx::enter(self.ctx) else {
+            return;
+        };
+        // SAFETY: objects made by `end_capture` in this context, not used after this; errors
+        // at teardown are ignored.
+        unsafe {
+            if !self.exec.is_null() {
+                sys::cuGraphExecDestroy(self.exec);
+            }
+            sys::cuGraphDestroy(self.graph);
+        }
+    }
+}
+
+impl CudaAllReduce {
+    /// Starts capturing a step into a CUDA graph: our first stream begins a capture (relaxed:
+    /// the CUDA backend may allocate from its pools meanwhile), and the backends' streams and
+    /// our other streams join it by waiting for an event recorded in it. Until
+    /// [`end_capture`](Self::end_capture), work queued on the backends and AllReduces run with
+    /// [`run`](Self::run) are recorded, not executed, and their event waits become the graph's
+    /// edges. The caller must not queue anything that waits on the host or synchronizes a
+    /// stream (the CUDA backend's own graph capture included: see `Captured` in
+    /// `meta/step.rs`).
+    pub fn begin_capture(&self, backends: &[Backend]) -> Result<(), String> {
+        let l0 = &self.launchers[0];
+        let cur = CurrentCtx::enter(l0.ctx)?;
+        check(
+            // SAFETY: our stream, in its context, not capturing (captures are begun and ended
+            // in pairs under the meta backend's state lock).
+            unsafe {
+                sys::cuStreamBeginCapture_v2(
+                    l0.stream,
+                    sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+                )
+            },
+            "cuStreamBeginCapture",
+        )?;
+        let fork = || -> Result<(), String> {
+            let start = l0.done.context as sys::CUevent;
+            check(
+                // SAFETY: our event and capturing stream.
+                unsafe { sys::cuEventRecord(start, l0.stream) },
+                "cuEventRecord",
+            )?;
+            for l in &self.launchers[1..] {
+                cur.switch(l.ctx)?;
+                check(
+                    // SAFETY: our stream waits for our event: it joins the capture.
+                    unsafe { sys::cuStreamWaitEvent(l.stream, start, 0) },
+                    "cuStreamWaitEvent",
+                )?;
+            }
+            for b in backends {
+                b.event_wait(self.done_event(0));
+            }
+            Ok(())
+        };
+        fork().inspect_err(|_| {
+            let _ = cur.switch(l0.ctx);
+            let mut g = ptr::null_mut();
+            // SAFETY: ends the capture begun above; the partial graph is dropped.
+            unsafe {
+                sys::cuStreamEndCapture(l0.stream, &mut g);
+                if !g.is_null() {
+                    sys::cuGraphDestroy(g);
+                }
+            }
+        })
+    }
+
+    /// Ends the capture begun by [`begin_capture`](Self::begin_capture): the backends' streams
+    /// and ours join our first stream again, and the recorded step becomes an executable
+    /// graph. Nothing of it has run; [`launch`](Self::launch) runs it. On an error the capture
+    /// is ended all the same (the backends' streams leave it) and nothing was recorded for good.
+    pub fn end_capture(&self, backends: &[Backend]) -> Result<StepGraph, String> {
+        let l0 = &self.launchers[0];
+        let cur = CurrentCtx::enter(l0.ctx)?;
+        let mut joined = Ok(());
+        for (b, &e) in backends.iter().zip(&self.ready) {
+            b.event_record(e);
+            joined = joined.and_then(|_| {
+                check(
+                    // SAFETY: a CUDA backend's event (module doc), recorded on its stream.
+                    unsafe { sys::cuStreamWaitEvent(l0.stream, e.context() as sys::CUevent, 0) },
+                    "cuStreamWaitEvent",
+                )
+            });
+        }
+        for l in &self.launchers[1..] {
+            joined = joined.and_then(|_| {
+                cur.switch(l.ctx)?;
+                check(
+                    // SAFETY: our event and stream.
+                    unsafe { sys::cuEventRecord(l.done.context as sys::CUevent, l.stream) },
+                    "cuEventRecord",
+                )?;
+                cur.switch(l0.ctx)?;
+                check(
+                    // SAFETY: as above.
+                    unsafe { sys::cuStreamWaitEvent(l0.stream, l.done.context as sys::CUevent, 0) },
+                    "cuStreamWaitEvent",
+                )
+            });
+        }
+        cur.switch(l0.ctx)?;
+        let mut graph = ptr::null_mut();
+        // SAFETY: our capturing stream; the graph (when made) is ours to destroy.
+        let ended = check(
+            unsafe { sys::cuStreamEndCapture(l0.stream, &mut graph) },
+            "cuStreamEndCapture",
+        );
+        let mut step = StepGraph {
+            ctx: l0.ctx,
+            graph,
+            exec: ptr::null_mut(),
+        };
+        if let Err(e) = joined.and(ended) {
+            if graph.is_null() {
+                std::mem::forget(step);
+            }
+            return Err(e);
+        }
+        check(
+            // SAFETY: a complete graph made by the capture; the executable is ours (Drop).
+            unsafe { sys::cuGraphInstantiateWithFlags(&mut step.exec, graph, 0) },
+            "cuGraphInstantiate",
+        )?;
+        Ok(step)
+    }
+
+    /// Runs a captured step after the work queued on `backends`, which then wait for it: one
+    /// event hop in and one out for the whole step.
+    pub fn launch(&self, step: &StepGraph, backends: &[Backend]) -> Result<(), String> {
+        let l0 = &self.launchers[0];
+        for (b, &e) in backends.iter().zip(&self.ready) {
+            b.event_record(e);
+        }
+        let _cur = CurrentCtx::enter(l0.ctx)?;
+        for e in &self.ready {
+            check(
+                // SAFETY: a CUDA backend's event (module doc).
+                unsafe { sys::cuStreamWaitEvent(l0.stream, e.context() as sys::CUevent, 0) },
+                "cuStreamWaitEvent",
+            )?;
+        }
+        check(
+            // SAFETY: an executable graph of this context; our stream.
+            unsafe { sys::cuGraphLaunch(step.exec, l0.stream) },
+            "cuGraphLaunch",
+        )?;
+        check(
+            // SAFETY: our event and stream.
+            unsafe { sys::cuEventRecord(l0.done.context as sys::CUevent, l0.stream) },
+            "cuEventRecord",
+        )?;
+        for b in backends {
+            b.event_wait(self.done_event(0));
+        }
+        Ok(())
+    }
+
+    /// Launcher `i`'s `done` event as a ggml event, for the backends' `event_wait`.
+    fn done_event(&self, i: usize) -> Event {
+        let l = &self.launchers[i];
+        // SAFETY: a ggml event struct we own, alive as long as `self`.
+        unsafe { Event::from_ptr(&*l.done as *const _ as *mut ggml_backend_event) }
+            .expect("non-null")
     }
 }
 

@@ -30,6 +30,7 @@
 //!   (libllama gives them no split callback);
 //! * [`plan`]: the decisions of the meta backend's graph plan (MoE tails, sub-graph cuts, the
 //!   nodes an AllReduce takes over, misplaced partial sums);
+//! * [`capture`]: when a plan's step is captured as one CUDA graph, replayed or run eagerly;
 //!
 //! `cargo test` in the repository root runs these tests (and the property tests in
 //! `tests/`) without ggml, CMake or a C compiler.
@@ -39,6 +40,7 @@
 
 pub mod abi_class;
 pub mod assign;
+pub mod capture;
 pub mod chunk;
 pub mod exchange;
 pub mod infer;

@@ -1,0 +1,52 @@
+//! A tensor-parallel step as one CUDA graph.
+//!
+//! Run eagerly, every cut of a step over CUDA devices costs two event hops: the devices' streams
+//! into our stream before our AllReduce kernel, and back after it (about 6 µs of an H200's
+//! time per cut, measured in docs/benchmarks.md). Captured, the same work is one CUDA graph
+//! whose edges take the hops' place, launched on our stream with one hop in and one out for the
+//! whole step (`cuda::CudaAllReduce::begin_capture`, `end_capture`, `launch`).
+//!
+//! When: a captured step is only valid while everything it recorded stays as it was: the
+//! tensors' shapes and addresses, and the kernels the CUDA backend chose for them. ggml's
+//! scheduler gives a graph a new identity (`uid`) whenever it places it anew, and keeps it while
+//! the caller reuses the graph (libllama does between decode steps of one shape); the CUDA
+//! backend trusts that identity the same way for its own graphs. So a plan's step runs eagerly
+//! the first time a graph identity is seen, is captured (and launched) on the second run with
+//! that identity, and is replayed while it lasts; a new identity drops the captured graph. A
+//! graph without identity (uid 0: not from a scheduler) always runs eagerly.
+//!
+//! What a plan must not contain to be captured, decided when it is built and logged in the plan
+//! log (`GGML_META_DEBUG=1`): a cut reduced any other way than by our kernel (host waits,
+//! copies through other backends), a device computing an empty slice (zeros uploaded from host
+//! memory), or a node for which the CUDA backend may synchronize its stream (`MUL_MAT_ID`:
+//! ggml-cuda copies the expert ids to the host for some shapes). `GGML_META_CUDA_GRAPH=0`
+//! turns capturing off.
+//!
+//! The CUDA backend must not begin a capture of its own on a stream that is part of ours (the
+//! driver refuses, and ggml-cuda aborts). It captures a graph when it has seen the graph
+//! unchanged since the last call with the same first node (`warmup_complete` in ggml-cuda.cu,
+//! in every pinned release from 0.9.11 to 0.26), and runs it directly when anything differs.
+//! So the sub-graphs queued while we capture start with a marker: an empty node (which the
+//! backend skips) whose parameters carry a serial never used before in the process
+//! ([`mark`]). Every such call differs from the last one with the same first node, and the
+//! backend runs it directly: into our capture.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::abi::*;
+
+pub(super) use ggml_backend_rs_core::capture::{Next, Step};
+
+/// Whether capturing is allowed at all (`GGML_META_CUDA_GRAPH=0` forbids it).
+pub(super) fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GGML_META_CUDA_GRAPH").map_or(true, |v| v != "0"))
+}
+
+/// Gives `marker` (the first node of the sub-graphs queued while capturing) parameters no call
+/// before carried, so that the CUDA backend sees a graph it has not seen and runs it directly.
+pub(super) fn mark(marker: Tensor) {
+    static SERIAL: AtomicU64 = AtomicU64::new(1);
+    let n = SERIAL.fetch_add(1, Ordering::Relaxed);
+    marker.set_op_params(&[n as i32, (n >> 32) as i32]);
+}
