@@ -792,10 +792,11 @@ impl Graph {
         // SAFETY: a live graph; its uid is the runner's to set, as ggml's scheduler does.
         unsafe { (*self.as_ptr()).set_uid(super::facts::next_graph_uid()) }
     }
-    /// Takes the graph's identity away: backends compare it with what they prepared before.
-    pub fn clear_uid(&self) {
+    /// Sets the graph's identity (0: none; backends then compare it with what they prepared
+    /// before); nothing where the version's graphs carry no identity.
+    pub fn set_uid(&self, uid: u64) {
         // SAFETY: as in `renew_uid`.
-        unsafe { (*self.as_ptr()).set_uid(0) }
+        unsafe { (*self.as_ptr()).set_uid(uid) }
     }
     pub fn n_leafs(&self) -> usize {
         self.raw().n_leafs.max(0) as usize

@@ -74,6 +74,8 @@ struct State {
 struct Profile {
     computes: u64,
     plans_built: u64,
+    /// Computes that launched a captured step (no sub-graph launches or AllReduces issued).
+    replays: u64,
     subgraphs: u64,
     reductions: u64,
     total: std::time::Duration,
@@ -89,11 +91,13 @@ impl Profile {
         }
         let per = |d: std::time::Duration| d.as_secs_f64() * 1e6 / self.computes as f64;
         log_info!(
-            "meta profile {name}: {} graph computes ({} plans built); host time per compute: \
+            "meta profile {name}: {} graph computes ({} plans built, {} replayed as one CUDA \
+             graph); host time per compute: \
              {:.1} us = planning {:.1} + sub-graph launches {:.1} ({:.1} per compute) + \
              AllReduce issue {:.1} ({:.1} per compute) + other {:.1}",
             self.computes,
             self.plans_built,
+            self.replays,
             per(self.total),
             per(self.planning),
             per(self.launching),
@@ -370,6 +374,15 @@ impl Stamp {
     }
 }
 
+/// A fresh identity for a sub-graph. Only the meta backend's own simple backends see its
+/// sub-graphs, so their identities need only differ from each other: they are counted here,
+/// from 2^63, apart from ggml's counter (`ggml_graph_next_uid`, which the scheduler's graphs take
+/// theirs from, and which a plugin cannot rely on its host to export).
+fn next_sub_graph_uid() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 63);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 struct GraphPlan {
     nodes: Vec<usize>,
     /// The identity of the graph the sub-graphs' identities were issued for (see `follow`).
@@ -399,8 +412,9 @@ impl GraphPlan {
 
     /// Gives the sub-graphs identities that say what the caller's graph says. ggml's scheduler
     /// renews a graph's identity whenever its nodes may have changed (shapes, addresses), and a
-    /// backend that sees a graph's identity again skips comparing it with the last one (the
-    /// CUDA backend compares every node of a graph without identity on every launch). While
+    /// backend that sees a graph's identity again reuses what it prepared for it (the CUDA
+    /// backend skips comparing its nodes, which it does for a graph without identity on every
+    /// launch; the RPC client asks its server to run the graph it holds again). While
     /// `uid` stays the same the sub-graphs keep theirs; a new one gives them new ones; a graph
     /// without identity leaves them without.
     fn follow(&mut self, uid: u64) {
@@ -409,11 +423,7 @@ impl GraphPlan {
         }
         self.uid = uid;
         for g in self.subgraphs.iter().flat_map(|sg| &sg.graphs) {
-            if uid == 0 {
-                g.clear_uid();
-            } else {
-                g.renew_uid();
-            }
+            g.set_uid(if uid == 0 { 0 } else { next_sub_graph_uid() });
         }
     }
 
@@ -720,7 +730,10 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
     if debug_enabled() {
         match (&blocker, m.reducer.cuda()) {
             (_, None) => {}
-            (None, Some(_)) => log_info!("meta plan: the step is captured as one CUDA graph"),
+            (None, Some(_)) => log_info!(
+                "meta plan: the step can be captured as one CUDA graph (from the second run of \
+                 the graph's uid)"
+            ),
             (Some(why), Some(_)) => log_info!("meta plan: the step runs eagerly: {why}"),
         }
         for (c, r) in planned.reductions.iter().enumerate() {
@@ -935,6 +948,9 @@ fn run_step(m: &MetaBackend, st: &mut State, plan: &mut GraphPlan, uid: u64) -> 
     match plan.step.next(uid) {
         Next::Eager => run_plan(m, st, plan, false),
         Next::Replay => {
+            if profile_enabled() {
+                st.profile.get_or_insert_with(Profile::default).replays += 1;
+            }
             let graph = plan.step.graph().expect("a captured step");
             cuda.launch(graph, &m.simple)
                 .map_or_else(failed, |()| GGML_STATUS_SUCCESS)
@@ -954,12 +970,14 @@ fn run_step(m: &MetaBackend, st: &mut State, plan: &mut GraphPlan, uid: u64) -> 
                     plan.step.captured(uid, graph);
                     s.map_or_else(failed, |()| GGML_STATUS_SUCCESS)
                 }
-                Err(e) => {
+                Err(e) if cuda.not_capturing() => {
                     // nothing of the capture ran: the step runs eagerly, now and from now on
                     log_info!("meta backend: the step is not captured as a CUDA graph: {e}");
                     plan.step = Step::new(Some(e));
                     run_plan(m, st, plan, false)
                 }
+                // the driver would not end the capture: work queued now would be recorded
+                Err(e) => failed(format!("{e}; the capture could not be ended")),
             }
         }
     }

@@ -37,7 +37,11 @@
 //! `CUDA<ordinal>` under the registry `CUDA`; its events (`event_new`) carry a `cudaEvent_t` in
 //! `context` and `event_wait` makes the backend's stream wait for `context` as a `cudaEvent_t`
 //! (the runtime's and the driver's event handles are the same objects); it works in each
-//! device's primary context and enables peer access between all devices that support it.
+//! device's primary context and enables peer access between all devices that support it. For a
+//! step captured as one CUDA graph ([`CudaAllReduce::begin_capture`]): its streams are
+//! non-blocking, its `graph_compute` queues without waiting on the host for graphs without
+//! `MUL_MAT_ID`, and it runs a graph directly, not capturing one of its own, when the graph
+//! differs from the last one it ran with the same first node (`meta/step.rs`).
 
 use std::ffi::{c_void, CStr, CString};
 use std::ptr;
@@ -361,9 +365,7 @@ impl CudaAllReduce {
             Shot::Two
         };
         let params = &self.params[k_index];
-        for (b, &e) in backends.iter().zip(&self.ready) {
-            b.event_record(e);
-        }
+        self.record_ready(backends);
         let data = |t: &Tensor| t.data() as u64;
         let cur = CurrentCtx::enter(self.launchers[0].ctx)?;
         for (i, run) in launch::launches(&self.gpu_of, units, shot)
@@ -374,13 +376,7 @@ impl CudaAllReduce {
             if i > 0 {
                 cur.switch(l.ctx)?;
             }
-            for e in &self.ready {
-                check(
-                    // SAFETY: `context` of a CUDA backend's event is its CUevent (module doc).
-                    unsafe { sys::cuStreamWaitEvent(l.stream, e.context() as sys::CUevent, 0) },
-                    "cuStreamWaitEvent",
-                )?;
-            }
+            self.wait_ready(l.stream)?;
             if run.end > run.begin {
                 // output slot `s` of this launch is device `run.writes[s]` (a local one first:
                 // the kernel reads its own results back from slot 0); inputs come from the
@@ -456,11 +452,7 @@ impl CudaAllReduce {
             )?;
         }
         drop(cur);
-        for b in backends {
-            for i in 0..self.launchers.len() {
-                b.event_wait(self.done_event(i));
-            }
-        }
+        self.release(backends, self.launchers.len());
         Ok(())
     }
 }
@@ -479,13 +471,23 @@ pub struct StepGraph {
 // under its state lock.
 unsafe impl Send for StepGraph {}
 
+impl StepGraph {
+    /// A captured graph of context `ctx`, not instantiated yet.
+    fn new(ctx: sys::CUcontext, graph: sys::CUgraph) -> StepGraph {
+        StepGraph {
+            ctx,
+            graph,
+            exec: ptr::null_mut(),
+        }
+    }
+}
+
 impl Drop for StepGraph {
     fn drop(&mut self) {
-        let Ok(_cur) = CurrentCtx::enter(self.ctx) else {
-            return;
-        };
-        // SAFETY: objects made by `end_capture` in this context, not used after this; errors
-        // at teardown are ignored.
+        // (a graph object needs no current context; an executable graph is freed in its own)
+        let _cur = (!self.ctx.is_null()).then(|| CurrentCtx::enter(self.ctx));
+        // SAFETY: objects made by a capture of ours, not used after this; errors at teardown
+        // are ignored.
         unsafe {
             if !self.exec.is_null() {
                 sys::cuGraphExecDestroy(self.exec);
@@ -502,8 +504,7 @@ impl CudaAllReduce {
     /// [`end_capture`](Self::end_capture), work queued on the backends and AllReduces run with
     /// [`run`](Self::run) are recorded, not executed, and their event waits become the graph's
     /// edges. The caller must not queue anything that waits on the host or synchronizes a
-    /// stream (the CUDA backend's own graph capture included: see `Captured` in
-    /// `meta/step.rs`).
+    /// stream, nor let the CUDA backend capture a graph of its own (`meta/step.rs`).
     pub fn begin_capture(&self, backends: &[Backend]) -> Result<(), String> {
         let l0 = &self.launchers[0];
         let cur = CurrentCtx::enter(l0.ctx)?;
@@ -533,99 +534,90 @@ impl CudaAllReduce {
                     "cuStreamWaitEvent",
                 )?;
             }
-            for b in backends {
-                b.event_wait(self.done_event(0));
-            }
+            self.release(backends, 1);
             Ok(())
         };
         fork().inspect_err(|_| {
             let _ = cur.switch(l0.ctx);
-            let mut g = ptr::null_mut();
-            // SAFETY: ends the capture begun above; the partial graph is dropped.
-            unsafe {
-                sys::cuStreamEndCapture(l0.stream, &mut g);
-                if !g.is_null() {
-                    sys::cuGraphDestroy(g);
-                }
+            if let Ok(g) = end(l0.stream) {
+                drop(StepGraph::new(l0.ctx, g));
             }
         })
     }
 
     /// Ends the capture begun by [`begin_capture`](Self::begin_capture): the backends' streams
     /// and ours join our first stream again, and the recorded step becomes an executable
-    /// graph. Nothing of it has run; [`launch`](Self::launch) runs it. On an error the capture
-    /// is ended all the same (the backends' streams leave it) and nothing was recorded for good.
+    /// graph. Nothing of it has run; [`launch`](Self::launch) runs it. The capture ends whatever
+    /// failed before; a capture the driver invalidated (a call inside it failed) is ended
+    /// without asking the backends to join (their event calls would fail there), and nothing
+    /// of it is kept.
     pub fn end_capture(&self, backends: &[Backend]) -> Result<StepGraph, String> {
         let l0 = &self.launchers[0];
-        let cur = CurrentCtx::enter(l0.ctx)?;
-        let mut joined = Ok(());
-        for (b, &e) in backends.iter().zip(&self.ready) {
-            b.event_record(e);
-            joined = joined.and_then(|_| {
-                check(
-                    // SAFETY: a CUDA backend's event (module doc), recorded on its stream.
-                    unsafe { sys::cuStreamWaitEvent(l0.stream, e.context() as sys::CUevent, 0) },
-                    "cuStreamWaitEvent",
-                )
-            });
-        }
-        for l in &self.launchers[1..] {
-            joined = joined.and_then(|_| {
-                cur.switch(l.ctx)?;
-                check(
-                    // SAFETY: our event and stream.
-                    unsafe { sys::cuEventRecord(l.done.context as sys::CUevent, l.stream) },
-                    "cuEventRecord",
-                )?;
-                cur.switch(l0.ctx)?;
-                check(
-                    // SAFETY: as above.
-                    unsafe { sys::cuStreamWaitEvent(l0.stream, l.done.context as sys::CUevent, 0) },
-                    "cuStreamWaitEvent",
-                )
-            });
-        }
-        cur.switch(l0.ctx)?;
-        let mut graph = ptr::null_mut();
-        // SAFETY: our capturing stream; the graph (when made) is ours to destroy.
-        let ended = check(
-            unsafe { sys::cuStreamEndCapture(l0.stream, &mut graph) },
-            "cuStreamEndCapture",
-        );
-        let mut step = StepGraph {
-            ctx: l0.ctx,
-            graph,
-            exec: ptr::null_mut(),
-        };
-        if let Err(e) = joined.and(ended) {
-            if graph.is_null() {
-                std::mem::forget(step);
+        let cur = CurrentCtx::enter(l0.ctx);
+        let joined = match (&cur, capture_status(l0.stream)) {
+            (Err(e), _) => Err(e.clone()),
+            (Ok(_), sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE) => {
+                self.record_ready(backends);
+                self.launchers[1..]
+                    .iter()
+                    .try_for_each(|l| {
+                        cur.as_ref().map_err(Clone::clone)?.switch(l.ctx)?;
+                        check(
+                            // SAFETY: our event and stream.
+                            unsafe { sys::cuEventRecord(l.done.context as sys::CUevent, l.stream) },
+                            "cuEventRecord",
+                        )
+                    })
+                    .and_then(|()| {
+                        cur.as_ref().map_err(Clone::clone)?.switch(l0.ctx)?;
+                        self.wait_ready(l0.stream)?;
+                        self.launchers[1..].iter().try_for_each(|l| {
+                            check(
+                                // SAFETY: our stream waits for our event of another launcher.
+                                unsafe {
+                                    sys::cuStreamWaitEvent(
+                                        l0.stream,
+                                        l.done.context as sys::CUevent,
+                                        0,
+                                    )
+                                },
+                                "cuStreamWaitEvent",
+                            )
+                        })
+                    })
             }
-            return Err(e);
+            (Ok(_), status) => Err(format!("the capture is {status:?}")),
+        };
+        if let Ok(c) = &cur {
+            let _ = c.switch(l0.ctx);
         }
+        let ended = end(l0.stream);
+        let step = ended.map(|g| StepGraph::new(l0.ctx, g));
+        let mut step = joined.and(step)?;
         check(
             // SAFETY: a complete graph made by the capture; the executable is ours (Drop).
-            unsafe { sys::cuGraphInstantiateWithFlags(&mut step.exec, graph, 0) },
+            unsafe { sys::cuGraphInstantiateWithFlags(&mut step.exec, step.graph, 0) },
             "cuGraphInstantiate",
         )?;
         Ok(step)
+    }
+
+    /// Whether our first stream is outside any capture (a failed [`end_capture`] may leave it
+    /// in one only if the driver refused to end it).
+    pub fn not_capturing(&self) -> bool {
+        matches!(
+            capture_status(self.launchers[0].stream),
+            sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
+        )
     }
 
     /// Runs a captured step after the work queued on `backends`, which then wait for it: one
     /// event hop in and one out for the whole step.
     pub fn launch(&self, step: &StepGraph, backends: &[Backend]) -> Result<(), String> {
         let l0 = &self.launchers[0];
-        for (b, &e) in backends.iter().zip(&self.ready) {
-            b.event_record(e);
-        }
+        self.record_ready(backends);
         let _cur = CurrentCtx::enter(l0.ctx)?;
-        for e in &self.ready {
-            check(
-                // SAFETY: a CUDA backend's event (module doc).
-                unsafe { sys::cuStreamWaitEvent(l0.stream, e.context() as sys::CUevent, 0) },
-                "cuStreamWaitEvent",
-            )?;
-        }
+        self.wait_ready(l0.stream)?;
         check(
             // SAFETY: an executable graph of this context; our stream.
             unsafe { sys::cuGraphLaunch(step.exec, l0.stream) },
@@ -636,18 +628,69 @@ impl CudaAllReduce {
             unsafe { sys::cuEventRecord(l0.done.context as sys::CUevent, l0.stream) },
             "cuEventRecord",
         )?;
-        for b in backends {
-            b.event_wait(self.done_event(0));
-        }
+        self.release(backends, 1);
         Ok(())
     }
 
-    /// Launcher `i`'s `done` event as a ggml event, for the backends' `event_wait`.
-    fn done_event(&self, i: usize) -> Event {
-        let l = &self.launchers[i];
-        // SAFETY: a ggml event struct we own, alive as long as `self`.
-        unsafe { Event::from_ptr(&*l.done as *const _ as *mut ggml_backend_event) }
-            .expect("non-null")
+    /// Records every backend's `ready` event after its queued work.
+    fn record_ready(&self, backends: &[Backend]) {
+        for (b, &e) in backends.iter().zip(&self.ready) {
+            b.event_record(e);
+        }
+    }
+
+    /// Makes our `stream` (of the current context) wait for every `ready` event.
+    fn wait_ready(&self, stream: sys::CUstream) -> Result<(), String> {
+        self.ready.iter().try_for_each(|e| {
+            check(
+                // SAFETY: `context` of a CUDA backend's event is its CUevent (module doc).
+                unsafe { sys::cuStreamWaitEvent(stream, e.context() as sys::CUevent, 0) },
+                "cuStreamWaitEvent",
+            )
+        })
+    }
+
+    /// Makes the backends' later work wait for the `done` events of the first `launchers`.
+    fn release(&self, backends: &[Backend], launchers: usize) {
+        for b in backends {
+            for l in &self.launchers[..launchers] {
+                // SAFETY: a ggml event struct we own, alive as long as `self`.
+                let done = unsafe { Event::from_ptr(&*l.done as *const _ as *mut _) };
+                b.event_wait(done.expect("non-null"));
+            }
+        }
+    }
+}
+
+/// Where `stream` stands in a capture (INVALIDATED also when the driver cannot say).
+fn capture_status(stream: sys::CUstream) -> sys::CUstreamCaptureStatus {
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    // SAFETY: our stream; out-pointer to a local.
+    let r = unsafe { sys::cuStreamIsCapturing(stream, &mut status) };
+    if r == sys::CUresult::CUDA_SUCCESS {
+        status
+    } else {
+        sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_INVALIDATED
+    }
+}
+
+/// Ends the capture on `stream` (its origin), giving the graph it made.
+fn end(stream: sys::CUstream) -> Result<sys::CUgraph, String> {
+    let mut graph = ptr::null_mut();
+    // SAFETY: a capturing stream of ours; the graph, when made, is the caller's to destroy.
+    let r = check(
+        unsafe { sys::cuStreamEndCapture(stream, &mut graph) },
+        "cuStreamEndCapture",
+    );
+    match r {
+        Ok(()) if !graph.is_null() => Ok(graph),
+        Ok(()) => Err("cuStreamEndCapture gave no graph".into()),
+        Err(e) => {
+            if !graph.is_null() {
+                drop(StepGraph::new(ptr::null_mut(), graph));
+            }
+            Err(e)
+        }
     }
 }
 

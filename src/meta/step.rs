@@ -6,14 +6,9 @@
 //! whose edges take the hops' place, launched on our stream with one hop in and one out for the
 //! whole step (`cuda::CudaAllReduce::begin_capture`, `end_capture`, `launch`).
 //!
-//! When: a captured step is only valid while everything it recorded stays as it was: the
-//! tensors' shapes and addresses, and the kernels the CUDA backend chose for them. ggml's
-//! scheduler gives a graph a new identity (`uid`) whenever it places it anew, and keeps it while
-//! the caller reuses the graph (libllama does between decode steps of one shape); the CUDA
-//! backend trusts that identity the same way for its own graphs. So a plan's step runs eagerly
-//! the first time a graph identity is seen, is captured (and launched) on the second run with
-//! that identity, and is replayed while it lasts; a new identity drops the captured graph. A
-//! graph without identity (uid 0: not from a scheduler) always runs eagerly.
+//! When a plan's step is captured, replayed or run eagerly is `core::capture`'s decision, by the
+//! identity (`uid`) ggml's scheduler gives the graph: eager on an identity's first run, captured
+//! on its second, replayed while it lasts.
 //!
 //! What a plan must not contain to be captured, decided when it is built and logged in the plan
 //! log (`GGML_META_DEBUG=1`): a cut reduced any other way than by our kernel (host waits,
