@@ -27,6 +27,8 @@ from .settings import Settings
 
 DASH = "–"
 NONE_TOL = "0.05"   # ours in a split mode vs ours split none
+# what the meta backend logs when it first runs a step as one CUDA graph (src/meta/backend.rs)
+CAPTURED = "repeated steps run as one CUDA graph each"
 ARCH_TOL = "1e-4"   # an architecture's default tolerance (f32 models, as in the CPU tests)
 
 
@@ -176,6 +178,8 @@ class Tp:
                "--split-mode", run_split, "--devices", run_devs] + extra + self.driver_args + [
                "--n-predict", s.n_predict, "--threads", s.threads, "--flash-attn", "on",
                "--logits-out", self.logits_file(model, split, devs, side, env)]
+        if side == "ours" and split == "tensor":
+            cmd.append("--verbose")   # libllama's and the meta backend's info lines (CAPTURED)
         r, _ = proc.run(cmd, log=self.logits_log(model, split, devs, side, env),
                         env=run_env + (env.split("+") if env else []), timeout=s.timeout)
         return r.status()
@@ -218,7 +222,10 @@ class Tp:
                 if e:   # upstream has no logits run with these settings: against ours without
                     ours = self.logits_file(model, split, devs, "ours")
                     vs_ref = self.compare(a, ours) if ours.is_file() else cell(DASH)
-                    vs_ref["text"] = "vs ours without it: " + vs_ref["text"]
+                    log = self.logits_log(model, split, devs, "ours")
+                    captured = log.is_file() and CAPTURED in log.read_text(errors="replace")
+                    vs_ref["text"] = (f"vs ours without it{' (its steps captured)' if captured else ''}: "
+                                      + vs_ref["text"])
                 elif st_ref != "ok":
                     vs_ref = cell(f"upstream {st_ref}", verdict="run failed")
                 else:

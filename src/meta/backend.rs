@@ -60,6 +60,8 @@ struct State {
     /// Most recently used last.
     plans: Vec<GraphPlan>,
     warned_fallback: bool,
+    /// Whether a step was captured as one CUDA graph yet (logged once).
+    captured_any: bool,
     /// Threads for synchronous simple backends (see `threaded`), started on first use.
     workers: Option<super::workers::Workers>,
     /// Host time spent queuing work (`GGML_META_PROFILE=1`).
@@ -966,6 +968,12 @@ fn run_step(m: &MetaBackend, st: &mut State, plan: &mut GraphPlan, uid: u64) -> 
             });
             match captured {
                 Ok(graph) => {
+                    if !std::mem::replace(&mut st.captured_any, true) {
+                        log_info!(
+                            "meta backend: {}: repeated steps run as one CUDA graph each",
+                            m.name.to_string_lossy()
+                        );
+                    }
                     let s = cuda.launch(&graph, &m.simple);
                     plan.step.captured(uid, graph);
                     s.map_or_else(failed, |()| GGML_STATUS_SUCCESS)
