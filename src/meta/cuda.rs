@@ -556,35 +556,8 @@ impl CudaAllReduce {
         let cur = CurrentCtx::enter(l0.ctx);
         let joined = match (&cur, capture_status(l0.stream)) {
             (Err(e), _) => Err(e.clone()),
-            (Ok(_), sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE) => {
-                self.record_ready(backends);
-                self.launchers[1..]
-                    .iter()
-                    .try_for_each(|l| {
-                        cur.as_ref().map_err(Clone::clone)?.switch(l.ctx)?;
-                        check(
-                            // SAFETY: our event and stream.
-                            unsafe { sys::cuEventRecord(l.done.context as sys::CUevent, l.stream) },
-                            "cuEventRecord",
-                        )
-                    })
-                    .and_then(|()| {
-                        cur.as_ref().map_err(Clone::clone)?.switch(l0.ctx)?;
-                        self.wait_ready(l0.stream)?;
-                        self.launchers[1..].iter().try_for_each(|l| {
-                            check(
-                                // SAFETY: our stream waits for our event of another launcher.
-                                unsafe {
-                                    sys::cuStreamWaitEvent(
-                                        l0.stream,
-                                        l.done.context as sys::CUevent,
-                                        0,
-                                    )
-                                },
-                                "cuStreamWaitEvent",
-                            )
-                        })
-                    })
+            (Ok(c), sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE) => {
+                self.join(c, backends)
             }
             (Ok(_), status) => Err(format!("the capture is {status:?}")),
         };
@@ -600,6 +573,31 @@ impl CudaAllReduce {
             "cuGraphInstantiate",
         )?;
         Ok(step)
+    }
+
+    /// Makes every stream in the capture join our first one: the backends' (their `ready`
+    /// events) and our other launchers' (their `done` events).
+    fn join(&self, cur: &CurrentCtx, backends: &[Backend]) -> Result<(), String> {
+        let l0 = &self.launchers[0];
+        self.record_ready(backends);
+        for l in &self.launchers[1..] {
+            cur.switch(l.ctx)?;
+            check(
+                // SAFETY: our event and stream.
+                unsafe { sys::cuEventRecord(l.done.context as sys::CUevent, l.stream) },
+                "cuEventRecord",
+            )?;
+        }
+        cur.switch(l0.ctx)?;
+        self.wait_ready(l0.stream)?;
+        for l in &self.launchers[1..] {
+            check(
+                // SAFETY: our stream waits for another launcher's event.
+                unsafe { sys::cuStreamWaitEvent(l0.stream, l.done.context as sys::CUevent, 0) },
+                "cuStreamWaitEvent",
+            )?;
+        }
+        Ok(())
     }
 
     /// Whether our first stream is outside any capture (a failed [`end_capture`] may leave it
