@@ -772,9 +772,17 @@ fn capture_blocker(
     zeroed: &[bool],
     planned: &Planned,
 ) -> Option<String> {
-    m.reducer.cuda()?;
-    if !step::enabled() {
-        return Some("GGML_META_CUDA_GRAPH=0".into());
+    let cuda = m.reducer.cuda()?;
+    match step::wanted() {
+        step::Wanted::Never => return Some("GGML_META_CUDA_GRAPH=0".into()),
+        step::Wanted::Measured if cuda.gpus() > 1 => {
+            return Some(format!(
+                "{} GPUs: a step over several GPUs is captured with GGML_META_CUDA_GRAPH=1 \
+                 (not yet measured there)",
+                cuda.gpus()
+            ))
+        }
+        _ => {}
     }
     if zeroed.iter().any(|&z| z) {
         return Some("a device computes an empty slice (zeros uploaded from the host)".into());

@@ -318,6 +318,11 @@ impl CudaAllReduce {
         Ok(this)
     }
 
+    /// How many distinct GPUs the devices are on (one launcher each).
+    pub fn gpus(&self) -> usize {
+        self.launchers.len()
+    }
+
     /// Whether [`run`](Self::run) handles tensors like `t` (contiguous f32).
     pub fn supports(t: Tensor) -> bool {
         t.type_() == GGML_TYPE_F32 && t.is_contiguous()

@@ -15,7 +15,9 @@
 //! copies through other backends), a device computing an empty slice (zeros uploaded from host
 //! memory), or a node for which the CUDA backend may synchronize its stream (`MUL_MAT_ID`:
 //! ggml-cuda copies the expert ids to the host for some shapes). `GGML_META_CUDA_GRAPH=0`
-//! turns capturing off.
+//! turns capturing off; a step over several GPUs (one graph across devices, our streams on each
+//! joined through events) is captured only with `GGML_META_CUDA_GRAPH=1` until it has been
+//! measured on such a host.
 //!
 //! The CUDA backend must not begin a capture of its own on a stream that is part of ours (the
 //! driver refuses, and ggml-cuda aborts). It captures a graph when it has seen the graph
@@ -32,10 +34,24 @@ use crate::abi::*;
 
 pub(super) use ggml_backend_rs_core::capture::{Next, Step};
 
-/// Whether capturing is allowed at all (`GGML_META_CUDA_GRAPH=0` forbids it).
-pub(super) fn enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("GGML_META_CUDA_GRAPH").map_or(true, |v| v != "0"))
+/// What `GGML_META_CUDA_GRAPH` asks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Wanted {
+    /// `0`: never capture.
+    Never,
+    /// Unset (or another value): capture where it was measured, one GPU.
+    Measured,
+    /// `1`: capture over several GPUs too.
+    Always,
+}
+
+pub(super) fn wanted() -> Wanted {
+    static W: std::sync::OnceLock<Wanted> = std::sync::OnceLock::new();
+    *W.get_or_init(|| match std::env::var("GGML_META_CUDA_GRAPH").as_deref() {
+        Ok("0") => Wanted::Never,
+        Ok("1") => Wanted::Always,
+        _ => Wanted::Measured,
+    })
 }
 
 /// Gives `marker` (the first node of the sub-graphs queued while capturing) parameters no call
