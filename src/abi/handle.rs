@@ -789,13 +789,12 @@ impl Graph {
     /// Gives the graph a fresh identity, so that no backend replays what it prepared for
     /// another graph; nothing where the version's graphs carry no identity.
     pub fn renew_uid(&self) {
-        // SAFETY: a live graph; its uid is the runner's to set, as ggml's scheduler does.
-        unsafe { (*self.as_ptr()).set_uid(super::facts::next_graph_uid()) }
+        self.set_uid(super::facts::next_graph_uid())
     }
     /// Sets the graph's identity (0: none; backends then compare it with what they prepared
     /// before); nothing where the version's graphs carry no identity.
     pub fn set_uid(&self, uid: u64) {
-        // SAFETY: as in `renew_uid`.
+        // SAFETY: a live graph; its uid is the runner's to set, as ggml's scheduler does.
         unsafe { (*self.as_ptr()).set_uid(uid) }
     }
     pub fn n_leafs(&self) -> usize {

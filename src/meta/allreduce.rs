@@ -237,14 +237,12 @@ impl Reducer {
     /// Why a plan whose cuts are reduced as `planned` says cannot be captured as one CUDA
     /// graph by our AllReduce; `None` when it can.
     pub fn capture_blocker(&self, planned: &Planned) -> Option<String> {
-        if let Some(r) = planned.reductions.iter().find(|r| r.path != Path::Own) {
-            return Some(format!(
-                "the AllReduce of '{}' runs on the {:?} path, not our kernel",
-                r.targets[0].name_string(),
-                r.path
-            ));
-        }
-        None
+        let r = planned.reductions.iter().find(|r| r.path != Path::Own)?;
+        Some(format!(
+            "the AllReduce of '{}' runs on the {:?} path, not our kernel",
+            r.targets[0].name_string(),
+            r.path
+        ))
     }
 
     /// Frees the backend AllReduce, which may refer to the simple backends: called before they

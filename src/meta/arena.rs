@@ -38,9 +38,7 @@ impl GraphArena {
         unsafe { Graph::from_ptr(gp) }
             .unwrap_or_else(|| abort(file!(), line!(), "meta backend: graph allocation failed"))
     }
-}
 
-impl GraphArena {
     /// An empty tensor (no elements, no data, no op): a node every backend skips.
     pub(super) fn marker(&self) -> Tensor {
         // SAFETY: a no_alloc context with room for one more tensor header (see `new`).

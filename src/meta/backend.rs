@@ -675,10 +675,14 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         }
     }
     let max_len = bounds.iter().map(|b| b.1 - b.0).max().unwrap_or(0);
-    // room for the capture graphs too, one node longer (the marker)
-    let forms = if blocker.is_none() { 2 } else { 1 };
-    let arena = GraphArena::new(bounds.len() * n * forms, max_len + 1);
-    let marker = blocker.is_none().then(|| arena.marker());
+    // where the step can be captured, room for the capture graphs too, one node longer (the
+    // marker)
+    let capturable = blocker.is_none();
+    let arena = GraphArena::new(
+        bounds.len() * n * (1 + usize::from(capturable)),
+        max_len + usize::from(capturable),
+    );
+    let marker = capturable.then(|| arena.marker());
     let mut subgraphs = Vec::with_capacity(bounds.len());
     let mut n_cuts = 0;
     let mut zero_bytes = 0;
@@ -772,7 +776,9 @@ fn capture_blocker(
     zeroed: &[bool],
     planned: &Planned,
 ) -> Option<String> {
-    let cuda = m.reducer.cuda()?;
+    let Some(cuda) = m.reducer.cuda() else {
+        return Some("the devices have no CUDA AllReduce of ours".into());
+    };
     match step::wanted() {
         step::Wanted::Never => return Some("GGML_META_CUDA_GRAPH=0".into()),
         step::Wanted::Measured if cuda.gpus() > 1 => {
