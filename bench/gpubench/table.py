@@ -248,10 +248,34 @@ def profile_report(rep: Dict, title: str) -> List[str]:
                     [[name, _f(c[key].get("median"), 2), _f(c[key].get("p10"), 2), _f(c[key].get("p90"), 2),
                       str(c[key]["n"])] for name, key in (("wait_in", "wait_in_us"), ("dur", "dur_us"),
                                                           ("wait_out", "wait_out_us"))])
+    out += idle_report(rep.get("idle"))
     if rep.get("api"):
         out += ["", "Host API calls (GPUPROF_API=1) over the tokens kept:", ""]
         out += _md(["call", "per token", "mean µs"],
                    [[a["name"], _count(a["calls_per_token"]), _f(a["mean_us"], 2)] for a in rep["api"]])
+    return out
+
+
+def idle_report(idle: Optional[Dict]) -> List[str]:
+    """Where a trace's idle time inside the tokens lies: by place, by gap size, by the kernels
+    either side (absent from reports written before the gaps were analysed)."""
+    if not idle:
+        return []
+    out = ["", "Idle inside the token by where its gaps lie: in a cut window; between two records of one CUDA "
+           "graph launch (the driver's pace); between launches (separate kernels or graphs: the host's pace). "
+           f"The largest gap of a token: {_f(idle['largest_us']['median'])} µs (median; min "
+           f"{_f(idle['largest_us']['min'])}).", ""]
+    out += _md(["idle", "µs per token (median)", "min", "gaps per token"],
+               [[w["where"], _f(w["us_per_token"]["median"]), _f(w["us_per_token"]["min"]), _count(w["gaps_per_token"])]
+                for w in idle["where"]])
+    out += [""]
+    out += _md(["gap, µs", "gaps per token", "µs per token"],
+               [[b["bucket"], _count(b["gaps_per_token"]), _f(b["us_per_token"])] for b in idle["sizes"]])
+    if idle["pairs"]:
+        out += ["", "The kernels either side of the gaps that add up to most idle time:", ""]
+        out += _md(["before", "after", "where", "gaps per token", "µs per token", "mean µs"],
+                   [[f"`{p['before']}`", f"`{p['after']}`", p["where"], _count(p["gaps_per_token"]),
+                     _f(p["us_per_token"]), _f(p["mean_us"], 2)] for p in idle["pairs"]])
     return out
 
 
@@ -262,7 +286,9 @@ def profile_compare(c: Dict, title: str) -> List[str]:
     out = [f"### {title}", "", f"A: {c['a']}; B: {c['b']}; {_count(cuts)} cuts per token in B.", ""]
     out += _md(["per token, µs (median)", "A", "B", "B - A", "per cut of B"],
                [[name, _f(c[key]["a"]), _f(c[key]["b"]), _f(c[key]["diff"]), _f(c[key]["per_cut"], 2)]
-                for name, key in (("wall", "wall_us"), ("GPU busy", "busy_us"), ("idle", "idle_us"))])
+                for name, key in (("wall", "wall_us"), ("GPU busy", "busy_us"), ("idle", "idle_us"))]
+               + [[f"idle: {w['where']}", _f(w["a"]), _f(w["b"]), _f(w["diff"]), _f(w["per_cut"], 2)]
+                  for w in c.get("idle_where", [])])
     out += ["", "Kernels whose time per token changed most:", ""]
     out += _md(["kernel", "A µs", "B µs", "B - A", "A count", "B count"],
                [[f"`{k['name']}`", _f(k["a_us"]), _f(k["b_us"]), _f(k["diff_us"]), _count(k["a_count"]),

@@ -204,6 +204,68 @@ class ReportTest(unittest.TestCase):
         self.assertEqual((c.wait_in, c.wait_out, c.window), (None, 1 * US, (0, 6 * US)))
 
 
+def graph_token(t):
+    """One token of two CUDA graph launches on streams 7 and 8 (graph ids 1 and 2) and one cut in
+    the first: wall 300 µs; idle 20 in the cut window (wait_in 6, wait_out 14), 3 + 3 inside the
+    first graph (after the cut's consumers, both streams pausing at once), 40 between the launches."""
+    return [
+        line("memcpy", t - 20, t - 15, 7, "HtoD"),
+        line("kernel", t, t + 100, 7, MUL_MAT, graph=1),
+        line("kernel", t + 2, t + 98, 8, MUL_MAT, graph=1),
+        line("kernel", t + 106, t + 110, 9, ALLREDUCE, graph=1),
+        line("kernel", t + 124, t + 150, 7, MUL_MAT, graph=1),
+        line("kernel", t + 124, t + 149, 8, MUL_MAT, graph=1),
+        line("kernel", t + 153, t + 170, 7, MUL_MAT, graph=1),
+        line("kernel", t + 153, t + 160, 8, MUL_MAT, graph=1),
+        line("kernel", t + 173, t + 180, 7, MUL_MAT, graph=1),
+        line("kernel", t + 220, t + 223, 7, GET_ROWS, graph=2),
+        line("kernel", t + 223, t + 290, 7, LM_HEAD, graph=2),
+        line("memcpy", t + 290, t + 300, 7, "DtoH"),
+    ]
+
+
+class GapTest(unittest.TestCase):
+    def test_where_gaps_lie(self):
+        rep = timeline.analyse(records(trace(graph_token)), timeline.Options(), "graphs.tsv")
+        sm, idle = rep["summary"], rep["idle"]
+        self.assertEqual((sm["wall_us"]["median"], sm["idle_us"]["median"]), (300.0, 66.0))
+        self.assertEqual([(w["where"], w["us_per_token"]["median"], w["gaps_per_token"]) for w in idle["where"]],
+                         [("cut window", 20.0, 2), ("inside one graph", 6.0, 2), ("between launches", 40.0, 1)])
+        # every idle nanosecond of a token is in one gap
+        self.assertEqual(sum(w["us_per_token"]["median"] for w in idle["where"]), sm["idle_us"]["median"])
+        self.assertEqual(idle["largest_us"], {"median": 40.0, "min": 40.0})
+        self.assertEqual(idle["sizes"], [
+            {"bucket": "2-5", "gaps_per_token": 2.0, "us_per_token": 6.0},
+            {"bucket": "5-20", "gaps_per_token": 2.0, "us_per_token": 20.0},
+            {"bucket": "20-100", "gaps_per_token": 1.0, "us_per_token": 40.0}])
+        self.assertEqual([(p["before"], p["after"], p["where"], p["us_per_token"]) for p in idle["pairs"]], [
+            ("mul_mat", "k_get_rows_float", "between launches", 40.0),
+            ("ggml_meta_allreduce_f32_x2", "mul_mat", "cut window", 14.0),
+            ("mul_mat", "ggml_meta_allreduce_f32_x2", "cut window", 6.0),
+            ("mul_mat", "mul_mat", "inside one graph", 6.0)])
+        self.assertEqual(idle["pairs"][3]["mean_us"], 3.0)
+
+    def test_buckets(self):
+        self.assertEqual([timeline.bucket(ns) for ns in (0, 499, 500, 999, 1000, 99_999, 100_000, 10**9)],
+                         ["0-0.5", "0-0.5", "0.5-1", "0.5-1", "1-2", "20-100", ">= 100", ">= 100"])
+
+    def test_tables(self):
+        a = timeline.analyse(records(trace(none_token)), timeline.Options(), "none.tsv")
+        b = timeline.analyse(records(trace(graph_token)), timeline.Options(), "graphs.tsv")
+        md = "\n".join(table.profile_report(b, "graphs"))
+        self.assertIn("The largest gap of a token: 40.0 µs (median; min 40.0).", md)
+        self.assertIn("| inside one graph | 6.0 | 6.0 | 2 |", md)
+        self.assertIn("| 20-100 | 1 | 40.0 |", md)
+        self.assertIn("| `mul_mat` | `k_get_rows_float` | between launches | 1 | 40.0 | 40.00 |", md)
+        md = "\n".join(table.profile_compare(timeline.compare(a, b), "cmp"))
+        self.assertIn("| idle: between launches | 5.0 | 40.0 | 35.0 | 35.00 |", md)
+        self.assertIn("| idle: cut window | 0.0 | 20.0 | 20.0 | 20.00 |", md)
+        # a report without the gaps (written before they were analysed) renders without them
+        old = {k: v for k, v in b.items() if k != "idle"}
+        self.assertNotIn("Idle inside the token", "\n".join(table.profile_report(old, "old")))
+        self.assertNotIn("idle: ", "\n".join(table.profile_compare(timeline.compare(a, old), "cmp")))
+
+
 class CompareTest(unittest.TestCase):
     def setUp(self):
         self.a = timeline.analyse(records(trace(none_token)), timeline.Options(), "none.tsv")

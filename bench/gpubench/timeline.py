@@ -32,6 +32,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 GPU_KINDS = ("kernel", "memcpy", "memset")
 TOP_CHANGES = 15   # kernels in a comparison
+TOP_GAPS = 12      # pairs of kernels either side of idle gaps in a report
 
 Lane = Tuple[int, int]   # (device, CUPTI stream id)
 
@@ -413,6 +414,89 @@ def _count(x: float) -> float:
     return round(x, 3)
 
 
+# ---- idle gaps ---------------------------------------------------------------------------------
+
+GAP_BUCKETS_US = (0.5, 1, 2, 5, 20, 100)   # upper bounds of the gap sizes' buckets; the last is open
+WHERE = ("cut window", "inside one graph", "between launches")
+
+
+@dataclass(frozen=True)
+class Gap:
+    start: int           # the end of the GPU work before it
+    end: int             # the start of the GPU work after it
+    before: Record       # the record that ends at start (the latest-starting one, if several)
+    after: Record        # the record that starts at end
+    where: str           # one of WHERE
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+def gaps(token: Token, windows: Sequence[Tuple[int, int]]) -> List[Gap]:
+    """The token's idle time as gaps between its GPU work (every stream's records merged), each with
+    the records either side and where it lies: in a cut window, between two records of one CUDA
+    graph launch (the driver's scheduling inside a graph), or else between launches (the host's
+    pace: separate kernels, or two graphs)."""
+    recs = sorted(token.records, key=lambda r: (r.start, r.end))
+    out = []
+    reach, last = None, None   # the end of the work so far, and the record that reached it
+    for r in recs:
+        if reach is not None and r.start > reach and token.start <= reach and r.start <= token.end:
+            if any(lo < r.start and hi > reach for lo, hi in windows):
+                where = WHERE[0]
+            elif last.graph and last.graph == r.graph:
+                where = WHERE[1]
+            else:
+                where = WHERE[2]
+            out.append(Gap(reach, r.start, last, r, where))
+        if reach is None or r.end >= reach:
+            reach, last = r.end, r
+    return out
+
+
+def bucket(size_ns: int) -> str:
+    """The bucket label of a gap's size (GAP_BUCKETS_US)."""
+    lo = 0.0
+    for hi in GAP_BUCKETS_US:
+        if size_ns < hi * 1000:
+            return f"{lo:g}-{hi:g}"
+        lo = hi
+    return f">= {lo:g}"
+
+
+def gap_summary(token_gaps: List[List[Gap]]) -> Dict:
+    """Per token (medians, and sums over the tokens divided by their number): idle by where it
+    lies, the largest gap, gaps by size, and the pairs of kernels (before -> after) whose gaps add
+    up to most idle time."""
+    n = len(token_gaps)
+    where = {w: [sum(g.size for g in gs if g.where == w) for gs in token_gaps] for w in WHERE}
+    counts = {w: [sum(1 for g in gs if g.where == w) for gs in token_gaps] for w in WHERE}
+    largest = [max((g.size for g in gs), default=0) for gs in token_gaps]
+    sizes: Dict[str, List[int]] = {}
+    pairs: Dict[Tuple[str, str, str], List[int]] = {}
+    for gs in token_gaps:
+        for g in gs:
+            e = sizes.setdefault(bucket(g.size), [0, 0])
+            e[0] += 1
+            e[1] += g.size
+            key = (short_name(g.before.name), short_name(g.after.name), g.where)
+            e = pairs.setdefault(key, [0, 0])
+            e[0] += 1
+            e[1] += g.size
+    labels = [bucket(int(b * 1000) - 1) for b in GAP_BUCKETS_US] + [bucket(GAP_BUCKETS_US[-1] * 1000)]
+    return {
+        "where": [{"where": w, "us_per_token": med_min(where[w]), "gaps_per_token": _count(statistics.median(counts[w]))}
+                  for w in WHERE],
+        "largest_us": med_min(largest),
+        "sizes": [{"bucket": b, "gaps_per_token": _count(sizes[b][0] / n), "us_per_token": us(sizes[b][1] / n)}
+                  for b in labels if b in sizes],
+        "pairs": [{"before": b, "after": a, "where": w, "gaps_per_token": _count(c / n), "us_per_token": us(t / n),
+                   "mean_us": us(t / c)}
+                  for (b, a, w), (c, t) in sorted(pairs.items(), key=lambda kv: (-kv[1][1], kv[0]))][:TOP_GAPS],
+    }
+
+
 # ---- one trace ---------------------------------------------------------------------------------
 
 def analyse(records: Sequence[Record], opt: Options, source: str = "") -> Dict:
@@ -427,9 +511,11 @@ def analyse(records: Sequence[Record], opt: Options, source: str = "") -> Dict:
     lane_time: Dict[Lane, List[int]] = {lane: [] for lane in all_lanes}
     names: Dict[str, List[int]] = {}   # short name -> [count, total ns]
     token_cuts: List[List[Cut]] = []
+    token_gaps: List[List[Gap]] = []
     for t in toks:
         cs = cuts(t, opt.cut)
         token_cuts.append(cs)
+        token_gaps.append(gaps(t, [c.window for c in cs]))
         window = covered((c.window for c in cs), t.start, t.end)
         rows.append({"index": t.index, "start_ns": t.start, "wall_us": us(t.wall), "busy_us": us(t.busy),
                      "idle_us": us(t.wall - t.busy), "kernels": len(t.kernels),
@@ -460,6 +546,7 @@ def analyse(records: Sequence[Record], opt: Options, source: str = "") -> Dict:
         "streams": streams,
         "kernels": kernels,
         "cuts": cut_summary(token_cuts, rows),
+        "idle": gap_summary(token_gaps),
         "api": api_summary(records, toks),
     }
 
@@ -501,14 +588,21 @@ def analyse_file(path: Path, opt: Options) -> Dict:
 # ---- two traces --------------------------------------------------------------------------------
 
 def compare(a: Dict, b: Dict) -> Dict:
-    """B against A (reports of analyse): median wall, busy and idle per token, their difference
-    per cut of B, and the kernels whose time per token changed most."""
+    """B against A (reports of analyse): median wall, busy and idle per token (idle also by where
+    its gaps lie), their difference per cut of B, and the kernels whose time per token changed
+    most."""
     cut_b = (b.get("cuts") or {}).get("per_token") or 0
     out: Dict = {"a": a["trace"], "b": b["trace"], "cuts_per_token_b": cut_b}
     for key in ("wall_us", "busy_us", "idle_us"):
         va, vb = a["summary"][key]["median"], b["summary"][key]["median"]
         out[key] = {"a": va, "b": vb, "diff": round(vb - va, 3),
                     "per_cut": round((vb - va) / cut_b, 3) if cut_b else None}
+    out["idle_where"] = []
+    if a.get("idle") and b.get("idle"):
+        for wa, wb in zip(a["idle"]["where"], b["idle"]["where"]):
+            va, vb = wa["us_per_token"]["median"], wb["us_per_token"]["median"]
+            out["idle_where"].append({"where": wa["where"], "a": va, "b": vb, "diff": round(vb - va, 3),
+                                      "per_cut": round((vb - va) / cut_b, 3) if cut_b else None})
     ka = {k["name"]: k for k in a["kernels"]}
     kb = {k["name"]: k for k in b["kernels"]}
     changes = []
