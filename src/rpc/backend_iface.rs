@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use ggml_backend_rs_rpc::GraphMsg;
 
-use super::buffer_iface::{host_bytes, on_wire, read_failed, read_into, upload};
+use super::buffer_iface::{on_wire, read_into, upload};
 use super::on_wire::wire_graph;
 use super::state::{find_device, lock, wait_event, RpcBackend, BACKENDS, EVENTS};
 use crate::abi::log::log_error;
@@ -82,14 +82,15 @@ impl RpcBackend {
         let at = data as usize;
         let Some(w) = on_wire(self.dev, t) else {
             // SAFETY: this function's contract; written now, before the caller can synchronize.
-            unsafe { read_failed(at, size) };
+            unsafe { host_bytes_mut(at, size) }.fill(0);
             return;
         };
-        // SAFETY: this function's contract: the bytes stay the caller's, untouched, until it
-        // synchronizes the backend, which waits for this job.
-        self.dev
-            .remote
-            .post(move |c| unsafe { read_into(c, &w, offset, at, size) });
+        self.dev.remote.post(move |c| {
+            // SAFETY: this function's contract: the bytes stay the caller's, untouched, until
+            // it synchronizes the backend, which waits for this job.
+            let out = unsafe { host_bytes_mut(at, size) };
+            read_into(c, &w, offset, out)
+        });
     }
 
     fn synchronize(&self, _: Backend) {
@@ -154,4 +155,31 @@ impl RpcBackend {
             wait_event(event.as_ptr());
         }
     }
+}
+
+/// The caller's `size` bytes at `at`; empty, without touching the pointer (which ggml may pass
+/// as NULL or dangling), when `size` is 0.
+///
+/// # Safety
+/// When `size` > 0, `at` is the address of `size` readable bytes that stay live and unwritten
+/// for `'a`.
+unsafe fn host_bytes<'a>(at: usize, size: usize) -> &'a [u8] {
+    if size == 0 {
+        return &[];
+    }
+    // SAFETY: this function's contract, with a non-zero size.
+    unsafe { std::slice::from_raw_parts(at as *const u8, size) }
+}
+
+/// As [`host_bytes`], writable.
+///
+/// # Safety
+/// When `size` > 0, `at` is the address of `size` writable bytes that nothing else uses for
+/// `'a`.
+unsafe fn host_bytes_mut<'a>(at: usize, size: usize) -> &'a mut [u8] {
+    if size == 0 {
+        return &mut [];
+    }
+    // SAFETY: this function's contract, with a non-zero size.
+    unsafe { std::slice::from_raw_parts_mut(at as *mut u8, size) }
 }

@@ -80,12 +80,10 @@ impl RpcBuffer {
             return;
         };
         let weights = buffer.usage() == USAGE_WEIGHTS;
-        let (at, size) = (data.as_ptr() as usize, data.len());
-        let _ = self.dev.remote.call(move |c: &mut Client| {
-            // SAFETY: `data`'s bytes, borrowed for this call; `call` returns after this job.
-            let bytes = unsafe { host_bytes(at, size) };
-            upload(c, &w, weights, offset, bytes)
-        });
+        let _ = self
+            .dev
+            .remote
+            .call(|c: &mut Client| upload(c, &w, weights, offset, data));
     }
 
     fn get_tensor(&self, _: Buffer, t: Tensor, out: &mut [u8], offset: usize) {
@@ -93,13 +91,10 @@ impl RpcBuffer {
             out.fill(0);
             return;
         };
-        let (at, size) = (out.as_mut_ptr() as usize, out.len());
-        // SAFETY: `out`'s bytes, borrowed mutably for this call; `call` returns after this
-        // job.
         let _ = self
             .dev
             .remote
-            .call(move |c: &mut Client| unsafe { read_into(c, &w, offset, at, size) });
+            .call(|c: &mut Client| read_into(c, &w, offset, out));
     }
 
     fn cpy_tensor(&self, _: Buffer, s: Tensor, d: Tensor) -> bool {
@@ -151,57 +146,10 @@ pub(super) fn upload(c: &mut Client, w: &WireTensor, weights: bool, offset: usiz
     };
 }
 
-/// Reads `size` bytes of `w` from `offset` into the caller's memory at `at`: zeros where the
-/// server cannot give them.
-///
-/// # Safety
-/// `at` is the address of `size` writable bytes that nothing else uses until this returns.
-pub(super) unsafe fn read_into(
-    c: &mut Client,
-    w: &WireTensor,
-    offset: usize,
-    at: usize,
-    size: usize,
-) {
-    // SAFETY: this function's contract.
-    let out = unsafe { host_bytes_mut(at, size) };
+/// Reads `out.len()` bytes of `w` from `offset` into `out`: zeros where the server cannot give
+/// them.
+pub(super) fn read_into(c: &mut Client, w: &WireTensor, offset: usize, out: &mut [u8]) {
     if !out.is_empty() && c.get_tensor(w, offset as u64, out).is_err() {
         out.fill(0);
     }
-}
-
-/// Zeros for a read that cannot be made.
-///
-/// # Safety
-/// As [`read_into`].
-pub(super) unsafe fn read_failed(at: usize, size: usize) {
-    // SAFETY: this function's contract.
-    unsafe { host_bytes_mut(at, size) }.fill(0);
-}
-
-/// The caller's `size` bytes at `at`; empty, without touching the pointer (which ggml may pass
-/// as NULL or dangling), when `size` is 0.
-///
-/// # Safety
-/// When `size` > 0, `at` is the address of `size` readable bytes that stay live and unwritten
-/// for `'a`.
-pub(super) unsafe fn host_bytes<'a>(at: usize, size: usize) -> &'a [u8] {
-    if size == 0 {
-        return &[];
-    }
-    // SAFETY: this function's contract, with a non-zero size.
-    unsafe { std::slice::from_raw_parts(at as *const u8, size) }
-}
-
-/// As [`host_bytes`], writable.
-///
-/// # Safety
-/// When `size` > 0, `at` is the address of `size` writable bytes that nothing else uses for
-/// `'a`.
-unsafe fn host_bytes_mut<'a>(at: usize, size: usize) -> &'a mut [u8] {
-    if size == 0 {
-        return &mut [];
-    }
-    // SAFETY: this function's contract, with a non-zero size.
-    unsafe { std::slice::from_raw_parts_mut(at as *mut u8, size) }
 }

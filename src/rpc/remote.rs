@@ -99,6 +99,19 @@ impl Queue {
     }
 }
 
+/// A job in the queue that borrows from the caller's frame: dropping this waits until it has
+/// run.
+struct Queued<'q> {
+    queue: &'q Queue,
+    n: u64,
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.queue.wait_for(self.n);
+    }
+}
+
 /// Logs and keeps the client's failure, once: every later request is answered with it.
 fn keep_failure(client: &Client, failure: &Mutex<Option<String>>) {
     if let Some(e) = client.failure() {
@@ -170,10 +183,12 @@ impl Remote {
     }
 
     /// Runs `job` after every request made before it and returns its result: at once on this
-    /// thread when nothing is queued or running, else behind the queue.
-    pub fn call<R: Send + 'static>(
+    /// thread when nothing is queued or running, else behind the queue. `job` may borrow from
+    /// the caller (the bytes of a `set_tensor`, the destination of a `get_tensor`): this
+    /// returns only after the job has run.
+    pub fn call<'a, R: Send + 'a>(
         &self,
-        job: impl FnOnce(&mut Client) -> R + Send + 'static,
+        job: impl FnOnce(&mut Client) -> R + Send + 'a,
     ) -> Option<R> {
         let s = self.queue.lock();
         if s.jobs.is_empty() && s.finished == s.posted {
@@ -186,14 +201,23 @@ impl Remote {
             return Some(r);
         }
         drop(s);
-        let slot = Arc::new(Mutex::new(None));
-        let put = slot.clone();
-        let n = self.queue.push(Box::new(move |c| {
-            *lock(&put) = Some(job(c));
-        }));
-        self.queue.wait_for(n);
-        let r = lock(&slot).take();
-        r
+        let slot = Mutex::new(None);
+        let put = &slot;
+        let borrowing: Box<dyn FnOnce(&mut Client) + Send + '_> = Box::new(move |c| {
+            *lock(put) = Some(job(c));
+        });
+        // SAFETY: only the lifetime changes (the same trait object). The thread runs every
+        // queued job (only the drop of this `Remote`, which `&self` rules out here, ends it),
+        // and dropping `Queued` waits until it has run this one, and so dropped it, before
+        // this frame ends, by return or by unwinding: nothing the job borrows (the caller's
+        // data, `slot`) is used after the borrow ends.
+        let job: Job = unsafe { std::mem::transmute::<Box<_>, Job>(borrowing) };
+        let queued = Queued {
+            queue: &self.queue,
+            n: self.queue.push(job),
+        };
+        drop(queued);
+        slot.into_inner().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Returns once every request made before has been done (or has failed).
