@@ -24,7 +24,8 @@
 enum { N_EMBD = 32, N_VOCAB = 50, N_TOKENS = 7, N_HIDDEN = 48 };
 
 struct model {
-    struct ggml_context * ctx;
+    struct ggml_context * ctx;     // tok_embd
+    struct ggml_context * ctx_dev; // w1, w2
     struct ggml_tensor * tok_embd; // CPU, weights
     struct ggml_tensor * w1;       // device, weights
     struct ggml_tensor * w2;       // device, weights
@@ -45,18 +46,25 @@ static struct model load(ggml_backend_t dev_backend) {
     struct model m;
     struct ggml_init_params p = { 8 * ggml_tensor_overhead(), NULL, true };
     m.ctx = ggml_init(p);
-    struct ggml_context * ctx_dev = ggml_init(p);
+    m.ctx_dev = ggml_init(p);
     m.tok_embd = ggml_new_tensor_2d(m.ctx, GGML_TYPE_F32, N_EMBD, N_VOCAB);
-    m.w1 = ggml_new_tensor_2d(ctx_dev, GGML_TYPE_F32, N_EMBD, N_HIDDEN);
-    m.w2 = ggml_new_tensor_2d(ctx_dev, GGML_TYPE_F32, N_HIDDEN, N_EMBD);
+    m.w1 = ggml_new_tensor_2d(m.ctx_dev, GGML_TYPE_F32, N_EMBD, N_HIDDEN);
+    m.w2 = ggml_new_tensor_2d(m.ctx_dev, GGML_TYPE_F32, N_HIDDEN, N_EMBD);
     m.buf_cpu = ggml_backend_alloc_ctx_tensors_from_buft(m.ctx, ggml_backend_cpu_buffer_type());
-    m.buf_dev = ggml_backend_alloc_ctx_tensors_from_buft(ctx_dev, ggml_backend_get_default_buffer_type(dev_backend));
+    m.buf_dev = ggml_backend_alloc_ctx_tensors_from_buft(m.ctx_dev, ggml_backend_get_default_buffer_type(dev_backend));
     ggml_backend_buffer_set_usage(m.buf_cpu, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
     ggml_backend_buffer_set_usage(m.buf_dev, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
     fill(m.tok_embd, 1);
     fill(m.w1, 2);
     fill(m.w2, 3);
     return m;
+}
+
+static void unload(struct model * m) {
+    ggml_backend_buffer_free(m->buf_cpu);
+    ggml_backend_buffer_free(m->buf_dev);
+    ggml_free(m->ctx);
+    ggml_free(m->ctx_dev);
 }
 
 // builds the graph in a fresh context; returns the output tensor
@@ -148,17 +156,15 @@ int main(int argc, char ** argv) {
 
     // reference: everything on the CPU (the device weights copied into CPU memory)
     struct model m = load(dev);
-    struct model m_cpu = m;
-    {
-        struct ggml_init_params p = { 4 * ggml_tensor_overhead(), NULL, true };
-        struct ggml_context * c = ggml_init(p);
-        m_cpu.w1 = ggml_dup_tensor(c, m.w1);
-        m_cpu.w2 = ggml_dup_tensor(c, m.w2);
-        ggml_backend_buffer_t b = ggml_backend_alloc_ctx_tensors_from_buft(c, ggml_backend_cpu_buffer_type());
-        ggml_backend_buffer_set_usage(b, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
-        ggml_backend_tensor_copy(m.w1, m_cpu.w1);
-        ggml_backend_tensor_copy(m.w2, m_cpu.w2);
-    }
+    struct model m_cpu = m; // tok_embd shared; w1 and w2 copied into a context and buffer of its own
+    struct ggml_init_params p = { 4 * ggml_tensor_overhead(), NULL, true };
+    m_cpu.ctx_dev = ggml_init(p);
+    m_cpu.w1 = ggml_dup_tensor(m_cpu.ctx_dev, m.w1);
+    m_cpu.w2 = ggml_dup_tensor(m_cpu.ctx_dev, m.w2);
+    m_cpu.buf_dev = ggml_backend_alloc_ctx_tensors_from_buft(m_cpu.ctx_dev, ggml_backend_cpu_buffer_type());
+    ggml_backend_buffer_set_usage(m_cpu.buf_dev, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    ggml_backend_tensor_copy(m.w1, m_cpu.w1);
+    ggml_backend_tensor_copy(m.w2, m_cpu.w2);
     static float ref[3][N_EMBD * N_TOKENS], got[3][N_EMBD * N_TOKENS];
     int ref_splits[3], got_splits[3];
     ggml_backend_t one[1] = { cpu };
@@ -196,6 +202,9 @@ int main(int argc, char ** argv) {
         failures++;
     }
 
+    ggml_backend_buffer_free(m_cpu.buf_dev);
+    ggml_free(m_cpu.ctx_dev);
+    unload(&m);
     ggml_backend_free(dev);
     ggml_backend_free(cpu);
     return failures ? 1 : 0;
