@@ -95,6 +95,14 @@ function(ggml_backend_rs_add_reference llama_cpp_dir)
             # no modules of its own, CUDA's neither (see above)
             set(backend_args -DGGML_CUDA=OFF)
         endif()
+        if(GGML_BACKEND_RS_ASAN)
+            # compiled as the spliced build is, so that the two compute alike (bit for bit)
+            list(APPEND backend_args
+                "-DCMAKE_C_FLAGS=-fsanitize=address -fno-omit-frame-pointer"
+                "-DCMAKE_CXX_FLAGS=-fsanitize=address -fno-omit-frame-pointer"
+                "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address"
+                "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address")
+        endif()
         ExternalProject_Add(ggml_reference
             SOURCE_DIR "${llama_cpp_dir}"
             BINARY_DIR "${build_dir}"

@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -597,8 +598,10 @@ std::vector<float> run_meta(const Case & c, const Options & o) {
         devs.push_back(o.tgpu ? ggml_backend_dev_by_name(j == 0 ? "TESTGPU0" : "TESTGPU1")
                               : ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU));
     // Meta devices live forever and are keyed by (devices, callback, userdata): give each run
-    // its own table (leaked, small) so that no two runs share a device.
-    SplitTable * table = new SplitTable(e.splits);
+    // its own table, kept for the process's life, so that no two runs share a device.
+    static std::vector<std::unique_ptr<SplitTable>> tables;
+    tables.push_back(std::make_unique<SplitTable>(e.splits));
+    SplitTable * table = tables.back().get();
     ggml_backend_dev_t mdev = ggml_backend_meta_device(devs.data(), devs.size(), table_split, table);
     ggml_backend_t meta = ggml_backend_dev_init(mdev, nullptr);
     if (!meta || !ggml_backend_is_meta(meta) || ggml_backend_meta_n_backends(meta) != (size_t) o.n) {

@@ -1,9 +1,10 @@
 # cmake -DBUILD_DIR=<build> -DSOURCE_DIR=<ctests/package> -DOUR_HEADER=<include/ggml-backend.h>
-#       -DWORK_DIR=<dir> -DSHARED=<ON|OFF> -DCC=<c compiler> -P package.cmake
+#       -DWORK_DIR=<dir> -DSHARED=<ON|OFF> -DCC=<c compiler> [-DCONSUMER_FLAGS=<flags>] -P package.cmake
 # `cmake --install` of the build into WORK_DIR/prefix, then the consumer program built twice
 # against the installed tree — through find_package(ggml-backend-rs) and through pkg-config —
 # and run: both must add two vectors correctly on the installed CPU backend. The installed
-# ggml-backend.h must be ours.
+# ggml-backend.h must be ours. CONSUMER_FLAGS: compile and link flags the consumer needs besides
+# the package's (an AddressSanitizer build's -fsanitize=address).
 
 foreach(var BUILD_DIR SOURCE_DIR OUR_HEADER WORK_DIR SHARED CC)
     if(NOT DEFINED ${var})
@@ -37,7 +38,8 @@ set(ENV{LD_LIBRARY_PATH} "${prefix}/lib")
 
 # find_package
 run("configure the consumer (find_package)" "${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${WORK_DIR}/cmake-build"
-    -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}")
+    -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}" "-DCMAKE_C_FLAGS=${CONSUMER_FLAGS}"
+    "-DCMAKE_EXE_LINKER_FLAGS=${CONSUMER_FLAGS}")
 run("build the consumer (find_package)" "${CMAKE_COMMAND}" --build "${WORK_DIR}/cmake-build")
 run("run the consumer (find_package)" "${WORK_DIR}/cmake-build/consumer")
 
@@ -54,6 +56,6 @@ if(NOT rc EQUAL 0)
     message(FATAL_ERROR "pkg-config ggml-backend-rs failed:\n${err}")
 endif()
 message("--- pkg-config --cflags --libs ${static_flag} ggml-backend-rs\n${flags}")
-separate_arguments(flags UNIX_COMMAND "${flags}")
+separate_arguments(flags UNIX_COMMAND "${flags} ${CONSUMER_FLAGS}")
 run("build the consumer (pkg-config)" "${CC}" "${SOURCE_DIR}/consumer.c" -o "${WORK_DIR}/consumer-pc" ${flags})
 run("run the consumer (pkg-config)" "${WORK_DIR}/consumer-pc")

@@ -666,7 +666,7 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         cuts.push((kept[b - 1].1.clone(), e));
     }
     let planned = allreduce::plan(&m.reducer, &m.simple, cuts).map_err(PlanError::Memory)?;
-    let blocker = capture_blocker(m, &kept, &zeroed_anywhere, &planned);
+    let blocker = step::blocker(&m.reducer, &kept, &zeroed_anywhere, &planned);
     // the kept nodes that an AllReduce computes instead of a sub-graph
     let mut taken = vec![false; kept.len()];
     for (c, f) in fusions.iter().enumerate() {
@@ -767,39 +767,6 @@ fn build_plan(m: &MetaBackend, g: Graph, nodes: Vec<usize>) -> Result<GraphPlan,
         marker,
         _arena: arena,
     })
-}
-
-/// Why a plan's step cannot be captured as one CUDA graph (see `step`); `None` when it can.
-fn capture_blocker(
-    m: &MetaBackend,
-    kept: &[(Tensor, Vec<Tensor>)],
-    zeroed: &[bool],
-    planned: &Planned,
-) -> Option<String> {
-    let Some(cuda) = m.reducer.cuda() else {
-        return Some("the devices have no CUDA AllReduce of ours".into());
-    };
-    match step::wanted() {
-        step::Wanted::Never => return Some("GGML_META_CUDA_GRAPH=0".into()),
-        step::Wanted::Measured if cuda.gpus() > 1 => {
-            return Some(format!(
-                "{} GPUs: a step over several GPUs is captured with GGML_META_CUDA_GRAPH=1 \
-                 (not yet measured there)",
-                cuda.gpus()
-            ))
-        }
-        _ => {}
-    }
-    if zeroed.iter().any(|&z| z) {
-        return Some("a device computes an empty slice (zeros uploaded from the host)".into());
-    }
-    if let Some((t, _)) = kept.iter().find(|(t, _)| t.op_kind() == Some(Op::MulMatId)) {
-        return Some(format!(
-            "'{}' (MUL_MAT_ID): the CUDA backend may synchronize its stream for it",
-            t.name_string()
-        ));
-    }
-    m.reducer.capture_blocker(planned)
 }
 
 /// The per-device tensors of fusion `f` behind the cut after `kept[cut]`, when our kernel can

@@ -30,13 +30,15 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::allreduce::{Planned, Reducer};
 use crate::abi::*;
+use ggml_backend_rs_core::Op;
 
 pub(super) use ggml_backend_rs_core::capture::{Next, Step};
 
 /// What `GGML_META_CUDA_GRAPH` asks for.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Wanted {
+enum Wanted {
     /// `0`: never capture.
     Never,
     /// Unset (or another value): capture where it was measured, one GPU.
@@ -45,7 +47,7 @@ pub(super) enum Wanted {
     Always,
 }
 
-pub(super) fn wanted() -> Wanted {
+fn wanted() -> Wanted {
     static W: std::sync::OnceLock<Wanted> = std::sync::OnceLock::new();
     *W.get_or_init(|| match std::env::var("GGML_META_CUDA_GRAPH").as_deref() {
         Ok("0") => Wanted::Never,
@@ -60,4 +62,39 @@ pub(super) fn mark(marker: Tensor) {
     static SERIAL: AtomicU64 = AtomicU64::new(1);
     let n = SERIAL.fetch_add(1, Ordering::Relaxed);
     marker.set_op_params(&[n as i32, (n >> 32) as i32]);
+}
+
+/// Why a plan's step cannot be captured (the module doc's list); `None` when it can. `kept`
+/// holds the plan's nodes with their per-device tensors, `zeroed` whether a device computes an
+/// empty slice of each.
+pub(super) fn blocker(
+    reducer: &Reducer,
+    kept: &[(Tensor, Vec<Tensor>)],
+    zeroed: &[bool],
+    planned: &Planned,
+) -> Option<String> {
+    let Some(cuda) = reducer.cuda() else {
+        return Some("the devices have no CUDA AllReduce of ours".into());
+    };
+    match wanted() {
+        Wanted::Never => return Some("GGML_META_CUDA_GRAPH=0".into()),
+        Wanted::Measured if cuda.gpus() > 1 => {
+            return Some(format!(
+                "{} GPUs: a step over several GPUs is captured with GGML_META_CUDA_GRAPH=1 \
+                 (not yet measured there)",
+                cuda.gpus()
+            ))
+        }
+        _ => {}
+    }
+    if zeroed.iter().any(|&z| z) {
+        return Some("a device computes an empty slice (zeros uploaded from the host)".into());
+    }
+    if let Some((t, _)) = kept.iter().find(|(t, _)| t.op_kind() == Some(Op::MulMatId)) {
+        return Some(format!(
+            "'{}' (MUL_MAT_ID): the CUDA backend may synchronize its stream for it",
+            t.name_string()
+        ));
+    }
+    reducer.capture_blocker(planned)
 }
