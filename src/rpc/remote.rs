@@ -310,3 +310,78 @@ pub(super) fn timeouts() -> Timeouts {
         t
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ggml_backend_rs_rpc::wire::{HelloReply, CONN_CAPS_SIZE, PROTOCOL};
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::sync::mpsc;
+    use std::time::Instant;
+
+    /// The longest anything here waits.
+    const LIMIT: Duration = Duration::from_secs(20);
+
+    /// A server that answers HELLO and then reads until the client closes; its address.
+    fn server() -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(LIMIT)).unwrap();
+            let mut hello = [0u8; 9 + CONN_CAPS_SIZE];
+            s.read_exact(&mut hello).unwrap();
+            let rsp = HelloReply {
+                version: PROTOCOL,
+                conn_caps: [0; CONN_CAPS_SIZE],
+            }
+            .encode();
+            s.write_all(&(rsp.len() as u64).to_le_bytes()).unwrap();
+            s.write_all(&rsp).unwrap();
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+        });
+        addr
+    }
+
+    #[test]
+    fn a_call_with_nothing_queued_runs_on_the_callers_thread() {
+        let remote = Remote::connect(&server(), &Timeouts::default()).unwrap();
+        let me = std::thread::current().id();
+        assert_eq!(remote.call(|_| std::thread::current().id()), Some(me));
+    }
+
+    #[test]
+    fn a_call_behind_queued_work_writes_the_callers_buffer_before_it_returns() {
+        let remote = Remote::connect(&server(), &Timeouts::default()).unwrap();
+        // the server's thread runs a job that holds it until released
+        let (started, running) = mpsc::channel();
+        let (release, released) = mpsc::channel::<()>();
+        remote.post(move |_| {
+            started.send(()).unwrap();
+            released.recv_timeout(LIMIT).unwrap();
+        });
+        running.recv_timeout(LIMIT).unwrap();
+        let mut out = [0u8; 4];
+        let me = std::thread::current().id();
+        std::thread::scope(|s| {
+            let caller = s.spawn(|| {
+                remote.call(|_| {
+                    out.copy_from_slice(&[1, 2, 3, 4]);
+                    std::thread::current().id()
+                })
+            });
+            // the call is queued (job 2) while job 1 runs: only then is job 1 released
+            let start = Instant::now();
+            while remote.queue.lock().posted < 2 {
+                assert!(start.elapsed() < LIMIT, "the call was not queued");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            release.send(()).unwrap();
+            let ran_on = caller.join().unwrap().expect("a result");
+            assert_ne!(ran_on, me, "queued work runs on the server's thread");
+        });
+        assert_eq!(out, [1, 2, 3, 4]);
+    }
+}
