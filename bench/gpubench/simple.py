@@ -22,6 +22,11 @@ N_PREDICT_TIMING = 128
 TIMING_RUNS = 5
 
 
+def variant_name(env: str) -> str:
+    """An environment item (VAR=value[+VAR=value...]) as part of a file name."""
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in env)
+
+
 def tree_ready(s: Settings, nccl: bool) -> bool:
     if s.prebuilt:
         step(f"using the build in {s.build_dir}")
@@ -94,13 +99,18 @@ class Decode:
         say(c["text"])
         return c
 
-    def timing(self, args: List[str]) -> None:
+    def timing(self, args: List[str], envs: List[str] = ()) -> None:
+        """TIMING_RUNS rounds of upstream, ours, then ours with each of `envs` (VAR=value[+...])."""
+        runs = [("ref", "")] + [("ours", "")] + [("ours", e) for e in envs]
         for i in range(1, TIMING_RUNS + 1):
-            for side in ("ref", "ours"):
-                rec = self.driver(side, f"timing-{i}-{side}", args + ["--n-predict", N_PREDICT_TIMING], logits=False)
-                rec["run"] = i
+            for side, variant in runs:
+                name = f"timing-{i}-{side}" + (f"-{variant_name(variant)}" if variant else "")
+                rec = self.driver(side, name, args + ["--n-predict", N_PREDICT_TIMING],
+                                  env=variant.split("+") if variant else [], logits=False)
+                rec["run"], rec["variant"] = i, variant
                 t = rec.get("timing")
-                say(f"{side}: " + (" ".join(f"{k}={v:g}" for k, v in t.items()) if t else rec["status"]))
+                label = side + (f" [{variant}]" if variant else "")
+                say(f"{label}: " + (" ".join(f"{k}={v:g}" for k, v in t.items()) if t else rec["status"]))
                 self.res.append("timing", rec)
         self.res.save()
 
@@ -140,8 +150,8 @@ def run_all(s: Settings) -> int:
 
 def run_multi(s: Settings) -> int:
     """Two devices: each split mode with both builds (ours must match upstream, and every mode the
-    single device's tokens); ours with the AllReduce fallback forced; uneven and empty tensor
-    slices; timing of tensor mode."""
+    single device's tokens); ours in tensor mode with each --envs item; ours with the AllReduce
+    fallback forced; uneven and empty tensor slices; timing of tensor mode (with each --envs item)."""
     if not tree_ready(s, nccl=not s.cpu_test):
         return 1
     d = Decode(s, "multi")
@@ -164,6 +174,21 @@ def run_multi(s: Settings) -> int:
             vs_one = d.compare(f"ours-{split}", "ours-none", "0.05")
         d.res.append("configs", {"label": f"{split}, {devs}", "ours": recs["ours"]["status"],
                                  "upstream": recs["ref"]["status"], "vs_upstream": vs_up, "vs_one": vs_one})
+        d.res.save()
+    # Ours in tensor mode with each --envs item: the same logits as without it (bit for bit: an
+    # item that changes how a step is queued, not what it computes), and as one device.
+    for env in s.envs:
+        step(f"ours: tensor split over {pair} with {env}")
+        name = f"ours-tensor-{variant_name(env)}"
+        rec = d.driver("ours", name, ["--split-mode", "tensor", "--devices", pair, "--n-predict", N_PREDICT],
+                       env=env.split("+"))
+        d.show(rec, full=False)
+        d.res.append("runs", rec)
+        step(f"compare {env} vs ours without it")
+        vs_ours = d.compare(name, "ours-tensor")
+        vs_ours["text"] = "vs ours without it: " + vs_ours["text"]
+        d.res.append("configs", {"label": f"tensor, {pair}, {env}", "ours": rec["status"], "vs_upstream": vs_ours,
+                                 "vs_one": d.compare(name, "ours-none", "0.05")})
         d.res.save()
     step("ours: tensor split, AllReduce fallback (no NCCL)")
     rec = d.driver("ours", "ours-fallback", ["--split-mode", "tensor", "--devices", pair, "--n-predict", N_PREDICT],
@@ -189,5 +214,5 @@ def run_multi(s: Settings) -> int:
                                  "vs_one": d.compare(name, "ours-none", "0.05")})
     d.res.save()
     step(f"timing, tensor split: {TIMING_RUNS} alternating runs each")
-    d.timing(["--split-mode", "tensor", "--devices", pair])
+    d.timing(["--split-mode", "tensor", "--devices", pair], s.envs)
     return d.finish(0)

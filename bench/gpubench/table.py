@@ -153,29 +153,48 @@ def _strip(name: str) -> str:  # str.removesuffix is Python 3.9+
 
 # ---- all and multi -------------------------------------------------------------------------------
 
-def _median(runs: List[Dict], side: str, key: str) -> Optional[float]:
-    v = [r["timing"][key] for r in runs if r["side"] == side and r.get("timing") and key in r["timing"]]
-    return statistics.median(v) if v else None
+def _values(runs: List[Dict], side: str, key: str, variant: str = "") -> List[float]:
+    return [r["timing"][key] for r in runs if r["side"] == side and r.get("variant", "") == variant
+            and r.get("timing") and key in r["timing"]]
+
+
+def _cell(v: List[float]) -> str:
+    return f"{statistics.median(v):.1f} ({min(v):.1f}–{max(v):.1f})" if v else DASH
+
+
+def _ratio(a: List[float], b: List[float]) -> str:
+    """Time of b over time of a, from median tokens/s (< 1: b takes less time)."""
+    return f"{statistics.median(a) / statistics.median(b):.3f}" if a and b else DASH
+
+
+def timing_variants(runs: List[Dict]) -> List[str]:
+    """The environment items ours was also timed with, in the order they ran."""
+    return list(dict.fromkeys(r["variant"] for r in runs if r["side"] == "ours" and r.get("variant")))
+
+
+def timing_header(runs: List[Dict]) -> List[str]:
+    h = ["", "upstream", "ours", "time ratio ours/upstream"]
+    for v in timing_variants(runs):
+        h += [f"ours [{v}]", f"time ratio [{v}]/ours"]
+    return h
 
 
 def timing_rows(runs: List[Dict]) -> List[List[str]]:
-    """Alternating timing runs: median tokens/s of each build, and the time ratio ours/upstream
-    (upstream's tokens/s over ours: < 1 means ours takes less time)."""
+    """Alternating timing runs: median tokens/s (min–max) of each build, and the time ratio
+    ours/upstream (upstream's tokens/s over ours: < 1 means ours takes less time); then for each
+    environment item ours also ran with, its tokens/s and time ratio against ours without it."""
     rows = []
     for name, key in (("decode (tg)", "decode_tps"), ("prompt", "prompt_tps")):
-        up, ours = _median(runs, "ref", key), _median(runs, "ours", key)
         if key == "prompt_tps":
             n = [r["timing"].get("n_prompt") for r in runs if r.get("timing")]
             if n and n[0] is not None:
                 name = f"prompt ({int(n[0])} tokens)"
-        lo_hi = {}
-        for side in ("ref", "ours"):
-            v = [r["timing"][key] for r in runs if r["side"] == side and r.get("timing") and key in r["timing"]]
-            lo_hi[side] = f" ({min(v):.1f}–{max(v):.1f})" if v else ""
-        rows.append([name,
-                     f"{up:.1f}{lo_hi['ref']}" if up is not None else DASH,
-                     f"{ours:.1f}{lo_hi['ours']}" if ours is not None else DASH,
-                     f"{up / ours:.3f}" if up and ours else DASH])
+        up, ours = _values(runs, "ref", key), _values(runs, "ours", key)
+        row = [name, _cell(up), _cell(ours), _ratio(up, ours)]
+        for v in timing_variants(runs):
+            var = _values(runs, "ours", key, v)
+            row += [_cell(var), _ratio(ours, var)]
+        rows.append(row)
     return rows
 
 
@@ -190,7 +209,7 @@ def render_all(res: Dict) -> str:
     out += ["", f"tokens: {same}; logits, ours vs upstream: {_text(res.get('compare'))}", ""]
     n = len([r for r in res.get("timing", []) if r["side"] == "ours"])
     out += [f"## Timing: {n} alternating runs each, median tokens/s (min–max)", ""]
-    out += _md(["", "upstream", "ours", "time ratio ours/upstream"], timing_rows(res.get("timing", [])))
+    out += _md(timing_header(res.get("timing", [])), timing_rows(res.get("timing", [])))
     return "\n".join(out) + "\n"
 
 
@@ -199,9 +218,9 @@ def render_multi(res: Dict) -> str:
     out += _md(["split mode, devices", "ours", "upstream", "ours vs upstream", "vs one device"],
                [[r["label"], r["ours"], r.get("upstream") or DASH, _text(r.get("vs_upstream")), _text(r.get("vs_one"))]
                 for r in res.get("configs", [])])
-    n = len([r for r in res.get("timing", []) if r["side"] == "ours"])
+    n = len([r for r in res.get("timing", []) if r["side"] == "ref"])
     out += ["", f"## Timing, tensor split: {n} alternating runs each, median tokens/s (min–max)", ""]
-    out += _md(["", "upstream", "ours", "time ratio ours/upstream"], timing_rows(res.get("timing", [])))
+    out += _md(timing_header(res.get("timing", [])), timing_rows(res.get("timing", [])))
     return "\n".join(out) + "\n"
 
 

@@ -371,6 +371,17 @@ class TableTest(unittest.TestCase):
         rows = table.timing_rows(runs)
         self.assertEqual(rows[0], ["decode (tg)", "810.0 (800.0–820.0)", "845.0 (840.0–850.0)", "0.959"])
         self.assertEqual(rows[1][0], "prompt (33 tokens)")
+        # ours also timed with an environment item: its tokens/s and time against ours without it
+        runs += [{"side": "ours", "variant": "A=1", "timing": {"decode_tps": tps, "prompt_tps": 10 * tps}}
+                 for tps in (880.0, 900.0)]
+        self.assertEqual(table.timing_header(runs)[4:], ["ours [A=1]", "time ratio [A=1]/ours"])
+        self.assertEqual(table.timing_rows(runs)[0],
+                         ["decode (tg)", "810.0 (800.0–820.0)", "845.0 (840.0–850.0)", "0.959",
+                          "890.0 (880.0–900.0)", "0.949"])
+        md = table.render_multi({"configs": [], "timing": runs})
+        self.assertIn("## Timing, tensor split: 3 alternating runs each", md)
+        self.assertIn("| decode (tg) | 810.0 (800.0–820.0) | 845.0 (840.0–850.0) | 0.959 | 890.0 (880.0–900.0) | 0.949 |",
+                      md)
 
     def test_stored_results_render(self):
         # every results file kept in bench/results renders
