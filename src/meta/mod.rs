@@ -48,6 +48,7 @@ pub mod device_iface;
 mod direct;
 pub mod epilogue;
 pub mod facts;
+mod graph_plan;
 mod host;
 mod reduction;
 mod scratch;
