@@ -5,6 +5,7 @@
 //! capture (`step`). A plan records what it was built from (`Stamp`) so that the backend
 //! reuses it only while that holds.
 
+use std::collections::HashMap;
 use std::ptr;
 
 use super::allreduce::{self, Planned, Reducer};
@@ -139,7 +140,7 @@ fn device_nodes(
     dev: &'static MetaDevice,
     n: usize,
     all: &[Tensor],
-    uses: &std::collections::HashMap<usize, i32>,
+    uses: &HashMap<usize, i32>,
 ) -> Result<DeviceNodes, String> {
     let mut stamp = Stamp::new(dev);
     let mut kept: Vec<(Tensor, Vec<Tensor>)> = Vec::with_capacity(all.len());
@@ -229,7 +230,10 @@ impl From<String> for PlanError {
 }
 
 /// The plan of `g` (whose node addresses are `nodes`) for the meta device `dev`, whose simple
-/// backends are `simple` and whose cuts `reducer` reduces.
+/// backends are `simple` and whose cuts `reducer` reduces. Four passes: the nodes that run on
+/// the devices and where the graph is cut (`device_nodes`), the runs of nodes between cuts
+/// (`plan::sub_graphs`), each cut's AllReduce with what it takes over from the graph
+/// (`reductions`), and one ggml graph per device and run (`sub_graphs`).
 pub(super) fn build_plan(
     dev: &'static MetaDevice,
     simple: &[Backend],
@@ -246,7 +250,6 @@ pub(super) fn build_plan(
         stamp,
     } = device_nodes(dev, n, &all, &uses)?;
 
-    // Cut into sub-graphs and build one ggml graph per device for each.
     // A matmul whose contraction slice is empty on a device (that device holds none of the
     // weight's columns) has a zero partial sum there. It is not run (backends need not accept
     // empty operands); its output is zeroed instead, at its place in the graph: it starts a
@@ -266,9 +269,59 @@ pub(super) fn build_plan(
     // The AllReduces first: the direct path moves each cut's partial sums out of the graph's
     // memory (`Planned::output`), which the sub-graphs must then write, and an AllReduce that
     // takes over the nodes behind its cut takes them out of the next sub-graph.
-    // (over one device there are no cuts: see the loop above)
+    let (planned, taken) = reductions(reducer, simple, &kept, &bounds, &uses)?;
+    let blocker = step::blocker(reducer, &kept, &zeroed_anywhere, &planned);
+    // where the step can be captured, room for the capture graphs too, one node longer (the
+    // marker)
+    let capturable = blocker.is_none();
+    let max_len = bounds.iter().map(|b| b.1 - b.0).max().unwrap_or(0);
+    let arena = GraphArena::new(
+        bounds.len() * n * (1 + usize::from(capturable)),
+        max_len + usize::from(capturable),
+    );
+    let marker = capturable.then(|| arena.marker());
+    let run = Runs {
+        kept: &kept,
+        zeroed: &zeroed,
+        taken: &taken,
+        uses: &uses,
+        planned: &planned,
+    };
+    let subgraphs = sub_graphs(&run, &bounds, n, &arena, marker);
+    let zero_bytes = subgraphs
+        .iter()
+        .flat_map(|sg| &sg.zero)
+        .map(|(_, _, like)| like.nbytes())
+        .max()
+        .unwrap_or(0);
+    if debug_enabled() {
+        log_plan(blocker.as_deref(), reducer, &planned);
+    }
+    Ok(GraphPlan {
+        nodes,
+        uid: 0,
+        stamp,
+        subgraphs,
+        reductions: planned,
+        zeros: vec![0; zero_bytes],
+        step: Step::new(blocker),
+        marker,
+        _arena: arena,
+    })
+}
+
+/// Each cut's AllReduce (`bounds` marks the runs that end in one), with the nodes behind it
+/// that its epilogue computes where the path takes them over; and which of `kept` no sub-graph
+/// runs for that reason.
+fn reductions(
+    reducer: &Reducer,
+    simple: &[Backend],
+    kept: &[(Tensor, Vec<Tensor>)],
+    bounds: &[(usize, usize, bool)],
+    uses: &HashMap<usize, i32>,
+) -> Result<(Planned, Vec<bool>), PlanError> {
     let kept_nodes: Vec<Tensor> = kept.iter().map(|(t, _)| *t).collect();
-    let view = NodeView { uses: &uses };
+    let view = NodeView { uses };
     let mut fusions = Vec::new();
     let mut cuts = Vec::new();
     for (i, &(_, b, r)) in bounds.iter().enumerate() {
@@ -277,50 +330,61 @@ pub(super) fn build_plan(
         }
         let next_end = bounds.get(i + 1).map_or(b, |nb| nb.1);
         let fused = plan::fusion(&view, &kept_nodes, b - 1, next_end)
-            .and_then(|f| epilogue(&kept, b - 1, f));
+            .and_then(|f| epilogue(kept, b - 1, f));
         let (f, e) = fused.map_or((None, None), |(f, e)| (Some(f), Some(e)));
         fusions.push(f);
         cuts.push((kept[b - 1].1.clone(), e));
     }
     let planned = allreduce::plan(reducer, simple, cuts).map_err(PlanError::Memory)?;
-    let blocker = step::blocker(reducer, &kept, &zeroed_anywhere, &planned);
-    // the kept nodes that an AllReduce computes instead of a sub-graph
     let mut taken = vec![false; kept.len()];
     for (c, f) in fusions.iter().enumerate() {
         if let Some(f) = f.filter(|_| planned.fused(c)) {
             taken[f.nodes()].iter_mut().for_each(|x| *x = true);
         }
     }
-    let max_len = bounds.iter().map(|b| b.1 - b.0).max().unwrap_or(0);
-    // where the step can be captured, room for the capture graphs too, one node longer (the
-    // marker)
-    let capturable = blocker.is_none();
-    let arena = GraphArena::new(
-        bounds.len() * n * (1 + usize::from(capturable)),
-        max_len + usize::from(capturable),
-    );
-    let marker = capturable.then(|| arena.marker());
+    Ok((planned, taken))
+}
+
+/// What the sub-graphs are built from: the kept nodes with their per-device tensors, per node
+/// the devices whose output is zeroed instead of computed and whether an AllReduce computes it,
+/// ggml's use counts, and the cuts' AllReduces.
+struct Runs<'a> {
+    kept: &'a [(Tensor, Vec<Tensor>)],
+    zeroed: &'a [Vec<usize>],
+    taken: &'a [bool],
+    uses: &'a HashMap<usize, i32>,
+    planned: &'a Planned,
+}
+
+/// One ggml graph per device for each run of nodes in `bounds`, in `arena`; with `marker`
+/// (the step can be captured) the same graphs again behind it.
+fn sub_graphs(
+    run: &Runs,
+    bounds: &[(usize, usize, bool)],
+    n: usize,
+    arena: &GraphArena,
+    marker: Option<Tensor>,
+) -> Vec<SubGraph> {
     let mut subgraphs = Vec::with_capacity(bounds.len());
     let mut n_cuts = 0;
-    let mut zero_bytes = 0;
-    for &(a, b, r) in &bounds {
+    for &(a, b, r) in bounds {
         let reduce = r.then(|| {
             n_cuts += 1;
             n_cuts - 1
         });
         // where device j's node writes: its own tensor, or the direct path's partial slot
         let out = |k: usize, j: usize| match reduce {
-            Some(c) if k + 1 == b => planned.output(c, j).unwrap_or(kept[k].1[j]),
-            _ => kept[k].1[j],
+            Some(c) if k + 1 == b => run.planned.output(c, j).unwrap_or(run.kept[k].1[j]),
+            _ => run.kept[k].1[j],
         };
         let mut graphs = Vec::with_capacity(n);
         let mut capture = Vec::new();
         for j in 0..n {
             let fill = |graph: Graph| {
-                for (k, (t, _)) in kept.iter().enumerate().take(b).skip(a) {
-                    if !zeroed[k].contains(&j) && !taken[k] {
+                for (k, (t, _)) in run.kept.iter().enumerate().take(b).skip(a) {
+                    if !run.zeroed[k].contains(&j) && !run.taken[k] {
                         graph.push_node(out(k, j));
-                        graph.note_use_count(out(k, j), uses_of(&uses, *t));
+                        graph.note_use_count(out(k, j), uses_of(run.uses, *t));
                     }
                 }
                 graph
@@ -335,14 +399,10 @@ pub(super) fn build_plan(
             }
             graphs.push(graph);
         }
-        let zero: Vec<(usize, Tensor, Tensor)> = zeroed[a]
+        let zero = run.zeroed[a]
             .iter()
-            .map(|&j| (j, out(a, j), kept[a].1[j]))
+            .map(|&j| (j, out(a, j), run.kept[a].1[j]))
             .collect();
-        zero_bytes = zero
-            .iter()
-            .map(|(_, _, like)| like.nbytes())
-            .fold(zero_bytes, usize::max);
         subgraphs.push(SubGraph {
             graphs,
             capture,
@@ -350,40 +410,32 @@ pub(super) fn build_plan(
             reduce,
         });
     }
-    if debug_enabled() {
-        match (&blocker, reducer.cuda()) {
-            (_, None) => {}
-            (None, Some(_)) => log_info!(
-                "meta plan: the step can be captured as one CUDA graph (from the second run of \
-                 the graph's uid)"
-            ),
-            (Some(why), Some(_)) => log_info!("meta plan: the step runs eagerly: {why}"),
-        }
-        for (c, r) in planned.reductions.iter().enumerate() {
-            let takes = match &r.epilogue {
-                Some(e) if e.norm.is_some() => " + add, rms_norm, mul",
-                Some(_) => " + add",
-                None => "",
-            };
-            log_info!(
-                "meta plan: AllReduce {c:3} of '{}' ({} bytes): {:?}{takes}",
-                r.targets[0].name_string(),
-                r.targets[0].nbytes(),
-                r.path
-            );
-        }
+    subgraphs
+}
+
+/// The plan log's lines on the step's capture and each cut's AllReduce (`GGML_META_DEBUG=1`).
+fn log_plan(blocker: Option<&str>, reducer: &Reducer, planned: &Planned) {
+    match (blocker, reducer.cuda()) {
+        (_, None) => {}
+        (None, Some(_)) => log_info!(
+            "meta plan: the step can be captured as one CUDA graph (from the second run of the \
+             graph's uid)"
+        ),
+        (Some(why), Some(_)) => log_info!("meta plan: the step runs eagerly: {why}"),
     }
-    Ok(GraphPlan {
-        nodes,
-        uid: 0,
-        stamp,
-        subgraphs,
-        reductions: planned,
-        zeros: vec![0; zero_bytes],
-        step: Step::new(blocker),
-        marker,
-        _arena: arena,
-    })
+    for (c, r) in planned.reductions.iter().enumerate() {
+        let takes = match &r.epilogue {
+            Some(e) if e.norm.is_some() => " + add, rms_norm, mul",
+            Some(_) => " + add",
+            None => "",
+        };
+        log_info!(
+            "meta plan: AllReduce {c:3} of '{}' ({} bytes): {:?}{takes}",
+            r.targets[0].name_string(),
+            r.targets[0].nbytes(),
+            r.path
+        );
+    }
 }
 
 /// The per-device tensors of fusion `f` behind the cut after `kept[cut]`, when our kernel can
@@ -473,7 +525,7 @@ fn debug_enabled() -> bool {
 /// How often each node is used as a source: as ggml recorded it for the whole graph (the
 /// scheduler hands over views of it, and consumers in other backends' splits count too), else
 /// counted within this graph.
-fn use_counts(g: Graph, nodes: &[Tensor]) -> std::collections::HashMap<usize, i32> {
+fn use_counts(g: Graph, nodes: &[Tensor]) -> HashMap<usize, i32> {
     let mut uses = std::collections::HashMap::with_capacity(nodes.len() * 2);
     for t in nodes {
         for s in t.srcs() {
@@ -488,13 +540,13 @@ fn use_counts(g: Graph, nodes: &[Tensor]) -> std::collections::HashMap<usize, i3
     uses
 }
 
-fn uses_of(uses: &std::collections::HashMap<usize, i32>, t: Tensor) -> i32 {
+fn uses_of(uses: &HashMap<usize, i32>, t: Tensor) -> i32 {
     uses.get(&(t.as_ptr() as usize)).copied().unwrap_or(0)
 }
 
 /// The graph's nodes as the core's plan decisions see them.
 struct NodeView<'a> {
-    uses: &'a std::collections::HashMap<usize, i32>,
+    uses: &'a HashMap<usize, i32>,
 }
 
 impl plan::Nodes for NodeView<'_> {
