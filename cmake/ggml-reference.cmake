@@ -2,15 +2,16 @@
 # ggml-cpu, shared) and libllama on top of it (any supported version: 0.9.11, 0.26.0),
 # with the same options as the spliced build, built as an ExternalProject. Defines the imported
 # targets ggml_ref::ggml-base, ggml_ref::ggml, ggml_ref::ggml-cpu, ggml_ref::llama (and
-# ggml_ref::ggml-rpc with GGML_RPC) and sets GGML_REFERENCE_BUILD_DIR.
+# ggml_ref::ggml-rpc with GGML_RPC) and sets GGML_REFERENCE_BUILD_DIR and GGML_REFERENCE_LIBDIR.
 # It is configured from llama.cpp's top level, exactly as the spliced ggml is (the pin's ggml/
 # cannot be configured on its own: the crates.io package lacks ggml/ggml.pc.in), but only those
 # targets are built.
 #
 # GGML_BACKEND_RS_REFERENCE_LIBDIR: a directory that already holds the reference libraries
 # (e.g. <shared-build>/ggml-reference/build/bin); then nothing is built here. When it is another
-# tree's reference build, that build must come from the same llama.cpp source and have the RPC
-# backend exactly when this tree has it (both checked).
+# tree's reference build, that build must come from the same llama.cpp source, have the RPC
+# backend exactly when this tree has it and AddressSanitizer exactly when this tree has it (all
+# checked).
 
 include_guard(GLOBAL)
 include(ExternalProject)
@@ -69,6 +70,18 @@ function(ggml_backend_rs_add_reference llama_cpp_dir)
                 message(FATAL_ERROR "GGML_BACKEND_RS_REFERENCE_LIBDIR: ${libdir} was built with "
                                     "GGML_RPC=${ref_rpc}, this tree has GGML_RPC=${GGML_RPC}")
             endif()
+            # Compiled alike, or the bit-identical comparisons fail: AddressSanitizer in both or
+            # in neither.
+            file(STRINGS "${build_dir}/CMakeCache.txt" ref_asan REGEX "^GGML_SANITIZE_ADDRESS:BOOL=")
+            string(REGEX REPLACE "^[^=]*=" "" ref_asan "${ref_asan}")
+            if(NOT ref_asan)
+                set(ref_asan OFF)
+            endif()
+            if((ref_asan AND NOT GGML_BACKEND_RS_ASAN) OR (NOT ref_asan AND GGML_BACKEND_RS_ASAN))
+                message(FATAL_ERROR "GGML_BACKEND_RS_REFERENCE_LIBDIR: ${libdir} was built with "
+                                    "GGML_SANITIZE_ADDRESS=${ref_asan}, this tree has "
+                                    "GGML_BACKEND_RS_ASAN=${GGML_BACKEND_RS_ASAN}")
+            endif()
         endif()
     else()
         set(prefix "${CMAKE_BINARY_DIR}/ggml-reference")
@@ -95,14 +108,15 @@ function(ggml_backend_rs_add_reference llama_cpp_dir)
             # no modules of its own, CUDA's neither (see above)
             set(backend_args -DGGML_CUDA=OFF)
         endif()
+        # With AddressSanitizer as the spliced build has it, so that the two compute alike (bit
+        # for bit): upstream's own options, passed either way so that turning it off reaches an
+        # existing reference too.
         if(GGML_BACKEND_RS_ASAN)
-            # compiled as the spliced build is, so that the two compute alike (bit for bit)
-            list(APPEND backend_args
-                "-DCMAKE_C_FLAGS=-fsanitize=address -fno-omit-frame-pointer"
-                "-DCMAKE_CXX_FLAGS=-fsanitize=address -fno-omit-frame-pointer"
-                "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address"
-                "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address")
+            set(asan ON)
+        else()
+            set(asan OFF)
         endif()
+        list(APPEND backend_args -DGGML_SANITIZE_ADDRESS=${asan} -DLLAMA_SANITIZE_ADDRESS=${asan})
         ExternalProject_Add(ggml_reference
             SOURCE_DIR "${llama_cpp_dir}"
             BINARY_DIR "${build_dir}"
@@ -131,6 +145,8 @@ function(ggml_backend_rs_add_reference llama_cpp_dir)
 
     # The pristine llama.cpp build tree (its objects), for ctests/abi; empty when unknown.
     set(GGML_REFERENCE_BUILD_DIR "${build_dir}" PARENT_SCOPE)
+    # Where the reference libraries are (ctests/asan/upstream-leaks.supp names its RPC library).
+    set(GGML_REFERENCE_LIBDIR "${libdir}" PARENT_SCOPE)
 
     foreach(n IN LISTS names)
         add_library(ggml_ref::${n} SHARED IMPORTED GLOBAL)

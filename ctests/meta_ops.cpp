@@ -598,7 +598,8 @@ std::vector<float> run_meta(const Case & c, const Options & o) {
         devs.push_back(o.tgpu ? ggml_backend_dev_by_name(j == 0 ? "TESTGPU0" : "TESTGPU1")
                               : ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU));
     // Meta devices live forever and are keyed by (devices, callback, userdata): give each run
-    // its own table, kept for the process's life, so that no two runs share a device.
+    // its own table, freed only at exit (after its device's last use), so that no two runs share
+    // a device.
     static std::vector<std::unique_ptr<SplitTable>> tables;
     tables.push_back(std::make_unique<SplitTable>(e.splits));
     SplitTable * table = tables.back().get();

@@ -36,10 +36,14 @@ foreach(f include/ggml-ext.h lib/cmake/ggml-backend-rs/ggml-backend-rs-config.cm
 endforeach()
 set(ENV{LD_LIBRARY_PATH} "${prefix}/lib")
 
+set(consumer_args "")
+if(CONSUMER_FLAGS)
+    set(consumer_args "-DCMAKE_C_FLAGS=${CONSUMER_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${CONSUMER_FLAGS}")
+endif()
+
 # find_package
 run("configure the consumer (find_package)" "${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${WORK_DIR}/cmake-build"
-    -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}" "-DCMAKE_C_FLAGS=${CONSUMER_FLAGS}"
-    "-DCMAKE_EXE_LINKER_FLAGS=${CONSUMER_FLAGS}")
+    -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}" ${consumer_args})
 run("build the consumer (find_package)" "${CMAKE_COMMAND}" --build "${WORK_DIR}/cmake-build")
 run("run the consumer (find_package)" "${WORK_DIR}/cmake-build/consumer")
 

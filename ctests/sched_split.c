@@ -60,6 +60,7 @@ static struct model load(ggml_backend_t dev_backend) {
     return m;
 }
 
+// Frees what load() made (not for a copy sharing its CPU part, like main's m_cpu).
 static void unload(struct model * m) {
     ggml_backend_buffer_free(m->buf_cpu);
     ggml_backend_buffer_free(m->buf_dev);

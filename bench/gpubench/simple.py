@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 from . import build, compare, proc
 from .compare import cell
@@ -22,9 +22,10 @@ N_PREDICT_TIMING = 128
 TIMING_RUNS = 5
 
 
-def variant_name(env: str) -> str:
-    """An environment item (VAR=value[+VAR=value...]) as part of a file name."""
-    return "".join(c if c.isalnum() or c in "-_" else "_" for c in env)
+def variant_name(i: int, env: str) -> str:
+    """The `i`-th environment item (VAR=value[+VAR=value...]) as part of a file name (the index
+    keeps items apart that differ only in characters a name cannot hold)."""
+    return f"{i}-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in env)
 
 
 def tree_ready(s: Settings, nccl: bool) -> bool:
@@ -99,12 +100,12 @@ class Decode:
         say(c["text"])
         return c
 
-    def timing(self, args: List[str], envs: List[str] = ()) -> None:
+    def timing(self, args: List[str], envs: Sequence[str] = ()) -> None:
         """TIMING_RUNS rounds of upstream, ours, then ours with each of `envs` (VAR=value[+...])."""
-        runs = [("ref", "")] + [("ours", "")] + [("ours", e) for e in envs]
+        runs = [("ref", "", 0), ("ours", "", 0)] + [("ours", e, k) for k, e in enumerate(envs)]
         for i in range(1, TIMING_RUNS + 1):
-            for side, variant in runs:
-                name = f"timing-{i}-{side}" + (f"-{variant_name(variant)}" if variant else "")
+            for side, variant, k in runs:
+                name = f"timing-{i}-{side}" + (f"-{variant_name(k, variant)}" if variant else "")
                 rec = self.driver(side, name, args + ["--n-predict", N_PREDICT_TIMING],
                                   env=variant.split("+") if variant else [], logits=False)
                 rec["run"], rec["variant"] = i, variant
@@ -177,9 +178,9 @@ def run_multi(s: Settings) -> int:
         d.res.save()
     # Ours in tensor mode with each --envs item: the same logits as without it (bit for bit: an
     # item that changes how a step is queued, not what it computes), and as one device.
-    for env in s.envs:
+    for k, env in enumerate(s.envs):
         step(f"ours: tensor split over {pair} with {env}")
-        name = f"ours-tensor-{variant_name(env)}"
+        name = f"ours-tensor-{variant_name(k, env)}"
         rec = d.driver("ours", name, ["--split-mode", "tensor", "--devices", pair, "--n-predict", N_PREDICT],
                        env=env.split("+"))
         d.show(rec, full=False)

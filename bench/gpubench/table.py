@@ -207,7 +207,7 @@ def render_all(res: Dict) -> str:
     tokens = {d["side"]: d.get("tokens") for d in decode}
     same = "same" if tokens.get("ours") and tokens.get("ours") == tokens.get("ref") else "NOT the same"
     out += ["", f"tokens: {same}; logits, ours vs upstream: {_text(res.get('compare'))}", ""]
-    n = len([r for r in res.get("timing", []) if r["side"] == "ours"])
+    n = len([r for r in res.get("timing", []) if r["side"] == "ref"])
     out += [f"## Timing: {n} alternating runs each, median tokens/s (min–max)", ""]
     out += _md(timing_header(res.get("timing", [])), timing_rows(res.get("timing", [])))
     return "\n".join(out) + "\n"
@@ -280,13 +280,13 @@ def idle_report(idle: Optional[Dict]) -> List[str]:
     either side (absent from reports written before the gaps were analysed)."""
     if not idle:
         return []
-    out = ["", "Idle inside the token by where its gaps lie: in a cut window; between two records of one CUDA "
-           "graph launch (the driver's pace); between launches (separate kernels or graphs: the host's pace). "
+    out = ["", "Idle inside the token by where its gaps lie: in a cut window; between two records of the same "
+           "CUDA graph (the driver's pace); between launches (separate kernels or graphs: the host's pace). "
+           "Means per token, which add up to the mean idle time. "
            f"The largest gap of a token: {_f(idle['largest_us']['median'])} µs (median; min "
            f"{_f(idle['largest_us']['min'])}).", ""]
-    out += _md(["idle", "µs per token (median)", "min", "gaps per token"],
-               [[w["where"], _f(w["us_per_token"]["median"]), _f(w["us_per_token"]["min"]), _count(w["gaps_per_token"])]
-                for w in idle["where"]])
+    out += _md(["idle", "µs per token", "gaps per token"],
+               [[w["where"], _f(w["us_per_token"]), _count(w["gaps_per_token"])] for w in idle["where"]])
     out += [""]
     out += _md(["gap, µs", "gaps per token", "µs per token"],
                [[b["bucket"], _count(b["gaps_per_token"]), _f(b["us_per_token"])] for b in idle["sizes"]])
@@ -299,14 +299,14 @@ def idle_report(idle: Optional[Dict]) -> List[str]:
 
 
 def profile_compare(c: Dict, title: str) -> List[str]:
-    """B against A: median wall, busy and idle per token, per cut of B, and the kernels whose
-    time per token changed most."""
+    """B against A: median wall, busy and idle per token, the mean idle by place, per cut of B,
+    and the kernels whose time per token changed most."""
     cuts = c["cuts_per_token_b"]
     out = [f"### {title}", "", f"A: {c['a']}; B: {c['b']}; {_count(cuts)} cuts per token in B.", ""]
     out += _md(["per token, µs (median)", "A", "B", "B - A", "per cut of B"],
                [[name, _f(c[key]["a"]), _f(c[key]["b"]), _f(c[key]["diff"]), _f(c[key]["per_cut"], 2)]
                 for name, key in (("wall", "wall_us"), ("GPU busy", "busy_us"), ("idle", "idle_us"))]
-               + [[f"idle: {w['where']}", _f(w["a"]), _f(w["b"]), _f(w["diff"]), _f(w["per_cut"], 2)]
+               + [[f"idle (mean): {w['where']}", _f(w["a"]), _f(w["b"]), _f(w["diff"]), _f(w["per_cut"], 2)]
                   for w in c.get("idle_where", [])])
     out += ["", "Kernels whose time per token changed most:", ""]
     out += _md(["kernel", "A µs", "B µs", "B - A", "A count", "B count"],

@@ -435,8 +435,8 @@ class Gap:
 
 def gaps(token: Token, windows: Sequence[Tuple[int, int]]) -> List[Gap]:
     """The token's idle time as gaps between its GPU work (every stream's records merged), each with
-    the records either side and where it lies: in a cut window, between two records of one CUDA
-    graph launch (the driver's scheduling inside a graph), or else between launches (the host's
+    the records either side and where it lies: in a cut window, between two records of the same
+    CUDA graph (the driver's scheduling inside a graph), or else between launches (the host's
     pace: separate kernels, or two graphs)."""
     recs = sorted(token.records, key=lambda r: (r.start, r.end))
     out = []
@@ -466,12 +466,12 @@ def bucket(size_ns: int) -> str:
 
 
 def gap_summary(token_gaps: List[List[Gap]]) -> Dict:
-    """Per token (medians, and sums over the tokens divided by their number): idle by where it
-    lies, the largest gap, gaps by size, and the pairs of kernels (before -> after) whose gaps add
-    up to most idle time."""
+    """Per token, as means over the tokens (so that the places add up to the mean idle time):
+    idle by where it lies, gaps by size, and the pairs of kernels (before -> after) whose gaps add
+    up to most idle time; and the largest gap of a token (median and min)."""
     n = len(token_gaps)
-    where = {w: [sum(g.size for g in gs if g.where == w) for gs in token_gaps] for w in WHERE}
-    counts = {w: [sum(1 for g in gs if g.where == w) for gs in token_gaps] for w in WHERE}
+    where = {w: sum(g.size for gs in token_gaps for g in gs if g.where == w) for w in WHERE}
+    counts = {w: sum(1 for gs in token_gaps for g in gs if g.where == w) for w in WHERE}
     largest = [max((g.size for g in gs), default=0) for gs in token_gaps]
     sizes: Dict[str, List[int]] = {}
     pairs: Dict[Tuple[str, str, str], List[int]] = {}
@@ -486,7 +486,7 @@ def gap_summary(token_gaps: List[List[Gap]]) -> Dict:
             e[1] += g.size
     labels = [bucket(int(b * 1000) - 1) for b in GAP_BUCKETS_US] + [bucket(GAP_BUCKETS_US[-1] * 1000)]
     return {
-        "where": [{"where": w, "us_per_token": med_min(where[w]), "gaps_per_token": _count(statistics.median(counts[w]))}
+        "where": [{"where": w, "us_per_token": us(where[w] / n), "gaps_per_token": _count(counts[w] / n)}
                   for w in WHERE],
         "largest_us": med_min(largest),
         "sizes": [{"bucket": b, "gaps_per_token": _count(sizes[b][0] / n), "us_per_token": us(sizes[b][1] / n)}
@@ -588,9 +588,9 @@ def analyse_file(path: Path, opt: Options) -> Dict:
 # ---- two traces --------------------------------------------------------------------------------
 
 def compare(a: Dict, b: Dict) -> Dict:
-    """B against A (reports of analyse): median wall, busy and idle per token (idle also by where
-    its gaps lie), their difference per cut of B, and the kernels whose time per token changed
-    most."""
+    """B against A (reports of analyse): median wall, busy and idle per token, the mean idle by
+    where its gaps lie, their difference per cut of B, and the kernels whose time per token
+    changed most."""
     cut_b = (b.get("cuts") or {}).get("per_token") or 0
     out: Dict = {"a": a["trace"], "b": b["trace"], "cuts_per_token_b": cut_b}
     for key in ("wall_us", "busy_us", "idle_us"):
@@ -599,9 +599,10 @@ def compare(a: Dict, b: Dict) -> Dict:
                     "per_cut": round((vb - va) / cut_b, 3) if cut_b else None}
     out["idle_where"] = []
     if a.get("idle") and b.get("idle"):
-        for wa, wb in zip(a["idle"]["where"], b["idle"]["where"]):
-            va, vb = wa["us_per_token"]["median"], wb["us_per_token"]["median"]
-            out["idle_where"].append({"where": wa["where"], "a": va, "b": vb, "diff": round(vb - va, 3),
+        in_a = {w["where"]: w["us_per_token"] for w in a["idle"]["where"]}
+        for wb in b["idle"]["where"]:
+            va, vb = in_a.get(wb["where"], 0.0), wb["us_per_token"]
+            out["idle_where"].append({"where": wb["where"], "a": va, "b": vb, "diff": round(vb - va, 3),
                                       "per_cut": round((vb - va) / cut_b, 3) if cut_b else None})
     ka = {k["name"]: k for k in a["kernels"]}
     kb = {k["name"]: k for k in b["kernels"]}

@@ -69,9 +69,9 @@ fn next_sub_graph_uid() -> u64 {
 }
 
 pub(super) struct GraphPlan {
-    pub(super) nodes: Vec<usize>,
+    nodes: Vec<usize>,
     /// The identity of the graph the sub-graphs' identities were issued for (see `follow`).
-    pub(super) uid: u64,
+    uid: u64,
     pub(super) stamp: Stamp,
     /// Holds the sub-graphs' ggml graphs; dropped with the plan (after them).
     pub(super) subgraphs: Vec<SubGraph>,
@@ -115,12 +115,7 @@ impl GraphPlan {
     /// Whether the memory the plan owns still covers the tensors (the same graph structure
     /// can come back with larger shapes).
     pub(super) fn fits(&self) -> bool {
-        self.reductions.fits()
-            && self
-                .subgraphs
-                .iter()
-                .flat_map(|sg| &sg.zero)
-                .all(|(_, _, like)| like.nbytes() <= self.zeros.len())
+        self.reductions.fits() && zero_bytes(&self.subgraphs) <= self.zeros.len()
     }
 }
 
@@ -233,7 +228,7 @@ impl From<String> for PlanError {
 /// backends are `simple` and whose cuts `reducer` reduces. Four passes: the nodes that run on
 /// the devices and where the graph is cut (`device_nodes`), the runs of nodes between cuts
 /// (`plan::sub_graphs`), each cut's AllReduce with what it takes over from the graph
-/// (`reductions`), and one ggml graph per device and run (`sub_graphs`).
+/// (`reductions`), and one ggml graph per device and run (`device_graphs`).
 pub(super) fn build_plan(
     dev: &'static MetaDevice,
     simple: &[Backend],
@@ -280,20 +275,15 @@ pub(super) fn build_plan(
         max_len + usize::from(capturable),
     );
     let marker = capturable.then(|| arena.marker());
-    let run = Runs {
+    let parts = Parts {
         kept: &kept,
         zeroed: &zeroed,
         taken: &taken,
         uses: &uses,
         planned: &planned,
     };
-    let subgraphs = sub_graphs(&run, &bounds, n, &arena, marker);
-    let zero_bytes = subgraphs
-        .iter()
-        .flat_map(|sg| &sg.zero)
-        .map(|(_, _, like)| like.nbytes())
-        .max()
-        .unwrap_or(0);
+    let subgraphs = device_graphs(&parts, &bounds, n, &arena, marker);
+    let zeros = vec![0; zero_bytes(&subgraphs)];
     if debug_enabled() {
         log_plan(blocker.as_deref(), reducer, &planned);
     }
@@ -303,11 +293,21 @@ pub(super) fn build_plan(
         stamp,
         subgraphs,
         reductions: planned,
-        zeros: vec![0; zero_bytes],
+        zeros,
         step: Step::new(blocker),
         marker,
         _arena: arena,
     })
+}
+
+/// The host zeros the sub-graphs' zeroed outputs take: as many bytes as the largest.
+fn zero_bytes(subgraphs: &[SubGraph]) -> usize {
+    subgraphs
+        .iter()
+        .flat_map(|sg| &sg.zero)
+        .map(|(_, _, like)| like.nbytes())
+        .max()
+        .unwrap_or(0)
 }
 
 /// Each cut's AllReduce (`bounds` marks the runs that end in one), with the nodes behind it
@@ -348,7 +348,7 @@ fn reductions(
 /// What the sub-graphs are built from: the kept nodes with their per-device tensors, per node
 /// the devices whose output is zeroed instead of computed and whether an AllReduce computes it,
 /// ggml's use counts, and the cuts' AllReduces.
-struct Runs<'a> {
+struct Parts<'a> {
     kept: &'a [(Tensor, Vec<Tensor>)],
     zeroed: &'a [Vec<usize>],
     taken: &'a [bool],
@@ -358,8 +358,8 @@ struct Runs<'a> {
 
 /// One ggml graph per device for each run of nodes in `bounds`, in `arena`; with `marker`
 /// (the step can be captured) the same graphs again behind it.
-fn sub_graphs(
-    run: &Runs,
+fn device_graphs(
+    p: &Parts,
     bounds: &[(usize, usize, bool)],
     n: usize,
     arena: &GraphArena,
@@ -374,17 +374,17 @@ fn sub_graphs(
         });
         // where device j's node writes: its own tensor, or the direct path's partial slot
         let out = |k: usize, j: usize| match reduce {
-            Some(c) if k + 1 == b => run.planned.output(c, j).unwrap_or(run.kept[k].1[j]),
-            _ => run.kept[k].1[j],
+            Some(c) if k + 1 == b => p.planned.output(c, j).unwrap_or(p.kept[k].1[j]),
+            _ => p.kept[k].1[j],
         };
         let mut graphs = Vec::with_capacity(n);
         let mut capture = Vec::new();
         for j in 0..n {
             let fill = |graph: Graph| {
-                for (k, (t, _)) in run.kept.iter().enumerate().take(b).skip(a) {
-                    if !run.zeroed[k].contains(&j) && !run.taken[k] {
+                for (k, (t, _)) in p.kept.iter().enumerate().take(b).skip(a) {
+                    if !p.zeroed[k].contains(&j) && !p.taken[k] {
                         graph.push_node(out(k, j));
-                        graph.note_use_count(out(k, j), uses_of(run.uses, *t));
+                        graph.note_use_count(out(k, j), uses_of(p.uses, *t));
                     }
                 }
                 graph
@@ -399,9 +399,9 @@ fn sub_graphs(
             }
             graphs.push(graph);
         }
-        let zero = run.zeroed[a]
+        let zero = p.zeroed[a]
             .iter()
-            .map(|&j| (j, out(a, j), run.kept[a].1[j]))
+            .map(|&j| (j, out(a, j), p.kept[a].1[j]))
             .collect();
         subgraphs.push(SubGraph {
             graphs,

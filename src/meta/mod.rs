@@ -18,8 +18,9 @@
 //!   (devices in host memory, and the staged path), `copies`, `direct` — around what they share
 //!   (`reduction`, [`epilogue`], `scratch`), with [`exchange`] (the copy/add schedule and
 //!   summation order);
-//! * [`backend`]: the meta backend and its graph plans; `step`: a plan's step captured as one
-//!   CUDA graph (with `cuda`); `workers`: threads that let CPU devices inside a meta device
+//! * `graph_plan`: a graph's plan (its cuts, AllReduces and per-device sub-graphs);
+//!   [`backend`]: the meta backend, its cache of plans and their runs; `step`: a plan's step
+//!   captured as one CUDA graph (with `cuda`); `workers`: threads that let CPU devices inside a meta device
 //!   compute at the same time;
 //! * [`buffer_iface`], [`device_iface`]: the C objects (buffers; devices, buffer types and a
 //!   small private registry) and their vtables.

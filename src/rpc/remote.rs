@@ -89,7 +89,9 @@ impl Queue {
             };
             {
                 let mut client = lock(&self.client);
-                job(&mut client);
+                // A job that panics (only where panics unwind: tests) still counts as done, so
+                // that its caller and every later one return instead of waiting for ever.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut client)));
                 keep_failure(&client, failure);
             }
             let mut s = self.lock();
@@ -104,6 +106,17 @@ impl Queue {
 struct Queued<'q> {
     queue: &'q Queue,
     n: u64,
+}
+
+impl<'q> Queued<'q> {
+    /// Queues `job`; the guard is made as soon as the job is in the queue (nothing between can
+    /// unwind).
+    fn push(queue: &'q Queue, job: Job) -> Queued<'q> {
+        Queued {
+            queue,
+            n: queue.push(job),
+        }
+    }
 }
 
 impl Drop for Queued<'_> {
@@ -183,13 +196,10 @@ impl Remote {
     }
 
     /// Runs `job` after every request made before it and returns its result: at once on this
-    /// thread when nothing is queued or running, else behind the queue. `job` may borrow from
-    /// the caller (the bytes of a `set_tensor`, the destination of a `get_tensor`): this
-    /// returns only after the job has run.
-    pub fn call<'a, R: Send + 'a>(
-        &self,
-        job: impl FnOnce(&mut Client) -> R + Send + 'a,
-    ) -> Option<R> {
+    /// thread when nothing is queued or running, else behind the queue (`None` if it panicked
+    /// there). `job` may borrow from the caller (the bytes of a `set_tensor`, the destination
+    /// of a `get_tensor`): this returns only after the job has run.
+    pub fn call<R: Send>(&self, job: impl FnOnce(&mut Client) -> R + Send) -> Option<R> {
         let s = self.queue.lock();
         if s.jobs.is_empty() && s.finished == s.posted {
             // Idle: the thread holds no job and cannot take one before this is done (a job
@@ -206,17 +216,14 @@ impl Remote {
         let borrowing: Box<dyn FnOnce(&mut Client) + Send + '_> = Box::new(move |c| {
             *lock(put) = Some(job(c));
         });
-        // SAFETY: only the lifetime changes (the same trait object). The thread runs every
-        // queued job (only the drop of this `Remote`, which `&self` rules out here, ends it),
-        // and dropping `Queued` waits until it has run this one, and so dropped it, before
-        // this frame ends, by return or by unwinding: nothing the job borrows (the caller's
-        // data, `slot`) is used after the borrow ends.
+        // SAFETY: only the lifetime changes (the same trait object). `Queued::push` queues the
+        // job and returns the guard that waits for it, and this frame ends only through the
+        // guard's drop, on return or on unwinding. The thread counts a job done only after it
+        // has run it (or it panicked) and dropped it, so nothing the job borrows (the
+        // caller's data, `slot`) is used after the borrow ends. Should the thread die without
+        // counting it, the wait never returns and the borrow never ends.
         let job: Job = unsafe { std::mem::transmute::<Box<_>, Job>(borrowing) };
-        let queued = Queued {
-            queue: &self.queue,
-            n: self.queue.push(job),
-        };
-        drop(queued);
+        drop(Queued::push(&self.queue, job));
         slot.into_inner().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -360,17 +367,18 @@ mod tests {
         let (release, released) = mpsc::channel::<()>();
         remote.post(move |_| {
             started.send(()).unwrap();
-            released.recv_timeout(LIMIT).unwrap();
+            let _ = released.recv_timeout(LIMIT);
         });
         running.recv_timeout(LIMIT).unwrap();
         let mut out = [0u8; 4];
-        let me = std::thread::current().id();
         std::thread::scope(|s| {
             let caller = s.spawn(|| {
-                remote.call(|_| {
+                let me = std::thread::current().id();
+                let ran_on = remote.call(|_| {
                     out.copy_from_slice(&[1, 2, 3, 4]);
                     std::thread::current().id()
-                })
+                });
+                (me, ran_on)
             });
             // the call is queued (job 2) while job 1 runs: only then is job 1 released
             let start = Instant::now();
@@ -379,8 +387,9 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(1));
             }
             release.send(()).unwrap();
-            let ran_on = caller.join().unwrap().expect("a result");
-            assert_ne!(ran_on, me, "queued work runs on the server's thread");
+            let (me, ran_on) = caller.join().unwrap();
+            assert_ne!(ran_on, Some(me), "queued work runs on the server's thread");
+            assert!(ran_on.is_some(), "the job ran to its end");
         });
         assert_eq!(out, [1, 2, 3, 4]);
     }
