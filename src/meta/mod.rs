@@ -20,8 +20,8 @@
 //!   summation order);
 //! * `graph_plan`: a graph's plan (its cuts, AllReduces and per-device sub-graphs);
 //!   [`backend`]: the meta backend, its cache of plans and their runs; `step`: a plan's step
-//!   captured as one CUDA graph (with `cuda`); `workers`: threads that let CPU devices inside a meta device
-//!   compute at the same time;
+//!   captured as one CUDA graph (with `cuda`); `workers`: threads that let CPU devices inside a
+//!   meta device compute at the same time;
 //! * [`buffer_iface`], [`device_iface`]: the C objects (buffers; devices, buffer types and a
 //!   small private registry) and their vtables.
 //!
