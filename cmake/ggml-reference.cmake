@@ -16,6 +16,29 @@
 include_guard(GLOBAL)
 include(ExternalProject)
 
+# Stops configuring unless the reference build in build_dir has its cache option `option` set as
+# `want` says (both read as booleans, so ON, TRUE, 1 and an unset OFF compare alike). `libdir` and
+# `ours` ("NAME=value" of this tree's setting) go into the message.
+function(_ggml_ref_require_same build_dir option want libdir ours)
+    file(STRINGS "${build_dir}/CMakeCache.txt" line REGEX "^${option}:BOOL=")
+    string(REGEX REPLACE "^[^=]*=" "" theirs "${line}")
+    set(theirs_on OFF)
+    if(theirs)
+        set(theirs_on ON)
+    endif()
+    set(want_on OFF)
+    if(want)
+        set(want_on ON)
+    endif()
+    if(NOT theirs_on STREQUAL want_on)
+        if(theirs STREQUAL "")
+            set(theirs "(unset)")
+        endif()
+        message(FATAL_ERROR "GGML_BACKEND_RS_REFERENCE_LIBDIR: ${libdir} was built with "
+                            "${option}=${theirs}, this tree has ${ours}")
+    endif()
+endfunction()
+
 function(ggml_backend_rs_add_reference llama_cpp_dir)
     set(GGML_BACKEND_RS_REFERENCE_LIBDIR "" CACHE PATH
         "Existing directory with the reference libggml*.so (skips building the reference)")
@@ -56,32 +79,17 @@ function(ggml_backend_rs_add_reference llama_cpp_dir)
                                     "${home}, this tree builds ${llama_cpp_dir}")
             endif()
             # Its registry lists RPC when it was built with it: this tree must match.
-            file(STRINGS "${build_dir}/CMakeCache.txt" ref_rpc REGEX "^GGML_RPC:BOOL=")
-            string(REGEX REPLACE "^[^=]*=" "" ref_rpc "${ref_rpc}")
-            set(ref_has_rpc OFF)
             set(has_rpc OFF)
-            if(ref_rpc)
-                set(ref_has_rpc ON)
-            endif()
             if(GGML_RPC AND NOT GGML_BACKEND_DL)
                 set(has_rpc ON)
             endif()
-            if(NOT ref_has_rpc STREQUAL has_rpc)
-                message(FATAL_ERROR "GGML_BACKEND_RS_REFERENCE_LIBDIR: ${libdir} was built with "
-                                    "GGML_RPC=${ref_rpc}, this tree has GGML_RPC=${GGML_RPC}")
-            endif()
+            _ggml_ref_require_same("${build_dir}" GGML_RPC "${has_rpc}" "${libdir}"
+                                   "GGML_RPC=${GGML_RPC}")
             # Compiled alike, or the bit-identical comparisons fail: AddressSanitizer in both or
             # in neither.
-            file(STRINGS "${build_dir}/CMakeCache.txt" ref_asan REGEX "^GGML_SANITIZE_ADDRESS:BOOL=")
-            string(REGEX REPLACE "^[^=]*=" "" ref_asan "${ref_asan}")
-            if(NOT ref_asan)
-                set(ref_asan OFF)
-            endif()
-            if((ref_asan AND NOT GGML_BACKEND_RS_ASAN) OR (NOT ref_asan AND GGML_BACKEND_RS_ASAN))
-                message(FATAL_ERROR "GGML_BACKEND_RS_REFERENCE_LIBDIR: ${libdir} was built with "
-                                    "GGML_SANITIZE_ADDRESS=${ref_asan}, this tree has "
-                                    "GGML_BACKEND_RS_ASAN=${GGML_BACKEND_RS_ASAN}")
-            endif()
+            _ggml_ref_require_same("${build_dir}" GGML_SANITIZE_ADDRESS
+                                   "${GGML_BACKEND_RS_ASAN}" "${libdir}"
+                                   "GGML_BACKEND_RS_ASAN=${GGML_BACKEND_RS_ASAN}")
         endif()
     else()
         set(prefix "${CMAKE_BINARY_DIR}/ggml-reference")
