@@ -139,6 +139,15 @@ struct Env {
     SplitTable splits;
     struct Input { ggml_tensor * t; std::vector<uint8_t> data; };
     std::vector<Input> inputs;
+    // Nodes the scheduler of the meta run must give the CPU backend (another backend's part
+    // of the graph, as libllama's CPU-side ops are).
+    std::vector<ggml_tensor *> on_cpu;
+    // Outputs compared after the case's own (in this order), last in the graph.
+    std::vector<ggml_tensor *> also;
+    // What a second step changes (see case 10): the RMS norms' epsilon, and whether the
+    // reduced sum of the MLP is also read on the CPU backend.
+    float norm_eps = 1e-5f;
+    bool read_sum_on_cpu = false;
 
     explicit Env(int n_devices) : n(n_devices) {
         ggml_init_params meta_only = { ggml_tensor_overhead() * 64, nullptr, true };
@@ -149,12 +158,24 @@ struct Env {
         gf = ggml_new_graph_custom(ctx, GRAPH_SIZE, false);
     }
     ~Env() { ggml_free(ctx); ggml_free(ctx_kv); ggml_free(ctx_w); }
+    // Starts the graph again in the same memory, as libllama builds each step's graph: the
+    // same tensors made in the same order get the same addresses. Weights and caches stay.
+    void restart() {
+        ggml_reset(ctx);
+        inputs.clear();
+        on_cpu.clear();
+        also.clear();
+        gf = ggml_new_graph_custom(ctx, GRAPH_SIZE, false);
+    }
 
     static ggml_tensor * named(ggml_tensor * t, const char * name) { ggml_set_name(t, name); return t; }
+    // (a graph built again finds its weights and caches by name)
     ggml_tensor * weight(const char * name, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, ggml_type type = GGML_TYPE_F32) {
+        if (ggml_tensor * t = ggml_get_tensor(ctx_w, name)) return t;
         return named(ggml_new_tensor_3d(ctx_w, type, ne0, ne1, ne2), name);
     }
     ggml_tensor * cache(const char * name, int64_t ne0, int64_t ne1) {
+        if (ggml_tensor * t = ggml_get_tensor(ctx_kv, name)) return t;
         return named(ggml_new_tensor_3d(ctx_kv, GGML_TYPE_F16, ne0, ne1, 1), name);
     }
     ggml_tensor * input(ggml_tensor * t, const char * name, std::vector<uint8_t> data) {
@@ -210,7 +231,7 @@ ggml_tensor * positions(Env & e) { return e.index("inp_pos", GGML_TYPE_I32, { 0,
 // MIRRORED weight into every device's share of the weights (upstream's weight allocation aborts
 // when a device's share is empty: only mul_mat_rows keeps that situation, on purpose).
 ggml_tensor * norm(Env & e, ggml_tensor * x, const char * name) {
-    return ggml_mul(e.ctx, ggml_rms_norm(e.ctx, x, 1e-5f), e.weight(name, E));
+    return ggml_mul(e.ctx, ggml_rms_norm(e.ctx, x, e.norm_eps), e.weight(name, E));
 }
 
 // --- cases -------------------------------------------------------------------------------------
@@ -460,6 +481,33 @@ ggml_tensor * c_moe_bias(Env & e) { return moe(e, true, false); }
 ggml_tensor * c_moe_cont_ids(Env & e) { return moe(e, false, true); }
 ggml_tensor * c_moe_bias_cont_ids(Env & e) { return moe(e, true, true); }
 
+// 10. Second steps. The graph is computed, built again in the same memory with one change (every
+//     node of the first graph at its address again, as libllama's next step's graph) and computed
+//     again; both steps' results are compared. The graph: the MLP's reduced output + residual,
+//     then the next layer's norm, which an AllReduce can compute along with the sum (a fused
+//     epilogue). TOL_PARTIAL.
+ggml_tensor * c_mlp_then_norm(Env & e) {
+    ggml_tensor * wd = e.weight("blk.0.ffn_down.weight", F, E);
+    ggml_tensor * out = norm(e, c_mlp_partial(e), "blk.1.attn_norm.weight");
+    if (e.read_sum_on_cpu) { // the down projection's sum, read by the CPU backend
+        ggml_tensor * add = out->src[0]->src[0];
+        ggml_tensor * sum = add->src[0];
+        if (add->op != GGML_OP_ADD || sum->op != GGML_OP_MUL_MAT || sum->src[0] != wd) {
+            fprintf(stderr, "meta_ops: mlp_then_norm: no reduced sum\n");
+            exit(2);
+        }
+        ggml_tensor * read = ggml_scale(e.ctx, sum, 2.0f);
+        e.on_cpu.push_back(read);
+        e.also.push_back(read);
+    }
+    return out;
+}
+// 10a. Another epsilon for the RMS norms (an op parameter).
+void again_norm_eps(Env & e) { e.norm_eps = 1e-2f; }
+// 10b. The reduced sum also read on the CPU backend: the meta backend's part of the graph has
+//      the same nodes, but the sum must now be left whole on the devices.
+void again_sum_read_on_cpu(Env & e) { e.read_sum_on_cpu = true; }
+
 // --- cases that the meta backend must reject (each stops in ggml_abort) ------------------------
 
 // rms_norm needs whole rows: an AXIS_0-split input is rejected.
@@ -494,6 +542,8 @@ struct Case {
     const char * name;
     ggml_tensor * (*build)(Env &);
     double tol; // BITEXACT (0): outputs must be bit-identical; else relative, see above
+    // A second step: what changes before the graph is built and computed again (see 10).
+    void (*again)(Env &) = nullptr;
 };
 const Case CASES[] = {
     { "mul_mat_rows", c_mul_mat_rows, BITEXACT },
@@ -517,6 +567,8 @@ const Case CASES[] = {
     { "moe_bias", c_moe_bias, TOL_PARTIAL },
     { "moe_cont_ids", c_moe_cont_ids, TOL_PARTIAL },
     { "moe_bias_cont_ids", c_moe_bias_cont_ids, TOL_PARTIAL },
+    { "again_norm_eps", c_mlp_then_norm, TOL_PARTIAL, again_norm_eps },
+    { "again_sum_read_on_cpu", c_mlp_then_norm, TOL_PARTIAL, again_sum_read_on_cpu },
     { "abort_rms_norm_axis0", a_rms_norm_axis0, 0 },
     { "abort_mul_mat_w0_segments_xm", a_mul_mat_w0_segments_xm, 0 },
     { "abort_add_split_repeated", a_add_split_repeated, 0 },
@@ -563,13 +615,28 @@ ggml_tensor * build(Env & e, const Case & c) {
     ggml_tensor * out = c.build(e);
     ggml_set_output(out);
     e.expand(out);
+    for (ggml_tensor * t : e.also) {
+        ggml_set_output(t);
+        e.expand(t);
+    }
     return out;
 }
-std::vector<float> read_output(const ggml_tensor * out) {
-    if (out->type != GGML_TYPE_F32) { fprintf(stderr, "meta_ops: output is not F32\n"); exit(2); }
-    std::vector<float> v((size_t) ggml_nelements(out));
-    ggml_backend_tensor_get(out, v.data(), 0, ggml_nbytes(out));
-    return v;
+// The case's output, then the other outputs it named, appended to `r`.
+void read_outputs(const Env & e, const ggml_tensor * out, std::vector<float> & r) {
+    std::vector<const ggml_tensor *> all = { out };
+    all.insert(all.end(), e.also.begin(), e.also.end());
+    for (const ggml_tensor * t : all) {
+        if (t->type != GGML_TYPE_F32) { fprintf(stderr, "meta_ops: output is not F32\n"); exit(2); }
+        std::vector<float> v((size_t) ggml_nelements(t));
+        ggml_backend_tensor_get(t, v.data(), 0, ggml_nbytes(t));
+        r.insert(r.end(), v.begin(), v.end());
+    }
+}
+// Before step 1 of a case with a second step: the change, and the graph built again.
+ggml_tensor * build_again(Env & e, const Case & c) {
+    c.again(e);
+    e.restart();
+    return build(e, c);
 }
 
 std::vector<float> run_reference(const Case & c, int n) {
@@ -579,10 +646,14 @@ std::vector<float> run_reference(const Case & c, int n) {
     ggml_backend_cpu_set_n_threads(cpu, 2);
     auto bufs = alloc_static(e, ggml_backend_get_default_buffer_type(cpu));
     ggml_gallocr_t galloc = ggml_gallocr_new(ggml_backend_get_default_buffer_type(cpu));
-    if (!ggml_gallocr_alloc_graph(galloc, e.gf)) { fprintf(stderr, "reference: allocation failed\n"); exit(2); }
-    set_inputs(e);
-    if (ggml_backend_graph_compute(cpu, e.gf) != GGML_STATUS_SUCCESS) { fprintf(stderr, "reference: compute failed\n"); exit(2); }
-    std::vector<float> r = read_output(out);
+    std::vector<float> r;
+    for (int step = 0; step < (c.again ? 2 : 1); step++) {
+        if (step == 1) out = build_again(e, c);
+        if (!ggml_gallocr_alloc_graph(galloc, e.gf)) { fprintf(stderr, "reference: allocation failed\n"); exit(2); }
+        set_inputs(e);
+        if (ggml_backend_graph_compute(cpu, e.gf) != GGML_STATUS_SUCCESS) { fprintf(stderr, "reference: compute failed\n"); exit(2); }
+        read_outputs(e, out, r);
+    }
     ggml_gallocr_free(galloc);
     for (auto b : bufs) ggml_backend_buffer_free(b);
     ggml_backend_free(cpu);
@@ -619,22 +690,28 @@ std::vector<float> run_meta(const Case & c, const Options & o) {
     ggml_backend_cpu_set_n_threads(cpu, 2);
 
     std::vector<float> r;
-    if (o.direct) {
-        ggml_gallocr_t galloc = ggml_gallocr_new(buft);
-        if (!ggml_gallocr_alloc_graph(galloc, e.gf)) { fprintf(stderr, "meta: allocation failed\n"); exit(2); }
+    // as libllama: scheduler over {meta, CPU}, no parallel copies, op offload on
+    ggml_backend_t backends[2] = { meta, cpu };
+    ggml_gallocr_t galloc = o.direct ? ggml_gallocr_new(buft) : nullptr;
+    ggml_backend_sched_t sched = o.direct ? nullptr : ggml_backend_sched_new(backends, nullptr, 2, GRAPH_SIZE, false, true);
+    for (int step = 0; step < (c.again ? 2 : 1); step++) {
+        if (step == 1) out = build_again(e, c);
+        bool ok;
+        if (o.direct) {
+            ok = ggml_gallocr_alloc_graph(galloc, e.gf);
+        } else {
+            ggml_backend_sched_reset(sched);
+            for (ggml_tensor * t : e.on_cpu) ggml_backend_sched_set_tensor_backend(sched, t, cpu);
+            ok = ggml_backend_sched_alloc_graph(sched, e.gf);
+        }
+        if (!ok) { fprintf(stderr, "meta: allocation failed\n"); exit(2); }
         set_inputs(e);
-        if (ggml_backend_graph_compute(meta, e.gf) != GGML_STATUS_SUCCESS) { fprintf(stderr, "meta: compute failed\n"); exit(2); }
-        r = read_output(out);
-        ggml_gallocr_free(galloc);
-    } else { // as libllama: scheduler over {meta, CPU}, no parallel copies, op offload on
-        ggml_backend_t backends[2] = { meta, cpu };
-        ggml_backend_sched_t sched = ggml_backend_sched_new(backends, nullptr, 2, GRAPH_SIZE, false, true);
-        if (!ggml_backend_sched_alloc_graph(sched, e.gf)) { fprintf(stderr, "meta: sched allocation failed\n"); exit(2); }
-        set_inputs(e);
-        if (ggml_backend_sched_graph_compute(sched, e.gf) != GGML_STATUS_SUCCESS) { fprintf(stderr, "meta: compute failed\n"); exit(2); }
-        r = read_output(out);
-        ggml_backend_sched_free(sched);
+        ggml_status st = o.direct ? ggml_backend_graph_compute(meta, e.gf) : ggml_backend_sched_graph_compute(sched, e.gf);
+        if (st != GGML_STATUS_SUCCESS) { fprintf(stderr, "meta: compute failed\n"); exit(2); }
+        read_outputs(e, out, r);
     }
+    if (galloc) ggml_gallocr_free(galloc);
+    if (sched) ggml_backend_sched_free(sched);
     for (auto b : bufs) ggml_backend_buffer_free(b);
     ggml_backend_free(cpu);
     ggml_backend_free(meta);

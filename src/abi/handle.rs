@@ -858,6 +858,11 @@ impl Graph {
     /// The use count ggml recorded for `t` when it built the graph (graph views share the
     /// whole graph's counts); `None` when the graph has no visited set or `t` is not in it.
     pub fn recorded_use_count(&self, t: Tensor) -> Option<i32> {
+        self.recorded_use_count_at(t.as_ptr() as usize)
+    }
+    /// [`recorded_use_count`](Self::recorded_use_count) of the tensor at `address`, which
+    /// need not be live: it is only compared with the set's keys.
+    pub fn recorded_use_count_at(&self, address: usize) -> Option<i32> {
         let raw = self.as_ptr();
         // SAFETY: as in note_use_count; read-only probing.
         unsafe {
@@ -865,14 +870,13 @@ impl Graph {
             if hs.size == 0 || hs.used.is_null() || (*raw).use_counts.is_null() {
                 return None;
             }
-            let key = t.as_ptr();
-            let start = (key as usize >> 4) % hs.size;
+            let start = (address >> 4) % hs.size;
             let mut i = start;
             loop {
                 if *hs.used.add(i >> 5) & (1u32 << (i & 31)) == 0 {
                     return None;
                 }
-                if *hs.keys.add(i) == key {
+                if *hs.keys.add(i) as usize == address {
                     return Some(*(*raw).use_counts.add(i));
                 }
                 i = (i + 1) % hs.size;

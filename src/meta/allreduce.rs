@@ -491,8 +491,7 @@ impl Planned {
                     .as_ref()
                     .filter(|_| CudaAllReduce::supports(red.targets[0]))
                 {
-                    cuda.run(backends, &red.targets, None);
-                    return GGML_STATUS_SUCCESS;
+                    return cuda.run(backends, &red.targets, None);
                 }
             }
             Path::Copies => {}

@@ -3,10 +3,11 @@
 //! an AllReduce that leaves the full sum on every device.
 //!
 //! A graph's plan (per-device sub-graphs, cut points, reductions: `graph_plan`) is cached and
-//! reused while the graph has the same nodes and the memo generation of every meta device it
+//! reused while the graph has the same nodes, the memo generation of every meta device it
 //! reads is unchanged (no split, graph structure or per-device tensor changed there; see
-//! `graph_plan::Stamp`); several plans are kept (the scheduler hands the meta backend one graph
-//! per split, and libllama alternates between prompt and decode graphs).
+//! `graph_plan::Stamp`) and what else it read of the graph holds (`graph_plan::Assumed`);
+//! several plans are kept (the scheduler hands the meta backend one graph per split, and
+//! libllama alternates between prompt and decode graphs), as many as `core::plan_cache` says.
 //!
 //! A run of a plan queues work and returns: sub-graphs, copies and AllReduces are ordered on
 //! the devices (stream order and ggml events), never by the host waiting for a device. Over
@@ -20,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::allreduce::Reducer;
 use super::device::MetaDevice;
 use super::facts;
-use super::graph_plan::{build_plan, GraphPlan, PlanError};
+use super::graph_plan::{self, build_plan, GraphPlan, PlanError};
 use super::reduction::RunAll;
 use super::step::{self, Next, Step};
 use super::transfer::{self, Queue};
@@ -30,10 +31,7 @@ use crate::abi::*;
 use crate::tensor::{Host, Via};
 use ggml_backend_rs_core::owned::lock;
 use ggml_backend_rs_core::owned::Registry;
-
-/// Graph plans kept per meta backend (least recently used dropped first): more than the
-/// scheduler's splits of one step when some op runs outside the meta device in every layer.
-const PLAN_CACHE: usize = 32;
+use ggml_backend_rs_core::plan_cache;
 
 pub struct MetaBackend {
     pub dev: &'static MetaDevice,
@@ -53,11 +51,15 @@ unsafe impl Sync for MetaBackend {}
 
 #[derive(Default)]
 struct State {
-    /// Most recently used last.
+    /// Most recently used last; as many as `capacity` says (the oldest dropped first).
     plans: Vec<GraphPlan>,
+    capacity: plan_cache::Capacity,
     warned_fallback: bool,
     /// Whether a step was captured as one CUDA graph yet (logged once).
     captured_any: bool,
+    /// Why no graph can run any more: a capture the driver would not end leaves the streams
+    /// recording, not running, whatever is queued on them.
+    broken: Option<String>,
     /// Threads for synchronous simple backends (see `threaded`), started on first use.
     workers: Option<super::workers::Workers>,
     /// Host time spent queuing work (`GGML_META_PROFILE=1`).
@@ -346,11 +348,15 @@ impl MetaBackend {
             }
         }
         let mut st = m.lock();
+        if let Some(why) = &st.broken {
+            log_error!("meta backend: graph not computed: {why}");
+            return GGML_STATUS_FAILED;
+        }
         let t0 = profile_enabled().then(std::time::Instant::now);
         drop_plans(m, &mut st.plans, |p| !p.stamp.current());
         let mut found = st.plans.iter().position(|p| p.is_for(g));
         if let Some(i) = found {
-            if !st.plans[i].fits() {
+            if !st.plans[i].fits() || !st.plans[i].still_for(g) {
                 let stale: *const GraphPlan = &st.plans[i];
                 drop_plans(m, &mut st.plans, |p| std::ptr::eq(p, stale));
                 found = None;
@@ -359,11 +365,20 @@ impl MetaBackend {
         let mut plan = match found {
             Some(i) => st.plans.remove(i),
             None => {
-                if st.plans.len() >= PLAN_CACHE {
+                if st.plans.len() >= st.capacity.get() {
                     let oldest: *const GraphPlan = &st.plans[0];
+                    let key = st.plans[0].key();
+                    st.capacity.dropped(key);
                     drop_plans(m, &mut st.plans, |p| std::ptr::eq(p, oldest));
                 }
-                let nodes = g.nodes().map(|t| t.as_ptr() as usize).collect();
+                let nodes: Vec<usize> = g.nodes().map(|t| t.as_ptr() as usize).collect();
+                if let Some(cap) = st.capacity.building(graph_plan::key(&nodes)) {
+                    log_info!(
+                        "meta backend: {}: a step computes more graphs than its plans kept; \
+                         now keeping {cap}",
+                        m.name.to_string_lossy()
+                    );
+                }
                 let p = match build_plan(m.dev, &m.simple, &m.reducer, g, nodes) {
                     Ok(p) => p,
                     Err(PlanError::Graph(e)) => abort(file!(), line!(), &e),
@@ -457,7 +472,11 @@ fn run_step(m: &MetaBackend, st: &mut State, plan: &mut GraphPlan, uid: u64) -> 
                     run_plan(m, st, plan, false)
                 }
                 // the driver would not end the capture: work queued now would be recorded
-                Err(e) => failed(format!("{e}; the capture could not be ended")),
+                Err(e) => {
+                    let why = format!("{e}; the capture of a step could not be ended");
+                    st.broken = Some(why.clone());
+                    failed(why)
+                }
             }
         }
     }

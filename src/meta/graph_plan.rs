@@ -2,9 +2,10 @@
 //! with their per-device tensors, cut after every node whose devices hold partial sums; per cut
 //! the AllReduce that follows (its path, and the epilogue our kernel computes with it); between
 //! cuts one ggml graph per device (`SubGraph`), and the same graphs behind the marker for a
-//! capture (`step`). A plan records what it was built from (`Stamp`) so that the backend
-//! reuses it only while that holds.
+//! capture (`step`). A plan records what it was built from (`Stamp`) and what it read of its
+//! graph (`Assumed`) so that the backend reuses it only while both hold.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ptr;
 
@@ -73,6 +74,7 @@ pub(super) struct GraphPlan {
     /// The identity of the graph the sub-graphs' identities were issued for (see `follow`).
     uid: u64,
     pub(super) stamp: Stamp,
+    assumed: Assumed,
     /// Holds the sub-graphs' ggml graphs; dropped with the plan (after them).
     pub(super) subgraphs: Vec<SubGraph>,
     /// The AllReduces of the cuts, with the memory and operations their paths own.
@@ -95,6 +97,14 @@ impl GraphPlan {
                 .all(|(t, &a)| t.as_ptr() as usize == a)
     }
 
+    /// Whether `g` (whose nodes `is_for` matched) is still the graph the plan was built for in
+    /// what the plan read of it besides the addresses ([`Assumed`]). ggml's scheduler renews a
+    /// graph's identity whenever it may have changed, so an identity seen before needs no
+    /// check; a new one, or none, does.
+    pub(super) fn still_for(&self, g: Graph) -> bool {
+        (g.uid() != 0 && g.uid() == self.uid) || self.assumed.hold(g)
+    }
+
     /// Gives the sub-graphs identities that say what the caller's graph says. ggml's scheduler
     /// renews a graph's identity whenever its nodes may have changed (shapes, addresses), and a
     /// backend that sees a graph's identity again reuses what it prepared for it (the CUDA
@@ -112,11 +122,122 @@ impl GraphPlan {
         }
     }
 
+    /// The key of the plan's graph ([`key`]).
+    pub(super) fn key(&self) -> u64 {
+        key(&self.nodes)
+    }
+
     /// Whether the memory the plan owns still covers the tensors (the same graph structure
     /// can come back with larger shapes).
     pub(super) fn fits(&self) -> bool {
         self.reductions.fits() && zero_bytes(&self.subgraphs) <= self.zeros.len()
     }
+}
+
+/// A key for the graph whose node addresses are `nodes` (the plan cache remembers the graphs
+/// whose plans it dropped by it).
+pub(super) fn key(nodes: &[usize]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    nodes.hash(&mut h);
+    h.finish()
+}
+
+/// What a plan read of its graph besides the node addresses (`GraphPlan::is_for`) and the
+/// splits (`Stamp`): the use counts its decisions and the device graphs depend on (whether a cut
+/// fuses the add and norm behind it, and whether it keeps the sum; the counts the CUDA backend
+/// reads for fusing ops), and each fused norm's epsilon (the AllReduce kernel takes it as an
+/// argument). Any of them can change with the nodes at the same addresses, e.g. a consumer
+/// added in another backend's part of the graph.
+struct Assumed {
+    /// (node address, use count, whether ggml recorded the count: see `GraphReads`).
+    uses: Vec<(usize, i32, bool)>,
+    /// (norm node, its first parameter). The node is one of the plan's graph's, so one of any
+    /// graph `is_for` accepts.
+    params: Vec<(Tensor, i32)>,
+}
+
+impl Assumed {
+    fn hold(&self, g: Graph) -> bool {
+        // (the graph's uses are counted only for a count ggml did not record: it records every
+        // node's in the graphs it builds)
+        let mut within: Option<HashMap<usize, i32>> = None;
+        let mut holds = |&(a, n, recorded): &(usize, i32, bool)| {
+            if recorded {
+                return g.recorded_use_count_at(a) == Some(n);
+            }
+            if g.recorded_use_count_at(a).is_some() {
+                return false;
+            }
+            let w = within.get_or_insert_with(|| count_within(&g.nodes().collect::<Vec<_>>()));
+            w.get(&a).copied().unwrap_or(0) == n
+        };
+        self.uses.iter().all(&mut holds) && self.params.iter().all(|&(t, p)| t.op_params()[0] == p)
+    }
+}
+
+/// The parts of a graph a plan reads besides its nodes and their splits, remembering what was
+/// read ([`Assumed`]).
+struct GraphReads {
+    /// How often each tensor is used as a source by the graph's nodes.
+    within: HashMap<usize, i32>,
+    /// The use counts ggml recorded for the whole graph, per node (the scheduler hands over
+    /// views of it, and consumers in other backends' splits count too). A node's count is
+    /// this one where there is one.
+    recorded: HashMap<usize, i32>,
+    read: RefCell<Assumed>,
+}
+
+impl GraphReads {
+    fn new(g: Graph, nodes: &[Tensor]) -> GraphReads {
+        let recorded = nodes
+            .iter()
+            .filter_map(|&t| Some((t.as_ptr() as usize, g.recorded_use_count(t)?)))
+            .collect();
+        GraphReads {
+            within: count_within(nodes),
+            recorded,
+            read: RefCell::new(Assumed {
+                uses: Vec::new(),
+                params: Vec::new(),
+            }),
+        }
+    }
+
+    fn uses(&self, t: Tensor) -> i32 {
+        let a = t.as_ptr() as usize;
+        let (n, recorded) = match self.recorded.get(&a) {
+            Some(&n) => (n, true),
+            None => (self.within.get(&a).copied().unwrap_or(0), false),
+        };
+        self.read.borrow_mut().uses.push((a, n, recorded));
+        n
+    }
+
+    /// The epsilon of RMS norm node `rms`.
+    fn eps(&self, rms: Tensor) -> f32 {
+        let p = rms.op_params()[0];
+        self.read.borrow_mut().params.push((rms, p));
+        f32::from_bits(p as u32)
+    }
+
+    fn into_assumed(self) -> Assumed {
+        let mut a = self.read.into_inner();
+        a.uses.sort_unstable();
+        a.uses.dedup();
+        a
+    }
+}
+
+/// How often each of `nodes` is used as a source by the others.
+fn count_within(nodes: &[Tensor]) -> HashMap<usize, i32> {
+    let mut uses = HashMap::with_capacity(nodes.len() * 2);
+    for t in nodes {
+        for s in t.srcs() {
+            *uses.entry(s.as_ptr() as usize).or_insert(0) += 1;
+        }
+    }
+    uses
 }
 
 /// The nodes of a graph that run on the devices.
@@ -135,7 +256,7 @@ fn device_nodes(
     dev: &'static MetaDevice,
     n: usize,
     all: &[Tensor],
-    uses: &HashMap<usize, i32>,
+    uses: &GraphReads,
 ) -> Result<DeviceNodes, String> {
     let mut stamp = Stamp::new(dev);
     let mut kept: Vec<(Tensor, Vec<Tensor>)> = Vec::with_capacity(all.len());
@@ -238,7 +359,7 @@ pub(super) fn build_plan(
 ) -> Result<GraphPlan, PlanError> {
     let n = simple.len();
     let all: Vec<Tensor> = g.nodes().collect();
-    let uses = use_counts(g, &all);
+    let uses = GraphReads::new(g, &all);
     let DeviceNodes {
         kept,
         reduce_at,
@@ -291,6 +412,7 @@ pub(super) fn build_plan(
         nodes,
         uid: 0,
         stamp,
+        assumed: uses.into_assumed(),
         subgraphs,
         reductions: planned,
         zeros,
@@ -318,7 +440,7 @@ fn reductions(
     simple: &[Backend],
     kept: &[(Tensor, Vec<Tensor>)],
     bounds: &[(usize, usize, bool)],
-    uses: &HashMap<usize, i32>,
+    uses: &GraphReads,
 ) -> Result<(Planned, Vec<bool>), PlanError> {
     let kept_nodes: Vec<Tensor> = kept.iter().map(|(t, _)| *t).collect();
     let view = NodeView { uses };
@@ -330,7 +452,7 @@ fn reductions(
         }
         let next_end = bounds.get(i + 1).map_or(b, |nb| nb.1);
         let fused = plan::fusion(&view, &kept_nodes, b - 1, next_end)
-            .and_then(|f| epilogue(kept, b - 1, f));
+            .and_then(|f| epilogue(kept, b - 1, f, uses));
         let (f, e) = fused.map_or((None, None), |(f, e)| (Some(f), Some(e)));
         fusions.push(f);
         cuts.push((kept[b - 1].1.clone(), e));
@@ -352,7 +474,7 @@ struct Parts<'a> {
     kept: &'a [(Tensor, Vec<Tensor>)],
     zeroed: &'a [Vec<usize>],
     taken: &'a [bool],
-    uses: &'a HashMap<usize, i32>,
+    uses: &'a GraphReads,
     planned: &'a Planned,
 }
 
@@ -384,7 +506,7 @@ fn device_graphs(
                 for (k, (t, _)) in p.kept.iter().enumerate().take(b).skip(a) {
                     if !p.zeroed[k].contains(&j) && !p.taken[k] {
                         graph.push_node(out(k, j));
-                        graph.note_use_count(out(k, j), uses_of(p.uses, *t));
+                        graph.note_use_count(out(k, j), p.uses.uses(*t));
                     }
                 }
                 graph
@@ -444,6 +566,7 @@ fn epilogue(
     kept: &[(Tensor, Vec<Tensor>)],
     cut: usize,
     mut f: plan::Fusion,
+    reads: &GraphReads,
 ) -> Option<(plan::Fusion, Epilogue)> {
     use super::cuda::CudaAllReduce;
     let per_device = |t: Tensor| {
@@ -463,7 +586,7 @@ fn epilogue(
         (ok(&weight) && ok(out)).then(|| NormEpilogue {
             weight,
             out: out.clone(),
-            eps: f32::from_bits(rms.op_params()[0] as u32),
+            eps: reads.eps(*rms),
         })
     });
     if norm.is_none() {
@@ -522,31 +645,9 @@ fn debug_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("GGML_META_DEBUG").is_ok_and(|v| v != "0"))
 }
 
-/// How often each node is used as a source: as ggml recorded it for the whole graph (the
-/// scheduler hands over views of it, and consumers in other backends' splits count too), else
-/// counted within this graph.
-fn use_counts(g: Graph, nodes: &[Tensor]) -> HashMap<usize, i32> {
-    let mut uses = std::collections::HashMap::with_capacity(nodes.len() * 2);
-    for t in nodes {
-        for s in t.srcs() {
-            *uses.entry(s.as_ptr() as usize).or_insert(0) += 1;
-        }
-    }
-    for t in nodes {
-        if let Some(c) = g.recorded_use_count(*t) {
-            uses.insert(t.as_ptr() as usize, c);
-        }
-    }
-    uses
-}
-
-fn uses_of(uses: &HashMap<usize, i32>, t: Tensor) -> i32 {
-    uses.get(&(t.as_ptr() as usize)).copied().unwrap_or(0)
-}
-
 /// The graph's nodes as the core's plan decisions see them.
 struct NodeView<'a> {
-    uses: &'a HashMap<usize, i32>,
+    uses: &'a GraphReads,
 }
 
 impl plan::Nodes for NodeView<'_> {
@@ -563,7 +664,7 @@ impl plan::Nodes for NodeView<'_> {
         n.srcs_by_slot().map(|(_, s)| s)
     }
     fn uses(&self, n: Tensor) -> i32 {
-        uses_of(self.uses, n)
+        self.uses.uses(n)
     }
     fn split(&self, n: Tensor) -> Result<Option<Split>, String> {
         if buffer::holding(n).is_none() {

@@ -31,6 +31,7 @@
 //! * [`plan`]: the decisions of the meta backend's graph plan (MoE tails, sub-graph cuts, the
 //!   nodes an AllReduce takes over, misplaced partial sums);
 //! * [`capture`]: when a plan's step is captured as one CUDA graph, replayed or run eagerly;
+//! * [`plan_cache`]: how many graph plans a meta backend keeps;
 //!
 //! `cargo test` in the repository root runs these tests (and the property tests in
 //! `tests/`) without ggml, CMake or a C compiler.
@@ -52,6 +53,7 @@ pub mod owned;
 pub mod packed;
 pub mod partition;
 pub mod plan;
+pub mod plan_cache;
 pub mod ptx;
 pub mod rules;
 pub mod sched_policy;
