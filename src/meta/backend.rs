@@ -57,6 +57,8 @@ struct State {
     warned_fallback: bool,
     /// Whether a step was captured as one CUDA graph yet (logged once).
     captured_any: bool,
+    /// Whether a plan over CUDA devices that is never captured was logged (the first one).
+    told_not_captured: bool,
     /// Why no graph can run any more: a capture the driver would not end leaves the streams
     /// recording, not running, whatever is queued on them.
     broken: Option<String>,
@@ -387,6 +389,15 @@ impl MetaBackend {
                         return GGML_STATUS_ALLOC_FAILED;
                     }
                 };
+                if let (Some(_), Step::Never(why)) = (m.reducer.cuda(), &p.step) {
+                    if !std::mem::replace(&mut st.told_not_captured, true) {
+                        log_info!(
+                            "meta backend: {}: a step runs eagerly, not as one CUDA graph: {why} \
+                             (GGML_META_DEBUG=1 logs each plan's reason)",
+                            m.name.to_string_lossy()
+                        );
+                    }
+                }
                 if let Some(t0) = t0 {
                     let prof = st.profile.get_or_insert_with(Profile::default);
                     prof.plans_built += 1;
