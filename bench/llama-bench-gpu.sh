@@ -39,6 +39,8 @@ source "$root/bench/detached.sh"
 
 run() {
     mkdir -p "$work/results"
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
+        > "$work/results/gpu.txt" 2>&1 || true
     local tree="$root/.gpu/llama.cpp-e" plugin="$root/.gpu/libggml-backend-rs-tp-e.so"
     [[ -d "$tree" && -f "$plugin" ]] || { echo "missing .gpu/llama.cpp-e or .gpu/libggml-backend-rs-tp-e.so" >&2; exit 2; }
     cp "$plugin" "$work/plugin.so"
@@ -95,6 +97,7 @@ run() {
 
 # The markdown table of the results: median tokens/s per configuration and test, ratios to none.
 table() {
+    [[ -s "$work/results/gpu.txt" ]] && echo "GPU: $(head -1 "$work/results/gpu.txt")" && echo
     python3 - "$work/results" <<'EOF'
 import json, pathlib, statistics, sys
 d = pathlib.Path(sys.argv[1])
