@@ -9,32 +9,37 @@
 
 use std::collections::VecDeque;
 
-/// The capacity a cache starts with.
+/// The capacity a meta backend's cache starts with.
 pub const INITIAL: usize = 32;
 /// The capacity it never grows past (a step of more graphs than this plans some again).
 pub const LIMIT: usize = 1024;
-/// How many dropped graphs it remembers (a step of more graphs than this never grows it).
-const HISTORY: usize = 4 * LIMIT;
 
 /// The capacity of one backend's plan cache and the graphs it dropped lately.
 #[derive(Debug)]
 pub struct Capacity {
     cap: usize,
-    /// Keys of the graphs whose plans were dropped for room at this capacity, oldest first
-    /// (at most `HISTORY`).
+    limit: usize,
+    /// Keys of the graphs whose plans were dropped for room at this capacity, oldest first;
+    /// at most 4 × `limit` (a step of more graphs than that never grows the cache).
     dropped: VecDeque<u64>,
 }
 
 impl Default for Capacity {
     fn default() -> Self {
-        Capacity {
-            cap: INITIAL,
-            dropped: VecDeque::new(),
-        }
+        Capacity::new(INITIAL, LIMIT)
     }
 }
 
 impl Capacity {
+    /// A capacity of `initial` plans that grows up to `limit`.
+    pub fn new(initial: usize, limit: usize) -> Capacity {
+        Capacity {
+            cap: initial.max(1),
+            limit: limit.max(initial),
+            dropped: VecDeque::new(),
+        }
+    }
+
     /// How many plans the cache keeps now.
     pub fn get(&self) -> usize {
         self.cap
@@ -42,7 +47,7 @@ impl Capacity {
 
     /// Records that the plan of the graph `key` was dropped to make room.
     pub fn dropped(&mut self, key: u64) {
-        if self.dropped.len() == HISTORY {
+        if self.dropped.len() == 4 * self.limit {
             self.dropped.pop_front();
         }
         self.dropped.push_back(key);
@@ -51,10 +56,10 @@ impl Capacity {
     /// Records that a plan is built for the graph `key`; returns the new capacity when it grows
     /// (the graph's plan was dropped for room at the capacity before).
     pub fn building(&mut self, key: u64) -> Option<usize> {
-        if self.cap >= LIMIT || !self.dropped.contains(&key) {
+        if self.cap >= self.limit || !self.dropped.contains(&key) {
             return None;
         }
-        self.cap = (self.cap * 2).min(LIMIT);
+        self.cap = (self.cap * 2).min(self.limit);
         self.dropped.clear();
         Some(self.cap)
     }
@@ -64,14 +69,22 @@ impl Capacity {
 mod tests {
     use super::*;
 
-    /// A least-recently-used cache of graph keys governed by a [`Capacity`].
-    #[derive(Default)]
+    /// A least-recently-used cache of graph keys governed by a [`Capacity`] (small numbers:
+    /// the policy is the same at any scale, and miri runs these tests too).
     struct Lru {
         keys: Vec<u64>,
         c: Capacity,
     }
 
     impl Lru {
+        /// Starts at 4 plans, grows to at most 32.
+        fn new() -> Lru {
+            Lru {
+                keys: Vec::new(),
+                c: Capacity::new(4, 32),
+            }
+        }
+
         /// Runs `steps` steps of graphs `0..graphs`; returns how many plans were built.
         fn run(&mut self, graphs: u64, steps: usize) -> usize {
             let mut built = 0;
@@ -95,38 +108,51 @@ mod tests {
 
     #[test]
     fn a_step_that_fits_never_grows_the_cache() {
-        let mut lru = Lru::default();
-        assert_eq!(lru.run(20, 10), 20);
-        assert_eq!(lru.c.get(), INITIAL);
+        let mut lru = Lru::new();
+        assert_eq!(lru.run(3, 10), 3);
+        assert_eq!(lru.c.get(), 4);
     }
 
     #[test]
     fn a_step_of_more_graphs_grows_it_until_they_fit() {
-        let mut lru = Lru::default();
-        // 100 graphs a step: each step finds its first graph dropped and doubles the capacity
-        // (32 -> 64 -> 128); from the fourth step on nothing is planned again
-        lru.run(100, 3);
-        assert_eq!(lru.c.get(), 128);
-        assert_eq!(lru.run(100, 5), 0);
+        let mut lru = Lru::new();
+        // 13 graphs a step: each step finds its first graph dropped and doubles the capacity
+        // (4 -> 8 -> 16); from the fourth step on nothing is planned again
+        lru.run(13, 3);
+        assert_eq!(lru.c.get(), 16);
+        assert_eq!(lru.run(13, 5), 0);
     }
 
     #[test]
     fn the_capacity_stops_at_the_limit() {
-        let mut lru = Lru::default();
-        lru.run(3000, 8);
-        assert_eq!(lru.c.get(), LIMIT);
-        // a step of 1000 graphs fits now: each is planned once
-        assert_eq!(lru.run(1000, 4), 1000);
+        let mut lru = Lru::new();
+        lru.run(100, 5);
+        assert_eq!(lru.c.get(), 32);
+        // a step of 20 graphs fits now: each is planned once
+        assert_eq!(lru.run(20, 4), 20);
     }
 
     #[test]
     fn graphs_that_never_return_do_not_grow_it() {
-        let mut c = Capacity::default();
+        let mut c = Capacity::new(4, 32);
         // every plan built for a graph never seen before (new addresses every step, say)
-        for k in 0..5000 {
+        for k in 0..300 {
             c.dropped(k);
             assert_eq!(c.building(k + 1_000_000), None);
         }
+        assert_eq!(c.get(), 4);
+    }
+
+    #[test]
+    fn a_meta_backend_starts_at_32_and_stops_at_1024() {
+        let mut c = Capacity::default();
         assert_eq!(c.get(), INITIAL);
+        for k in 0.. {
+            c.dropped(k);
+            if c.building(k).is_none() {
+                break;
+            }
+        }
+        assert_eq!(c.get(), LIMIT);
     }
 }
