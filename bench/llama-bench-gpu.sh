@@ -40,7 +40,7 @@ source "$root/bench/detached.sh"
 run() {
     mkdir -p "$work/results"
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
-        > "$work/results/gpu.txt" 2>&1 || true
+        > "$work/results/gpu.txt" 2> /dev/null || rm -f "$work/results/gpu.txt"
     local tree="$root/.gpu/llama.cpp-e" plugin="$root/.gpu/libggml-backend-rs-tp-e.so"
     [[ -d "$tree" && -f "$plugin" ]] || { echo "missing .gpu/llama.cpp-e or .gpu/libggml-backend-rs-tp-e.so" >&2; exit 2; }
     cp "$plugin" "$work/plugin.so"

@@ -502,10 +502,15 @@ ggml_tensor * c_mlp_then_norm(Env & e) {
     }
     return out;
 }
-// 10a. Another epsilon for the RMS norms (an op parameter).
+// 10a. Another epsilon for the RMS norms (an op parameter). Where the AllReduce computes the norm
+//      (over CPU devices, and --direct) a plan kept from the first step would use the old one;
+//      over the test GPUs the cut is reduced by copies, without an epilogue, and the norm runs
+//      in the devices' graphs.
 void again_norm_eps(Env & e) { e.norm_eps = 1e-2f; }
 // 10b. The reduced sum also read on the CPU backend: the meta backend's part of the graph has
-//      the same nodes, but the sum must now be left whole on the devices.
+//      the same nodes, but the sum must now be left whole on the devices. (The read makes a
+//      per-device view of the sum, so the first step's plan is dropped as stale whatever its
+//      use counts say: this case checks the outcome.)
 void again_sum_read_on_cpu(Env & e) { e.read_sum_on_cpu = true; }
 
 // --- cases that the meta backend must reject (each stops in ggml_abort) ------------------------

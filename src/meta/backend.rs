@@ -59,8 +59,9 @@ struct State {
     captured_any: bool,
     /// Whether a plan over CUDA devices that is never captured was logged (the first one).
     told_not_captured: bool,
-    /// Why no graph can run any more: a capture the driver would not end leaves the streams
-    /// recording, not running, whatever is queued on them.
+    /// Why no graph may run any more: a capture the driver would not end leaves the streams
+    /// recording, not running, what is queued on them (the next synchronize reports the
+    /// driver's error).
     broken: Option<String>,
     /// Threads for synchronous simple backends (see `threaded`), started on first use.
     workers: Option<super::workers::Workers>,
@@ -358,6 +359,7 @@ impl MetaBackend {
         drop_plans(m, &mut st.plans, |p| !p.stamp.current());
         let mut found = st.plans.iter().position(|p| p.is_for(g));
         if let Some(i) = found {
+            // (a plan that no longer holds is replaced, not kept beside the new one)
             if !st.plans[i].fits() || !st.plans[i].still_for(g) {
                 let stale: *const GraphPlan = &st.plans[i];
                 drop_plans(m, &mut st.plans, |p| std::ptr::eq(p, stale));

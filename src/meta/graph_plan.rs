@@ -146,57 +146,55 @@ pub(super) fn key(nodes: &[usize]) -> u64 {
 /// What a plan read of its graph besides the node addresses (`GraphPlan::is_for`) and the
 /// splits (`Stamp`): the use counts its decisions and the device graphs depend on (whether a cut
 /// fuses the add and norm behind it, and whether it keeps the sum; the counts the CUDA backend
-/// reads for fusing ops), and each fused norm's epsilon (the AllReduce kernel takes it as an
-/// argument). Any of them can change with the nodes at the same addresses, e.g. a consumer
-/// added in another backend's part of the graph.
+/// reads for fusing ops), and each fused norm's epsilon (the AllReduce's epilogue computes the
+/// norm with it, on every path). Any of them can change with the nodes at the same addresses,
+/// e.g. a consumer added in another backend's part of the graph.
 struct Assumed {
-    /// (node address, use count, whether ggml recorded the count: see `GraphReads`).
+    /// (node address, use count, whether ggml recorded the count: see `GraphReads::uses`).
     uses: Vec<(usize, i32, bool)>,
-    /// (norm node, its first parameter). The node is one of the plan's graph's, so one of any
-    /// graph `is_for` accepts.
-    params: Vec<(Tensor, i32)>,
+    /// (index of a norm node in the graph, its first parameter).
+    params: Vec<(usize, i32)>,
 }
 
 impl Assumed {
+    /// Whether `g`, whose nodes are at the plan's addresses, has what the plan read.
     fn hold(&self, g: Graph) -> bool {
         // (the graph's uses are counted only for a count ggml did not record: it records every
         // node's in the graphs it builds)
         let mut within: Option<HashMap<usize, i32>> = None;
-        let mut holds = |&(a, n, recorded): &(usize, i32, bool)| {
-            if recorded {
-                return g.recorded_use_count_at(a) == Some(n);
-            }
-            if g.recorded_use_count_at(a).is_some() {
-                return false;
-            }
-            let w = within.get_or_insert_with(|| count_within(&g.nodes().collect::<Vec<_>>()));
-            w.get(&a).copied().unwrap_or(0) == n
-        };
-        self.uses.iter().all(&mut holds) && self.params.iter().all(|&(t, p)| t.op_params()[0] == p)
+        let uses_hold =
+            self.uses
+                .iter()
+                .all(|&(a, n, recorded)| match g.recorded_use_count_at(a) {
+                    Some(c) => recorded && c == n,
+                    None => {
+                        let w = within
+                            .get_or_insert_with(|| count_within(&g.nodes().collect::<Vec<_>>()));
+                        !recorded && w.get(&a).copied().unwrap_or(0) == n
+                    }
+                });
+        uses_hold
+            && self
+                .params
+                .iter()
+                .all(|&(i, p)| i < g.n_nodes() && g.node(i).op_params()[0] == p)
     }
 }
 
 /// The parts of a graph a plan reads besides its nodes and their splits, remembering what was
 /// read ([`Assumed`]).
 struct GraphReads {
+    g: Graph,
     /// How often each tensor is used as a source by the graph's nodes.
     within: HashMap<usize, i32>,
-    /// The use counts ggml recorded for the whole graph, per node (the scheduler hands over
-    /// views of it, and consumers in other backends' splits count too). A node's count is
-    /// this one where there is one.
-    recorded: HashMap<usize, i32>,
     read: RefCell<Assumed>,
 }
 
 impl GraphReads {
     fn new(g: Graph, nodes: &[Tensor]) -> GraphReads {
-        let recorded = nodes
-            .iter()
-            .filter_map(|&t| Some((t.as_ptr() as usize, g.recorded_use_count(t)?)))
-            .collect();
         GraphReads {
+            g,
             within: count_within(nodes),
-            recorded,
             read: RefCell::new(Assumed {
                 uses: Vec::new(),
                 params: Vec::new(),
@@ -204,20 +202,30 @@ impl GraphReads {
         }
     }
 
+    /// How often `t` is used as a source: as ggml recorded it for the whole graph (the
+    /// scheduler hands over views of it, and consumers in other backends' splits count too),
+    /// else counted within this graph.
     fn uses(&self, t: Tensor) -> i32 {
-        let a = t.as_ptr() as usize;
-        let (n, recorded) = match self.recorded.get(&a) {
-            Some(&n) => (n, true),
-            None => (self.within.get(&a).copied().unwrap_or(0), false),
-        };
-        self.read.borrow_mut().uses.push((a, n, recorded));
+        let recorded = self.g.recorded_use_count(t);
+        let n = recorded.unwrap_or_else(|| {
+            self.within
+                .get(&(t.as_ptr() as usize))
+                .copied()
+                .unwrap_or(0)
+        });
+        self.read
+            .borrow_mut()
+            .uses
+            .push((t.as_ptr() as usize, n, recorded.is_some()));
         n
     }
 
-    /// The epsilon of RMS norm node `rms`.
+    /// The epsilon of RMS norm node `rms`, one of the graph's nodes (were it not, no graph
+    /// would hold what the plan read).
     fn eps(&self, rms: Tensor) -> f32 {
         let p = rms.op_params()[0];
-        self.read.borrow_mut().params.push((rms, p));
+        let i = self.g.nodes().position(|t| t == rms).unwrap_or(usize::MAX);
+        self.read.borrow_mut().params.push((i, p));
         f32::from_bits(p as u32)
     }
 
