@@ -695,7 +695,8 @@ std::vector<float> run_meta(const Case & c, const Options & o) {
     ggml_backend_cpu_set_n_threads(cpu, 2);
 
     std::vector<float> r;
-    // as libllama: scheduler over {meta, CPU}, no parallel copies, op offload on
+    // --direct: the meta backend on its own; else as libllama: a scheduler over {meta, CPU}, no
+    // parallel copies, op offload on
     ggml_backend_t backends[2] = { meta, cpu };
     ggml_gallocr_t galloc = o.direct ? ggml_gallocr_new(buft) : nullptr;
     ggml_backend_sched_t sched = o.direct ? nullptr : ggml_backend_sched_new(backends, nullptr, 2, GRAPH_SIZE, false, true);

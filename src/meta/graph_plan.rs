@@ -150,30 +150,48 @@ pub(super) fn key(nodes: &[usize]) -> u64 {
 /// norm with it, on every path). Any of them can change with the nodes at the same addresses,
 /// e.g. a consumer added in another backend's part of the graph.
 struct Assumed {
-    /// (node address, use count, whether ggml recorded the count: see `GraphReads::uses`).
-    uses: Vec<(usize, i32, bool)>,
+    /// (node address, its use count).
+    uses: Vec<(usize, UseCount)>,
     /// (index of a norm node in the graph, its first parameter).
     params: Vec<(usize, i32)>,
+}
+
+/// How often a tensor is used as a source: as ggml recorded it for the whole graph (the
+/// scheduler hands over views of it, and consumers in other backends' splits count too), else
+/// counted within the graph handed over.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum UseCount {
+    Recorded(i32),
+    Counted(i32),
+}
+
+impl UseCount {
+    /// The count of the tensor at `address` in `g`; `within` holds `g`'s own counts, made on
+    /// first need (ggml records every node's count in the graphs it builds).
+    fn of(g: Graph, address: usize, within: &mut Option<HashMap<usize, i32>>) -> UseCount {
+        match g.recorded_use_count_at(address) {
+            Some(n) => UseCount::Recorded(n),
+            None => {
+                let w = within.get_or_insert_with(|| count_within(g.nodes()));
+                UseCount::Counted(w.get(&address).copied().unwrap_or(0))
+            }
+        }
+    }
+
+    fn get(self) -> i32 {
+        match self {
+            UseCount::Recorded(n) | UseCount::Counted(n) => n,
+        }
+    }
 }
 
 impl Assumed {
     /// Whether `g`, whose nodes are at the plan's addresses, has what the plan read.
     fn hold(&self, g: Graph) -> bool {
-        // (the graph's uses are counted only for a count ggml did not record: it records every
-        // node's in the graphs it builds)
-        let mut within: Option<HashMap<usize, i32>> = None;
-        let uses_hold =
-            self.uses
-                .iter()
-                .all(|&(a, n, recorded)| match g.recorded_use_count_at(a) {
-                    Some(c) => recorded && c == n,
-                    None => {
-                        let w = within
-                            .get_or_insert_with(|| count_within(&g.nodes().collect::<Vec<_>>()));
-                        !recorded && w.get(&a).copied().unwrap_or(0) == n
-                    }
-                });
-        uses_hold
+        let mut within = None;
+        self.uses
+            .iter()
+            .all(|&(a, n)| UseCount::of(g, a, &mut within) == n)
             && self
                 .params
                 .iter()
@@ -185,16 +203,16 @@ impl Assumed {
 /// read ([`Assumed`]).
 struct GraphReads {
     g: Graph,
-    /// How often each tensor is used as a source by the graph's nodes.
-    within: HashMap<usize, i32>,
+    /// The graph's own use counts, once needed (see [`UseCount::of`]).
+    within: RefCell<Option<HashMap<usize, i32>>>,
     read: RefCell<Assumed>,
 }
 
 impl GraphReads {
-    fn new(g: Graph, nodes: &[Tensor]) -> GraphReads {
+    fn new(g: Graph) -> GraphReads {
         GraphReads {
             g,
-            within: count_within(nodes),
+            within: RefCell::new(None),
             read: RefCell::new(Assumed {
                 uses: Vec::new(),
                 params: Vec::new(),
@@ -202,22 +220,12 @@ impl GraphReads {
         }
     }
 
-    /// How often `t` is used as a source: as ggml recorded it for the whole graph (the
-    /// scheduler hands over views of it, and consumers in other backends' splits count too),
-    /// else counted within this graph.
+    /// How often `t` is used as a source (see [`UseCount`]).
     fn uses(&self, t: Tensor) -> i32 {
-        let recorded = self.g.recorded_use_count(t);
-        let n = recorded.unwrap_or_else(|| {
-            self.within
-                .get(&(t.as_ptr() as usize))
-                .copied()
-                .unwrap_or(0)
-        });
-        self.read
-            .borrow_mut()
-            .uses
-            .push((t.as_ptr() as usize, n, recorded.is_some()));
-        n
+        let a = t.as_ptr() as usize;
+        let n = UseCount::of(self.g, a, &mut self.within.borrow_mut());
+        self.read.borrow_mut().uses.push((a, n));
+        n.get()
     }
 
     /// The epsilon of RMS norm node `rms`, one of the graph's nodes (were it not, no graph
@@ -238,8 +246,8 @@ impl GraphReads {
 }
 
 /// How often each of `nodes` is used as a source by the others.
-fn count_within(nodes: &[Tensor]) -> HashMap<usize, i32> {
-    let mut uses = HashMap::with_capacity(nodes.len() * 2);
+fn count_within(nodes: impl Iterator<Item = Tensor>) -> HashMap<usize, i32> {
+    let mut uses = HashMap::new();
     for t in nodes {
         for s in t.srcs() {
             *uses.entry(s.as_ptr() as usize).or_insert(0) += 1;
@@ -367,7 +375,7 @@ pub(super) fn build_plan(
 ) -> Result<GraphPlan, PlanError> {
     let n = simple.len();
     let all: Vec<Tensor> = g.nodes().collect();
-    let uses = GraphReads::new(g, &all);
+    let uses = GraphReads::new(g);
     let DeviceNodes {
         kept,
         reduce_at,
