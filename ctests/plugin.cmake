@@ -45,6 +45,17 @@ set_tests_properties(plugin/ops PROPERTIES
     ENVIRONMENT "GGML_BACKEND_RS_TP=CPU,CPU;GGML_NO_BACKTRACE=1"
     PASS_REGULAR_EXPRESSION "plugin_ops: TP0 = TP\\(CPU,CPU\\) matches the CPU backend")
 
+# A weight used by a program that is not libllama (plugin_placement.c): named as libllama names
+# it and not, small and large, y = w x with x and y in one context or in a compute buffer; each
+# result equals a double-precision reference, or TP0 refuses the graph.
+add_executable(plugin_placement plugin_placement.c)
+target_link_libraries(plugin_placement PRIVATE ggml_ref::ggml ggml_ref::ggml-base m)
+add_dependencies(plugin_placement ggml-backend-rs-tp)
+add_test(NAME plugin/placement COMMAND plugin_placement "${plugin}")
+set_tests_properties(plugin/placement PROPERTIES
+    ENVIRONMENT "GGML_BACKEND_RS_TP=CPU,CPU;GGML_NO_BACKTRACE=1"
+    PASS_REGULAR_EXPRESSION "plugin_placement: [0-9]+ of [0-9]+ computed and correct")
+
 # The plugin checks its host's ABI class (src/abi/class.rs): ggml_version() and the exports that
 # tell the class apart. In a host of its own class it scores 1 and loads; in a host of another
 # class (GGML_BACKEND_RS_OTHER_CLASS_TREES: build trees of the other ggml versions, each with its

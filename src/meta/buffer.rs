@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::device::MetaDevice;
+use super::split::Split;
 use crate::abi::*;
 use ggml_backend_rs_core::owned::{lock, Registry};
 
@@ -35,6 +36,12 @@ pub(super) struct Entry {
     pub(super) slices: Vec<(usize, Headers)>,
     /// `reset` count when last initialised (entries untouched for a whole reset cycle go).
     pub(super) epoch: u64,
+    /// For a weight or cache (`infer::Origin::Placed`): the split its slices were laid out
+    /// with, decided when it was first initialised here; every later question reads it.
+    pub(super) placement: Option<Split>,
+    /// Some source had no per-device tensors when this one was initialised (`slices::
+    /// init_layout`): its per-device tensors do not point at it yet.
+    pub(super) sources_pending: bool,
 }
 
 impl Entry {
@@ -153,12 +160,14 @@ impl MetaBuffer {
         crate::abi::log::ggml_assert!(placed, "meta buffer: slices placed twice");
     }
 
-    /// Whether `t`'s slices are in place on some device.
-    pub fn holds_placed(&self, t: Tensor) -> bool {
-        self.lock()
-            .map
-            .get(&(t.as_ptr() as usize))
-            .is_some_and(Entry::placed)
+    /// The split `t`'s slices were laid out with, while it has the type and shape they were
+    /// made for (a weight or cache initialised in this buffer).
+    pub fn placement(&self, t: Tensor) -> Option<Split> {
+        let g = self.lock();
+        let e = g.map.get(&(t.as_ptr() as usize))?;
+        (e.made_for == (t.type_(), t.ne_all()))
+            .then(|| e.placement.clone())
+            .flatten()
     }
 
     /// Drops what this buffer knows of `t` (its split and per-device headers).
@@ -167,6 +176,14 @@ impl MetaBuffer {
         if self.lock().map.remove(&id).is_some() {
             self.dev.splits(|m| m.forget(id));
         }
+    }
+
+    /// Whether `t`'s per-device tensors still lack a source (`slices::complete_sources`).
+    pub(super) fn sources_pending(&self, t: Tensor) -> bool {
+        self.lock()
+            .map
+            .get(&(t.as_ptr() as usize))
+            .is_some_and(|e| e.sources_pending)
     }
 
     /// The per-device tensors of `t` as they are (placed or not).

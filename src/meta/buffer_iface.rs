@@ -10,7 +10,10 @@ use std::collections::HashMap;
 use super::buffer::{failed_for, holding, of, Deferred, MetaBuffer, Tensors, META_BASE};
 use super::device::MetaDevice;
 use super::facts;
-use super::slices::{self, alloc_full, init_simple, pack, take_room};
+use super::slices::{
+    self, alloc_full, complete_all_sources, in_dependency_order, init_layout, init_simple, pack,
+    take_room,
+};
 use super::transfer::{self, Queue};
 use crate::abi::log::{abort, log_error};
 use crate::abi::object::{buffer_iface, CObject};
@@ -80,13 +83,16 @@ pub fn alloc_tensors(tensors: Vec<Tensor>, dev: &'static MetaDevice) -> ggml_bac
     if own.is_empty() {
         return std::ptr::null_mut();
     }
+    let (own, views) = (in_dependency_order(own), in_dependency_order(views));
     let meta_buf = new_buffer(dev, None, 0, false);
     let Some(mb) = of(meta_buf) else {
         unreachable!("registered in new_buffer")
     };
+    // Each tensor's split and layout first, for the packing; a result that reads a view (placed
+    // after the memory) points at it once the views are placed.
     for &t in &own {
         t.attach(meta_buf, META_BASE as *mut c_void);
-        if let Err(e) = init_simple(&mb, t, None) {
+        if let Err(e) = init_layout(&mb, t) {
             abort(file!(), line!(), &e);
         }
     }
@@ -109,10 +115,11 @@ pub fn alloc_tensors(tensors: Vec<Tensor>, dev: &'static MetaDevice) -> ggml_bac
         let src = v.view_src().expect("partitioned on view_src");
         let data = (src.data() as *mut u8).wrapping_add(v.view_offs()) as *mut c_void;
         v.attach(meta_buf, data);
-        if let Err(e) = init_simple(&mb, v, None) {
+        if let Err(e) = init_layout(&mb, v) {
             abort(file!(), line!(), &e);
         }
     }
+    complete_all_sources(&mb, own.iter().chain(&views).copied());
     meta_buf.as_ptr()
 }
 
@@ -194,9 +201,10 @@ impl MetaBuffer {
                 // that placing takes, so none is missed) and placed together.
                 let mut g = lock(d);
                 if self.simple.get().is_none() {
-                    // own tensors need no other tensor's slices: init_simple does not place
+                    // own tensors need no other tensor's slices: their layout is made now, their
+                    // sources are pointed at once the buffer is placed
                     if t.view_src().is_none() {
-                        if let Err(e) = init_simple(self, t, None) {
+                        if let Err(e) = init_layout(self, t) {
                             abort(file!(), line!(), &e);
                         }
                         // A device that cannot hold its slices fails the host's allocation now

@@ -10,7 +10,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use ggml_backend_rs_core::infer::SplitMemo;
+use ggml_backend_rs_core::infer::{Placement, SplitMemo};
 use ggml_backend_rs_core::memory::{Entry, Shares};
 use ggml_backend_rs_core::names::{Info, NamePolicy};
 
@@ -107,6 +107,22 @@ impl MetaDevice {
     /// The split of a statically allocated tensor (weights, caches), from the callback.
     pub fn callback_split(&self, t: Tensor) -> Result<Split, StateError> {
         self.policy_split(t, false)
+    }
+
+    /// How `t`'s split is known, where `fixed` is the split its placement fixed (if it is placed
+    /// for its current type and shape). A name policy is never asked again about a placed
+    /// tensor: its later answers may differ (it decides as it sees more of the model), and the
+    /// slices are where the first answer put them. A caller's callback is asked again, and the
+    /// core refuses an answer that contradicts the placement.
+    pub fn placement(&self, t: Tensor, fixed: Option<Split>) -> Result<Placement, StateError> {
+        Ok(match (fixed, &self.policy) {
+            (None, _) => Placement::New(self.callback_split(t)?),
+            (Some(split), Policy::Names(_)) => Placement::Fixed { split, asked: None },
+            (Some(split), Policy::Callback { .. }) => Placement::Fixed {
+                split,
+                asked: Some(self.callback_split(t)?),
+            },
+        })
     }
 
     /// The split `callback_split` would give now, fixing no decision of a name policy (which

@@ -21,7 +21,7 @@ use ggml_backend_rs_core::owned::{AddrHasher, AddrSet};
 use ggml_backend_rs_core::packed::Packed;
 use ggml_backend_rs_core::rules::{Derived, Layout};
 
-use infer::Origin;
+use infer::{Origin, Placement};
 
 const _: () = assert!(GGML_MAX_SRC == infer::MAX_SRC);
 
@@ -42,6 +42,9 @@ pub fn packing(t: Tensor) -> Option<Packed> {
 }
 
 /// Where `t`'s memory is (a view: where its own facts say; the memory it views decides).
+/// Only leaves are placed: an op's result in a static meta buffer (a program that allocates
+/// results with their sources, as ggml's test-backend-ops does) is what its op yields, laid out
+/// as that when it is placed.
 fn origin(t: Tensor) -> Origin {
     if t.view_src().is_some() {
         return Origin::Compute;
@@ -50,6 +53,7 @@ fn origin(t: Tensor) -> Origin {
         None => Origin::Compute,
         Some(b) if !buffer::is_meta(b) => Origin::Elsewhere,
         Some(b) if b.usage() == USAGE_COMPUTE => Origin::Compute,
+        Some(_) if t.op_kind() != Some(Op::None) => Origin::Compute,
         Some(_) => Origin::Placed,
     }
 }
@@ -129,18 +133,13 @@ fn input(dev: &MetaDevice, t: Tensor, f: NodeFacts) -> Result<(Input, bool), Str
         }
         Origin::Placed => {
             // (an empty tensor is mirrored whatever the policy says)
-            let split = if empty {
-                Split::Mirrored
+            let placement = if empty {
+                Placement::New(Split::Mirrored)
             } else {
-                dev.callback_split(t).map_err(|e| named(t, e))?
+                let fixed = buffer::holding(t).and_then(|mb| mb.placement(t));
+                dev.placement(t, fixed).map_err(|e| named(t, e))?
             };
-            let in_place = buffer::holding(t).is_some_and(|mb| mb.holds_placed(t));
-            let placed = Input::Placed {
-                facts: f,
-                split,
-                in_place,
-            };
-            (placed, false)
+            (Input::Placed { facts: f, placement }, false)
         }
         Origin::Compute => {
             // views made by view ops and ggml_view_tensor (op NONE) are their memory alone; an

@@ -292,9 +292,11 @@ fn device_nodes(
             ));
         };
         stamp.add(mb.dev);
-        for s in t.srcs().filter_map(buffer::holding) {
+        // (the placement step of the memory the node reads)
+        for s in t.srcs().filter_map(slices::placed) {
             stamp.add(s.dev);
         }
+        slices::complete_sources(&mb, t)?;
         let d = facts::derived(t)?;
         let simple = slices::simple_tensors(&mb, t)
             .ok_or_else(|| format!("meta backend: node '{}' was not allocated", t.name_string()))?;
@@ -312,9 +314,10 @@ fn device_nodes(
             let tk = all[k];
             let mbk = slices::placed(tk).ok_or("meta backend: MoE tail outside meta buffers")?;
             stamp.add(mbk.dev);
-            for s in tk.srcs().filter_map(buffer::holding) {
+            for s in tk.srcs().filter_map(slices::placed) {
                 stamp.add(s.dev);
             }
+            slices::complete_sources(&mbk, tk)?;
             facts::derived(tk)?;
             let sk = slices::simple_tensors(&mbk, tk).ok_or_else(|| {
                 format!(

@@ -44,7 +44,7 @@ pub fn place_deferred(mb: &MetaBuffer) {
     if mb.simple.get().is_some() {
         return;
     }
-    let views: Vec<Tensor> = {
+    let (own, views): (Vec<Tensor>, Vec<Tensor>) = {
         let mut g = lock(d);
         if mb.simple.get().is_some() {
             return;
@@ -56,10 +56,21 @@ pub fn place_deferred(mb: &MetaBuffer) {
             .unwrap_or_else(|e| abort(file!(), line!(), &e))
             .0;
         mb.set_packed(simple);
-        views
+        (own, in_dependency_order(views))
     };
-    for v in views {
-        if let Err(e) = init_simple(mb, v, None) {
+    for &v in &views {
+        if let Err(e) = init_layout(mb, v) {
+            abort(file!(), line!(), &e);
+        }
+    }
+    complete_all_sources(mb, own.into_iter().chain(views));
+}
+
+/// [`complete_sources`] for each of `tensors` whose sources are initialised by now; the others
+/// are completed when a graph first reads them.
+pub(super) fn complete_all_sources(mb: &MetaBuffer, tensors: impl IntoIterator<Item = Tensor>) {
+    for t in tensors.into_iter().filter(|&t| sources_initialised(t)) {
+        if let Err(e) = complete_sources(mb, t) {
             abort(file!(), line!(), &e);
         }
     }
@@ -175,16 +186,55 @@ fn slice_header(full: Tensor, want: &DimSplit, j: usize) -> Result<ggml_tensor, 
 /// Creates or refreshes the per-device tensors of `t` (which lives in `mb`), placing
 /// non-views at `offset` in each simple buffer when `place` is set.
 pub(super) fn init_simple(mb: &MetaBuffer, t: Tensor, place: Option<usize>) -> Result<(), String> {
+    init(mb, t, place, Sources::All)
+}
+
+/// [`init_simple`] for a tensor of a static buffer whose sources may not be initialised yet
+/// (a context that lists a result before what it reads): its split and layout are made, and
+/// the per-device sources it cannot point to yet are filled in by [`complete_sources`] before
+/// any graph reads it.
+pub(super) fn init_layout(mb: &MetaBuffer, t: Tensor) -> Result<(), String> {
+    init(mb, t, None, Sources::Initialised)
+}
+
+/// Points `t`'s per-device tensors at their sources where [`init_layout`] could not: a no-op
+/// when it could. An error names a source that is still not initialised.
+pub(super) fn complete_sources(mb: &MetaBuffer, t: Tensor) -> Result<(), String> {
+    if mb.sources_pending(t) {
+        init_simple(mb, t, None)?;
+    }
+    Ok(())
+}
+
+/// Which of a tensor's sources initialising it needs.
+#[derive(Clone, Copy, PartialEq)]
+enum Sources {
+    /// All of them: an error names one that is not initialised.
+    All,
+    /// Those initialised so far; the entry records that the others are pending.
+    Initialised,
+}
+
+fn init(mb: &MetaBuffer, t: Tensor, place: Option<usize>, need: Sources) -> Result<(), String> {
     let mut fresh = facts::derive_fresh(mb.dev, t)?;
     let (layouts, bases) = device_layouts(t, &mut fresh, mb.n())?;
-    let srcs = device_sources(t)?;
-    let slices = source_slices(t, &fresh.derived, &srcs, mb.n())?;
+    let (srcs, sources_pending) = device_sources(mb, t, need)?;
+    // (slices of a source not initialised yet are made when it is)
+    let slices = if srcs_missing(t, &srcs) {
+        Vec::new()
+    } else {
+        source_slices(t, &fresh.derived, &srcs, mb.n())?
+    };
+    let placement =
+        (fresh.facts.origin == infer::Origin::Placed).then(|| fresh.derived.split.clone());
     let placing = Placing {
         layouts,
         bases,
         srcs,
         slices,
         place,
+        placement,
+        sources_pending,
     };
     let simple = write_headers(mb, t, placing);
     for st in simple {
@@ -243,28 +293,99 @@ fn device_layouts(
     })
 }
 
-/// Each source of `t` on every device (a tensor that reads itself is left out).
-fn device_sources(t: Tensor) -> Result<Vec<Option<Vec<Tensor>>>, String> {
+/// Each source of `t` on every device (a tensor that reads itself is left out), and whether
+/// any of them is pending: not initialised yet (left out with [`Sources::Initialised`]), or
+/// without memory yet, because it lies in `mb` itself, whose memory is being made. A source
+/// in another deferred buffer is placed here, before `t`'s per-device tensors point into it.
+fn device_sources(
+    mb: &MetaBuffer,
+    t: Tensor,
+    need: Sources,
+) -> Result<(Vec<Option<Vec<Tensor>>>, bool), String> {
     let mut srcs: Vec<Option<Vec<Tensor>>> = vec![None; GGML_MAX_SRC];
+    let mut pending = false;
     for (i, s) in t.srcs_indexed() {
         if s == t {
             continue;
         }
-        let smb = placed(s).ok_or_else(|| {
+        let held = holding(s).ok_or_else(|| {
             named(
                 t,
                 format!("source '{}' is not in a meta buffer", s.name_string()),
             )
         })?;
-        srcs[i] = Some(simple_tensors(&smb, s).ok_or_else(|| {
-            named(
-                t,
-                format!("source '{}' is not initialised", s.name_string()),
-            )
-        })?);
+        let smb = if std::ptr::eq(&*held, mb) {
+            held
+        } else {
+            placed(s).expect("held by a meta buffer")
+        };
+        let per_device = smb.entry_tensors(s);
+        pending |= per_device
+            .as_ref()
+            .is_none_or(|ts| ts.iter().any(|d| d.data().is_null() && d.nbytes() > 0));
+        srcs[i] = match (per_device, need) {
+            (Some(per_device), _) => Some(per_device),
+            (None, Sources::Initialised) => None,
+            (None, Sources::All) => {
+                return Err(named(
+                    t,
+                    format!("source '{}' is not initialised", s.name_string()),
+                ))
+            }
+        };
     }
+    Ok((srcs, pending))
+}
 
-    Ok(srcs)
+/// Whether a source of `t` is missing from `srcs` ([`Sources::Initialised`]).
+fn srcs_missing(t: Tensor, srcs: &[Option<Vec<Tensor>>]) -> bool {
+    t.srcs_indexed().any(|(i, s)| s != t && srcs[i].is_none())
+}
+
+/// Whether every source of `t` has per-device tensors (is initialised in its meta buffer).
+pub(super) fn sources_initialised(t: Tensor) -> bool {
+    t.srcs()
+        .filter(|&s| s != t)
+        .all(|s| holding(s).is_some_and(|mb| mb.entry_tensors(s).is_some()))
+}
+
+/// `tensors` ordered so that each comes after the ones among them it reads or views: a
+/// context lists a result before its sources when they were created in that order.
+pub(super) fn in_dependency_order(tensors: Vec<Tensor>) -> Vec<Tensor> {
+    let ids: std::collections::HashSet<usize> =
+        tensors.iter().map(|t| t.as_ptr() as usize).collect();
+    let mut done: std::collections::HashSet<usize> = std::collections::HashSet::new();
+    // (a source that leads back to a tensor being expanded, which a graph cannot have but C
+    // can write, is not followed)
+    let mut expanding: std::collections::HashSet<usize> = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(tensors.len());
+    // Depth-first without recursion: a tensor is listed once its sources in the list are.
+    for &root in &tensors {
+        let mut stack = vec![(root, false)];
+        while let Some((t, expanded)) = stack.pop() {
+            let id = t.as_ptr() as usize;
+            if done.contains(&id) {
+                continue;
+            }
+            if expanded {
+                done.insert(id);
+                out.push(t);
+                continue;
+            }
+            if !expanding.insert(id) {
+                continue;
+            }
+            stack.push((t, true));
+            let deps = t.view_src().into_iter().chain(t.srcs());
+            stack.extend(
+                deps.filter(|&d| d != t)
+                    .filter(|d| ids.contains(&(d.as_ptr() as usize)))
+                    .filter(|d| !done.contains(&(d.as_ptr() as usize)))
+                    .map(|d| (d, false)),
+            );
+        }
+    }
+    out
 }
 
 /// Per device, the slices of whole sources the op reads split (`Derived::sliced`): each
@@ -299,6 +420,10 @@ struct Placing {
     slices: Vec<(usize, Vec<ggml_tensor>)>,
     /// The offset in each compute buffer (not for views, nor where slices are packed).
     place: Option<usize>,
+    /// A weight's or cache's split, which its entry keeps.
+    placement: Option<Split>,
+    /// Some source is not initialised or has no memory yet (`device_sources`).
+    sources_pending: bool,
 }
 
 /// Writes `t`'s per-device tensors into `mb`'s entry for it (made on first use, reused after),
@@ -312,6 +437,8 @@ fn write_headers(mb: &MetaBuffer, t: Tensor, p: Placing) -> Vec<Tensor> {
         srcs,
         slices,
         place,
+        placement,
+        sources_pending,
     } = p;
     let mut g = mb.lock();
     let epoch = g.epoch;
@@ -321,8 +448,12 @@ fn write_headers(mb: &MetaBuffer, t: Tensor, p: Placing) -> Vec<Tensor> {
         simple: Headers::new(),
         slices: Vec::new(),
         epoch,
+        placement: None,
+        sources_pending: false,
     });
     entry.epoch = epoch;
+    entry.placement = placement;
+    entry.sources_pending = sources_pending;
     entry.made_for = (header.type_, header.ne);
     if entry.simple.len() != n {
         entry.simple = Headers::zeroed(n);
@@ -360,7 +491,9 @@ fn write_headers(mb: &MetaBuffer, t: Tensor, p: Placing) -> Vec<Tensor> {
             } else if let Some((_, h)) = entry.slices.iter().find(|(slot, _)| *slot == i) {
                 h.tensor(j).as_ptr()
             } else {
-                srcs[i].as_ref().expect("collected above")[j].as_ptr()
+                srcs[i]
+                    .as_ref()
+                    .map_or(std::ptr::null_mut(), |per_device| per_device[j].as_ptr())
             };
         }
         if let Some(bases) = &bases {

@@ -81,12 +81,11 @@ impl NodeFacts {
 pub enum Input {
     /// From its facts: its op's rule over its sources, or for a view the memory it views.
     Derive(NodeFacts),
-    /// A weight or cache: the placement policy's split. `in_place`: its slices already sit on
-    /// the devices, so an answer other than the one they were placed with is an error.
+    /// A weight or cache (a leaf in a meta buffer that is not a compute buffer): its split is
+    /// the one its placement fixed.
     Placed {
         facts: NodeFacts,
-        split: Split,
-        in_place: bool,
+        placement: Placement,
     },
     /// Decided outside this memo (another meta device's memo; mirrored for another backend's
     /// memory): used by this pass, not kept.
@@ -99,6 +98,17 @@ impl Input {
             Input::Derive(f) | Input::Placed { facts: f, .. } | Input::Given { facts: f, .. } => f,
         }
     }
+}
+
+/// How a weight's or cache's split is known. A split is decided once, when the tensor is placed
+/// in a meta buffer; every later question reads that decision.
+#[derive(Clone, Debug)]
+pub enum Placement {
+    /// Being placed now: the placement policy's answer, which placing fixes.
+    New(Split),
+    /// Placed with `split`. `asked`: the policy's answer now, where the policy is a caller's
+    /// callback that is asked again; it must agree with the placement.
+    Fixed { split: Split, asked: Option<Split> },
 }
 
 /// What the memo knows of a tensor: the facts its split was derived from, and the answer.
@@ -342,22 +352,20 @@ impl SplitMemo {
             return Ok((plain(Split::Mirrored), None));
         }
         let d = match input {
-            Input::Placed {
-                split, in_place, ..
-            } => {
+            Input::Placed { placement, .. } => match placement {
+                Placement::New(split) => plain(split.clone()),
                 // the slices are where the split they were placed with put them
-                if let Some(old) = self.kept.get(&f.id) {
-                    let same_tensor =
-                        old.facts.type_code == f.type_code && old.facts.layout.ne == f.layout.ne;
-                    if *in_place && same_tensor && !old.derived.split.same_as(split) {
-                        return Err(InferErrorKind::PlacementChanged {
-                            now: split.describe(),
-                            was: old.derived.split.describe(),
-                        });
-                    }
+                Placement::Fixed {
+                    split,
+                    asked: Some(now),
+                } if !now.same_as(split) => {
+                    return Err(InferErrorKind::PlacementChanged {
+                        now: now.describe(),
+                        was: split.describe(),
+                    })
                 }
-                plain(split.clone())
-            }
+                Placement::Fixed { split, .. } => plain(split.clone()),
+            },
             _ => {
                 let op = f.op.map_err(InferErrorKind::UnknownOp)?;
                 op_rule(f, op, n, &known)?
@@ -470,8 +478,7 @@ mod tests {
     fn placed(facts: NodeFacts, split: Split) -> Input {
         Input::Placed {
             facts,
-            split,
-            in_place: true,
+            placement: Placement::New(split),
         }
     }
 
@@ -565,8 +572,7 @@ mod tests {
         let mut inputs = two_matmuls();
         inputs[0] = Input::Placed {
             facts: facts_mut(&mut inputs[0]).clone(),
-            split: Split::Mirrored,
-            in_place: false,
+            placement: Placement::New(Split::Mirrored),
         };
         memo.derive(inputs).unwrap();
         assert!(memo.generation() > g);
@@ -577,19 +583,25 @@ mod tests {
         let mut memo = SplitMemo::new(2);
         memo.derive(two_matmuls()).unwrap();
         let w1 = kept(&memo, 1).facts.clone();
-        let e = memo
-            .derive(vec![placed(w1.clone(), Split::Mirrored)])
-            .unwrap_err();
+        let fixed = |asked| Input::Placed {
+            facts: w1.clone(),
+            placement: Placement::Fixed {
+                split: halves(1, 96),
+                asked,
+            },
+        };
+        // a callback asked again must agree with the placement
+        let e = memo.derive(vec![fixed(Some(Split::Mirrored))]).unwrap_err();
         assert_eq!(e.node, 1);
         assert_eq!(
             e.kind.to_string(),
             "the split-state callback now answers MIRRORED for it, but its slices were placed \
              as AXIS_1{48,48}"
         );
-        // another shape at the same address is another tensor
-        let mut other = w1;
-        other.layout.ne[1] = 32;
-        memo.derive(vec![placed(other, Split::Mirrored)]).unwrap();
+        memo.derive(vec![fixed(Some(halves(1, 96)))]).unwrap();
+        // a policy not asked again: the placement is the answer
+        let d = memo.derive(vec![fixed(None)]).unwrap().unwrap();
+        assert!(d.derived.split.same_as(&halves(1, 96)));
     }
 
     #[test]
