@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use ggml_backend_rs_core::names::NamePolicy;
 
 use super::device::{of_buft, Face, MetaDevice, Policy};
-use crate::abi::log::{abort, ggml_assert};
+use crate::abi::log::{abort, ggml_assert, log_debug};
 use crate::abi::object::{buft_iface, device_iface, reg_iface, CObject};
 use crate::abi::*;
 use crate::registry::{c_name, StaticReg};
@@ -270,8 +270,19 @@ impl MetaDevice {
         let supported = self.simple.iter().all(|d| d.supports_op(t));
         if !supported {
             self.check_recurrent(t);
+            return false;
         }
-        supported
+        // A plugin device refuses an op it cannot compute over its sources' splits, so that the
+        // scheduler runs it elsewhere. (A linked meta device's caller, libllama, decides its
+        // splits for the graphs it builds: a graph it cannot split stops when the context is
+        // made, naming the node, rather than running piece by piece on another backend.)
+        if self.is_plugin() && t.op_kind() != Some(ggml_backend_rs_core::Op::None) {
+            if let Err(why) = super::facts::check_op(self, t) {
+                log_debug!("{}: not supported: {why}", self.name.to_string_lossy());
+                return false;
+            }
+        }
+        true
     }
 
     fn supports_buft(&self, _: Device, b: Buft) -> bool {
