@@ -178,6 +178,21 @@ impl MetaBuffer {
         }
     }
 
+    /// Gives `t`'s per-device tensors its flags as they are now: a program may build its graph
+    /// after allocating it, and ggml marks the nodes a graph computes (a flag that ggml-cpu
+    /// reads) only then.
+    pub(super) fn sync_flags(&self, t: Tensor) {
+        let flags = t.flags();
+        let mut g = self.lock();
+        if let Some(e) = g.map.get_mut(&(t.as_ptr() as usize)) {
+            for j in 0..e.simple.len() {
+                if e.simple.tensor(j).flags() != flags {
+                    e.simple.update(j, |h| h.flags = flags);
+                }
+            }
+        }
+    }
+
     /// Whether `t`'s per-device tensors still lack a source (`slices::complete_sources`).
     pub(super) fn sources_pending(&self, t: Tensor) -> bool {
         self.lock()

@@ -139,7 +139,13 @@ fn input(dev: &MetaDevice, t: Tensor, f: NodeFacts) -> Result<(Input, bool), Str
                 let fixed = buffer::holding(t).and_then(|mb| mb.placement(t));
                 dev.placement(t, fixed).map_err(|e| named(t, e))?
             };
-            (Input::Placed { facts: f, placement }, false)
+            (
+                Input::Placed {
+                    facts: f,
+                    placement,
+                },
+                false,
+            )
         }
         Origin::Compute => {
             // views made by view ops and ggml_view_tensor (op NONE) are their memory alone; an

@@ -297,6 +297,7 @@ fn device_nodes(
             stamp.add(s.dev);
         }
         slices::complete_sources(&mb, t)?;
+        mb.sync_flags(t);
         let d = facts::derived(t)?;
         let simple = slices::simple_tensors(&mb, t)
             .ok_or_else(|| format!("meta backend: node '{}' was not allocated", t.name_string()))?;
@@ -318,6 +319,7 @@ fn device_nodes(
                 stamp.add(s.dev);
             }
             slices::complete_sources(&mbk, tk)?;
+            mbk.sync_flags(tk);
             facts::derived(tk)?;
             let sk = slices::simple_tensors(&mbk, tk).ok_or_else(|| {
                 format!(
