@@ -15,7 +15,7 @@ use ggml_backend_rs_core::memory::{Entry, Shares};
 use ggml_backend_rs_core::names::{Info, NamePolicy};
 
 use super::split::{Split, StateError};
-use crate::abi::log::{abort, ggml_assert};
+use crate::abi::log::{abort, ggml_assert, log_debug};
 use crate::abi::*;
 use ggml_backend_rs_core::owned::lock;
 
@@ -145,7 +145,17 @@ impl MetaDevice {
                 } else {
                     policy.split(&name, info)
                 };
-                return Split::from_raw(&raw, ne, self.n(), granule);
+                // The rules by name describe libllama's layouts; a tensor they cannot split as
+                // it is (slices that are not whole quantization blocks, say) is placed whole.
+                return Ok(
+                    Split::from_raw(&raw, ne, self.n(), granule).unwrap_or_else(|e| {
+                        log_debug!(
+                            "{}: '{name}' placed whole: {e}",
+                            self.name.to_string_lossy()
+                        );
+                        Split::Mirrored
+                    }),
+                );
             }
         };
         let Some(cb) = callback else {

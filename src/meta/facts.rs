@@ -324,48 +324,12 @@ pub fn check_reserve(
         .map_err(|e| describe(&tensors, e))
 }
 
-/// Whether `t` can be computed device by device, judged from what is known of its sources now:
-/// `supports_op`'s question, which the scheduler asks of every node of every graph, so it
-/// looks no further than `t`'s sources. A source's split is the memo's answer, a weight's
-/// placement, or mirrored for a leaf without memory (an input the scheduler copies in whole);
-/// a result no pass has derived yet counts as mirrored here, and its real split is checked
-/// when the graph is reserved ([`check_reserve`]).
+/// Whether `t` can be computed device by device over the splits its sources have now:
+/// `supports_op`'s question. The answers are kept, so that the scheduler, which asks about
+/// every node of a graph in order, derives each once, and a program that asks about its nodes
+/// in order learns about a result that reads another (a weight reads its placement; a leaf
+/// without memory is mirrored, as the scheduler copies it in whole). A tensor initialised in
+/// a meta buffer is derived again then, from its sources' splits at that time.
 pub fn check_op(dev: &MetaDevice, t: Tensor) -> Result<(), String> {
-    let mut inputs = Vec::new();
-    let mut tensors = Vec::new();
-    let mut seen = AddrSet::default();
-    for s in next(t, true).filter(|&s| seen.insert(s.as_ptr() as usize)) {
-        let f = facts(s);
-        let input = match dev.splits(|m| m.current(&f).map(|e| e.derived.clone())) {
-            Some(derived) => Input::Given { facts: f, derived },
-            None => match input(dev, s, f.clone())? {
-                // a weight: its placement; a leaf without memory: mirrored by its op's rule
-                (i @ (Input::Placed { .. } | Input::Given { .. }), _) => i,
-                (i @ Input::Derive(_), _) if f.view.is_none() && f.op == Ok(Op::None) => i,
-                // a result or view not derived yet
-                _ => Input::Given {
-                    facts: f,
-                    derived: Derived {
-                        split: Split::Mirrored,
-                        reduce: false,
-                        sliced: Vec::new(),
-                    },
-                },
-            },
-        };
-        inputs.push(input);
-        tensors.push(s);
-    }
-    let f = facts(t);
-    inputs.push(match input(dev, t, f.clone())?.0 {
-        // the question is about the op, wherever its result would be
-        Input::Placed { .. } | Input::Given { .. } => Input::Derive(NodeFacts {
-            origin: Origin::Compute,
-            ..f
-        }),
-        i => i,
-    });
-    tensors.push(t);
-    dev.splits(|m| m.check(inputs))
-        .map_err(|e| describe(&tensors, e))
+    Walk::new(dev, [t], Relist::Roots)?.derive(dev).map(|_| ())
 }
