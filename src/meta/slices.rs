@@ -218,7 +218,10 @@ enum Sources {
 fn init(mb: &MetaBuffer, t: Tensor, place: Option<usize>, need: Sources) -> Result<(), String> {
     let mut fresh = facts::derive_fresh(mb.dev, t)?;
     let (layouts, bases) = device_layouts(t, &mut fresh, mb.n())?;
-    let (srcs, sources_pending) = device_sources(mb, t, need)?;
+    let DeviceSources {
+        srcs,
+        pending: sources_pending,
+    } = device_sources(mb, t, need)?;
     // (slices of a source not initialised yet are made when it is)
     let slices = if srcs_missing(t, &srcs) {
         Vec::new()
@@ -297,11 +300,7 @@ fn device_layouts(
 /// any of them is pending: not initialised yet (left out with [`Sources::Initialised`]), or
 /// without memory yet, because it lies in `mb` itself, whose memory is being made. A source
 /// in another deferred buffer is placed here, before `t`'s per-device tensors point into it.
-fn device_sources(
-    mb: &MetaBuffer,
-    t: Tensor,
-    need: Sources,
-) -> Result<(Vec<Option<Vec<Tensor>>>, bool), String> {
+fn device_sources(mb: &MetaBuffer, t: Tensor, need: Sources) -> Result<DeviceSources, String> {
     let mut srcs: Vec<Option<Vec<Tensor>>> = vec![None; GGML_MAX_SRC];
     let mut pending = false;
     for (i, s) in t.srcs_indexed() {
@@ -334,7 +333,14 @@ fn device_sources(
             }
         };
     }
-    Ok((srcs, pending))
+    Ok(DeviceSources { srcs, pending })
+}
+
+/// `t`'s sources on every device, by slot ([`device_sources`]).
+struct DeviceSources {
+    srcs: Vec<Option<Vec<Tensor>>>,
+    /// Some source is not initialised, or has no memory yet.
+    pending: bool,
 }
 
 /// Whether a source of `t` is missing from `srcs` ([`Sources::Initialised`]).
