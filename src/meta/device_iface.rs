@@ -278,6 +278,11 @@ impl MetaDevice {
         // made, naming the node, rather than running piece by piece on another backend.)
         if self.is_plugin() && t.op_kind() != Some(ggml_backend_rs_core::Op::None) {
             if let Err(why) = super::facts::check_op(self, t) {
+                // A split that cuts heads (the head size unknown) shows in a rope node above:
+                // stop there with the setting that fixes it, as when the rope is asked first.
+                for above in near_sources(t, 3) {
+                    self.check_rope(above);
+                }
                 log_debug!("{}: not supported: {why}", self.name.to_string_lossy());
                 return false;
             }
@@ -292,6 +297,22 @@ impl MetaDevice {
             None => false,
         }
     }
+}
+
+/// The tensors `t` reads, through views, up to `depth` steps up.
+fn near_sources(t: Tensor, depth: usize) -> Vec<Tensor> {
+    let mut found: Vec<Tensor> = Vec::new();
+    let mut level = vec![t];
+    for _ in 0..depth {
+        let next: Vec<Tensor> = level
+            .iter()
+            .flat_map(|x| x.srcs().chain(x.view_src()))
+            .filter(|s| !found.contains(s))
+            .collect();
+        found.extend(&next);
+        level = next;
+    }
+    found
 }
 
 // --- buffer type vtable -------------------------------------------------------------------
