@@ -45,6 +45,7 @@
 
 use std::ffi::{c_void, CStr, CString};
 use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use cudarc::driver::sys;
 
@@ -94,6 +95,9 @@ pub struct CudaAllReduce {
     one_shot_max: usize,
     /// Per `Kernel::ALL` item: its parameters in order (`ptx::params`), made once.
     params: [Vec<Param>; 3],
+    /// An injected `capture_end` fault (`fault`) ended a capture that the step is to take as
+    /// never ended: the next [`not_capturing`](Self::not_capturing) answers no.
+    capture_left_open: AtomicBool,
 }
 
 // SAFETY: the handles are driver objects usable from any thread; the meta backend calls
@@ -197,6 +201,7 @@ impl CudaAllReduce {
             gpu_of: Vec::with_capacity(n),
             one_shot_max,
             params: Kernel::ALL.map(|k| ptx::params(n, k)),
+            capture_left_open: AtomicBool::new(false),
         };
         for &o in &ordinals {
             if this.ctxs.iter().any(|&(x, _, _)| x == o) {
@@ -354,6 +359,9 @@ impl CudaAllReduce {
         targets: &[Tensor],
         epi: Option<&Epilogue>,
     ) -> Result<(), String> {
+        if let Some(injected) = super::fault::fires("allreduce") {
+            return Err(injected);
+        }
         let norm = epi.and_then(|e| e.norm.as_ref());
         let kind = match (epi, norm) {
             (None, _) => Kernel::Sum,
@@ -572,6 +580,11 @@ impl CudaAllReduce {
         let ended = end(l0.stream);
         let step = ended.map(|g| StepGraph::new(l0.ctx, g));
         let mut step = joined.and(step)?;
+        if let Some(injected) = super::fault::fires("capture_end") {
+            // (the graph goes with `step`; the capture did end)
+            self.capture_left_open.store(true, Ordering::Release);
+            return Err(injected);
+        }
         check(
             // SAFETY: a complete graph made by the capture; the executable is ours (Drop).
             unsafe { sys::cuGraphInstantiateWithFlags(&mut step.exec, step.graph, 0) },
@@ -608,6 +621,9 @@ impl CudaAllReduce {
     /// Whether our first stream is outside any capture (a failed [`end_capture`] may leave it
     /// in one only if the driver refused to end it).
     pub fn not_capturing(&self) -> bool {
+        if self.capture_left_open.swap(false, Ordering::AcqRel) {
+            return false;
+        }
         matches!(
             capture_status(self.launchers[0].stream),
             sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE

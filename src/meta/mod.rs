@@ -49,6 +49,7 @@ pub mod device_iface;
 mod direct;
 pub mod epilogue;
 pub mod facts;
+mod fault;
 mod graph_plan;
 mod host;
 mod reduction;

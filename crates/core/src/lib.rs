@@ -44,6 +44,7 @@ pub mod assign;
 pub mod capture;
 pub mod chunk;
 pub mod exchange;
+pub mod fault;
 pub mod infer;
 pub mod launch;
 pub mod memory;
