@@ -148,7 +148,7 @@ struct Env {
     // reduced sum of the MLP is also read on the CPU backend.
     float norm_eps = 1e-5f;
     bool read_sum_on_cpu = false;
-    bool read_add_on_cpu = false;
+    bool read_norm_on_cpu = false;
 
     explicit Env(int n_devices) : n(n_devices) {
         ggml_init_params meta_only = { ggml_tensor_overhead() * 64, nullptr, true };
@@ -501,13 +501,13 @@ ggml_tensor * c_mlp_then_norm(Env & e) {
         e.on_cpu.push_back(read);
         e.also.push_back(read);
     }
-    if (e.read_add_on_cpu) { // the residual sum behind the cut, read by the CPU backend
-        ggml_tensor * add = out->src[0]->src[0];
-        if (add->op != GGML_OP_ADD) {
-            fprintf(stderr, "meta_ops: mlp_then_norm: no residual add\n");
+    if (e.read_norm_on_cpu) { // the RMS norm behind the cut, read by the CPU backend
+        ggml_tensor * nrm = out->src[0];
+        if (nrm->op != GGML_OP_RMS_NORM) {
+            fprintf(stderr, "meta_ops: mlp_then_norm: no RMS norm\n");
             exit(2);
         }
-        ggml_tensor * read = ggml_scale(e.ctx, add, 2.0f);
+        ggml_tensor * read = ggml_scale(e.ctx, nrm, 2.0f);
         e.on_cpu.push_back(read);
         e.also.push_back(read);
     }
@@ -523,12 +523,13 @@ void again_norm_eps(Env & e) { e.norm_eps = 1e-2f; }
 //      per-device view of the sum, so the first step's plan is dropped as stale whatever its
 //      use counts say: this case checks the outcome.)
 void again_sum_read_on_cpu(Env & e) { e.read_sum_on_cpu = true; }
-// 10c. The residual add behind the cut also read on the CPU backend: the meta backend's part of
-//      the graph has the same nodes at the same addresses, and the add is read as it is (no
-//      per-device view), so only its use count changes (1 to 2). A plan kept from the first step
-//      would let the AllReduce's epilogue compute the norm without leaving the add's sum where
-//      the CPU reads it; the plan's assumptions (the use counts it read) must drop it.
-void again_add_read_on_cpu(Env & e) { e.read_add_on_cpu = true; }
+// 10c. The RMS norm behind the cut also read on the CPU backend: the meta backend's part of the
+//      graph has the same nodes, and the norm's use count goes from 1 to 2. The first step's
+//      plan fused the norm into the AllReduce's epilogue, which writes only the product with the
+//      norm's weight; the second must leave the norm's own result where the CPU reads it. (The
+//      scheduler lays the compute buffer out anew for the CPU's read, so the first plan is
+//      dropped as stale whatever its use counts say: this case checks the outcome.)
+void again_norm_read_on_cpu(Env & e) { e.read_norm_on_cpu = true; }
 
 // --- cases that the meta backend must reject (each stops in ggml_abort) ------------------------
 
@@ -591,7 +592,7 @@ const Case CASES[] = {
     { "moe_bias_cont_ids", c_moe_bias_cont_ids, TOL_PARTIAL },
     { "again_norm_eps", c_mlp_then_norm, TOL_PARTIAL, again_norm_eps },
     { "again_sum_read_on_cpu", c_mlp_then_norm, TOL_PARTIAL, again_sum_read_on_cpu },
-    { "again_add_read_on_cpu", c_mlp_then_norm, TOL_PARTIAL, again_add_read_on_cpu },
+    { "again_norm_read_on_cpu", c_mlp_then_norm, TOL_PARTIAL, again_norm_read_on_cpu },
     { "abort_rms_norm_axis0", a_rms_norm_axis0, 0 },
     { "abort_mul_mat_w0_segments_xm", a_mul_mat_w0_segments_xm, 0 },
     { "abort_add_split_repeated", a_add_split_repeated, 0 },
