@@ -36,15 +36,8 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(cond, ...)                                                                  \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "graph_fuzz: FAILED at line %d: %s: ", __LINE__, #cond);      \
-            fprintf(stderr, __VA_ARGS__);                                                 \
-            fprintf(stderr, "\n");                                                        \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
+#define CHECK_PROGRAM "graph_fuzz"
+#include "check.h"
 
 enum { INPUT_BYTES = 64, MAX_CHAIN = 8, VOCAB = 48, HEAD = 32 };
 

@@ -40,15 +40,8 @@ typedef size_t (*n_bufs_t)(ggml_backend_buffer_t);
 typedef ggml_backend_buffer_t (*simple_buffer_t)(ggml_backend_buffer_t, size_t);
 typedef void (*set_n_threads_t)(ggml_backend_t, int);
 
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "plugin_ops: FAILED at line %d: %s: ", __LINE__, #cond);         \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fprintf(stderr, "\n");                                                           \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
+#define CHECK_PROGRAM "plugin_ops"
+#include "check.h"
 
 // N_FF: 256 rows halve into whole shares under both versions' sizing (0.26 rounds FFN shares to
 // 128 rows).

@@ -23,15 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(cond, ...)                                                                        \
-    do {                                                                                        \
-        if (!(cond)) {                                                                          \
-            fprintf(stderr, "plugin_placement: FAILED at line %d: %s: ", __LINE__, #cond);      \
-            fprintf(stderr, __VA_ARGS__);                                                       \
-            fprintf(stderr, "\n");                                                              \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
+#define CHECK_PROGRAM "plugin_placement"
+#include "check.h"
 
 enum { N_TOK = 3 };
 
