@@ -15,7 +15,9 @@ use super::buffer;
 use super::device::MetaDevice;
 use super::split::Split;
 use crate::abi::*;
-use ggml_backend_rs_core::infer::{self, Derivation, InferError, InferErrorKind, Input, NodeFacts};
+use ggml_backend_rs_core::infer::{
+    self, Derivation, InferError, InferErrorKind, Input, NodeFacts, SplitMemo,
+};
 use ggml_backend_rs_core::op::Op;
 use ggml_backend_rs_core::owned::{AddrHasher, AddrSet};
 use ggml_backend_rs_core::packed::Packed;
@@ -105,6 +107,9 @@ pub fn named(t: Tensor, e: impl std::fmt::Display) -> String {
 enum Relist {
     /// None: the memo's answers stand.
     Nothing,
+    /// The roots; the memo's answers and its earlier probes' stand for the rest
+    /// (`SplitMemo::probed`).
+    RootsOverProbes,
     /// The walk's roots.
     Roots,
     /// Every tensor the meta device computes (`Origin::Compute`); weights and other memory
@@ -202,11 +207,15 @@ impl Walk {
                 let Some(input) = looked_at else {
                     let f = facts(t);
                     let listed = match relist {
-                        Relist::Roots => is_root,
+                        Relist::Roots | Relist::RootsOverProbes => is_root,
                         Relist::Computed => f.origin == Origin::Compute,
                         Relist::Nothing => false,
                     };
-                    if !listed && dev.splits(|m| m.current(&f).is_some()) {
+                    let answered = |m: &mut SplitMemo| match relist {
+                        Relist::RootsOverProbes => m.probed(&f).is_some(),
+                        _ => m.current(&f).is_some(),
+                    };
+                    if !listed && dev.splits(answered) {
                         seen.insert(id);
                         continue;
                     }
@@ -325,11 +334,13 @@ pub fn check_reserve(
 }
 
 /// Whether `t` can be computed device by device over the splits its sources have now:
-/// `supports_op`'s question. The answers are kept, so that the scheduler, which asks about
-/// every node of a graph in order, derives each once, and a program that asks about its nodes
-/// in order learns about a result that reads another (a weight reads its placement; a leaf
-/// without memory is mirrored, as the scheduler copies it in whole). A tensor initialised in
-/// a meta buffer is derived again then, from its sources' splits at that time.
+/// `supports_op`'s question. The answers are kept apart as probes (`SplitMemo::probe`), so that
+/// the scheduler, which asks about every node of a graph in order, derives each once, and a
+/// program that asks about its nodes in order learns about a result that reads another (a
+/// weight reads its placement; a leaf without memory is mirrored, as the scheduler copies it
+/// in whole); plans and transfers never read them.
 pub fn check_op(dev: &MetaDevice, t: Tensor) -> Result<(), String> {
-    Walk::new(dev, [t], Relist::Roots)?.derive(dev).map(|_| ())
+    let Walk { inputs, tensors } = Walk::new(dev, [t], Relist::RootsOverProbes)?;
+    dev.splits(|m| m.probe(inputs))
+        .map_err(|e| describe(&tensors, e))
 }

@@ -184,8 +184,14 @@ impl fmt::Display for InferErrorKind {
 pub struct SplitMemo {
     n: usize,
     kept: AddrMap<Derivation>,
+    /// The answers of [`SplitMemo::probe`]: read by later probes only, and at most
+    /// [`PROBED_MAX`] of them (the tensors a program asks about need never get memory here).
+    probed: AddrMap<Derivation>,
     generation: u64,
 }
+
+/// How many probe answers a memo keeps before it starts afresh.
+pub const PROBED_MAX: usize = 1 << 16;
 
 /// Where a pass stores its answers: the memo's own store, or a reserve's.
 enum Store<'a> {
@@ -199,6 +205,7 @@ impl SplitMemo {
         SplitMemo {
             n,
             kept: AddrMap::default(),
+            probed: AddrMap::default(),
             generation: 0,
         }
     }
@@ -220,8 +227,16 @@ impl SplitMemo {
         self.kept.get(&facts.id).filter(|e| e.facts == *facts)
     }
 
+    /// The answer a probe may use for a tensor whose facts are `facts`: a kept one, else an
+    /// earlier probe's, if derived from the same facts.
+    pub fn probed(&self, facts: &NodeFacts) -> Option<&Derivation> {
+        self.current(facts)
+            .or_else(|| self.probed.get(&facts.id).filter(|e| e.facts == *facts))
+    }
+
     /// Drops the kept answer of `id` (the tensor left its buffer).
     pub fn forget(&mut self, id: Id) {
+        self.probed.remove(&id);
         if self.kept.remove(&id).is_some() {
             self.touch();
         }
@@ -241,6 +256,20 @@ impl SplitMemo {
     pub fn check(&mut self, inputs: Vec<Input>) -> Result<(), InferError> {
         let mut apart = AddrMap::default();
         self.pass(inputs, Store::Apart(&mut apart)).map(|_| ())
+    }
+
+    /// Checks that every tensor of `inputs` (in dependency order) can be split, as a program's
+    /// question about ops it may run: the answers are kept apart, where later probes find
+    /// them (a program asks about a graph's nodes in order) and nothing else reads them, so a
+    /// guess made before a tensor has memory never reaches a plan.
+    pub fn probe(&mut self, inputs: Vec<Input>) -> Result<(), InferError> {
+        let mut probed = std::mem::take(&mut self.probed);
+        if probed.len() > PROBED_MAX {
+            probed.clear();
+        }
+        let result = self.pass(inputs, Store::Apart(&mut probed)).map(|_| ());
+        self.probed = probed;
+        result
     }
 
     fn pass(
@@ -281,6 +310,10 @@ impl SplitMemo {
                 view_layouts,
             };
             last = Some((id, keep));
+            if matches!(store, Store::Kept) && keep {
+                // a probe's answer never shadows a kept one
+                self.probed.remove(&id);
+            }
             match (&mut store, keep) {
                 (_, false) => {
                     given.insert(id, entry);
@@ -602,6 +635,25 @@ mod tests {
         // a policy not asked again: the placement is the answer
         let d = memo.derive(vec![fixed(None)]).unwrap().unwrap();
         assert!(d.derived.split.same_as(&halves(1, 96)));
+    }
+
+    #[test]
+    fn probes_see_each_other_and_nothing_else_sees_them() {
+        let mut memo = SplitMemo::new(2);
+        let mut inputs = two_matmuls();
+        let z = inputs.pop().unwrap();
+        let g = memo.generation();
+        memo.probe(inputs).unwrap();
+        // the second matmul alone: its sources are the first probe's answers
+        memo.probe(vec![z]).unwrap();
+        assert_eq!(memo.generation(), g, "plans are not affected");
+        assert!(memo.kept.is_empty());
+        let y = memo.probed.get(&3).unwrap().facts.clone();
+        assert!(memo.probed(&y).is_some());
+        assert!(memo.current(&y).is_none());
+        // a tensor derived for real (initialised) or forgotten leaves the probes
+        memo.derive(two_matmuls()).unwrap();
+        assert!(memo.probed.is_empty());
     }
 
     #[test]
