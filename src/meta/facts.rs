@@ -15,9 +15,7 @@ use super::buffer;
 use super::device::MetaDevice;
 use super::split::Split;
 use crate::abi::*;
-use ggml_backend_rs_core::infer::{
-    self, Derivation, InferError, InferErrorKind, Input, NodeFacts, SplitMemo,
-};
+use ggml_backend_rs_core::infer::{self, Derivation, InferError, InferErrorKind, Input, NodeFacts};
 use ggml_backend_rs_core::op::Op;
 use ggml_backend_rs_core::owned::{AddrHasher, AddrSet};
 use ggml_backend_rs_core::packed::Packed;
@@ -107,8 +105,8 @@ pub fn named(t: Tensor, e: impl std::fmt::Display) -> String {
 enum Relist {
     /// None: the memo's answers stand.
     Nothing,
-    /// The roots; the memo's answers and its earlier probes' stand for the rest
-    /// (`SplitMemo::probed`).
+    /// The roots; for the rest the memo's answers stand, and else its earlier probes' answers
+    /// are given to the pass (`SplitMemo::probed`).
     RootsOverProbes,
     /// The walk's roots.
     Roots,
@@ -211,12 +209,16 @@ impl Walk {
                         Relist::Computed => f.origin == Origin::Compute,
                         Relist::Nothing => false,
                     };
-                    let answered = |m: &mut SplitMemo| match relist {
-                        Relist::RootsOverProbes => m.probed(&f).is_some(),
-                        _ => m.current(&f).is_some(),
-                    };
-                    if !listed && dev.splits(answered) {
+                    if !listed && dev.splits(|m| m.current(&f).is_some()) {
                         seen.insert(id);
+                        continue;
+                    }
+                    // an earlier probe's answer, handed to the pass as it is
+                    let probed = (relist == Relist::RootsOverProbes && !listed)
+                        .then(|| dev.splits(|m| m.probed(&f).map(|e| e.derived.clone())))
+                        .flatten();
+                    if let Some(derived) = probed {
+                        stack.push((t, is_root, Some(Input::Given { facts: f, derived })));
                         continue;
                     }
                     let (input, with_sources) = input(dev, t, f)?;

@@ -291,13 +291,15 @@ fn device_nodes(
                 t.op_desc()
             ));
         };
-        stamp.add(mb.dev);
-        // (the placement step of the memory the node reads)
-        for s in t.srcs().filter_map(slices::placed) {
-            stamp.add(s.dev);
-        }
+        // (the placement step of the memory the node reads, then its per-device tensors made
+        // whole, before the stamp reads the device's generation)
+        let held: Vec<_> = t.srcs().filter_map(slices::placed).collect();
         slices::complete_sources(&mb, t)?;
         mb.sync_flags(t);
+        stamp.add(mb.dev);
+        for s in held {
+            stamp.add(s.dev);
+        }
         let d = facts::derived(t)?;
         let simple = slices::simple_tensors(&mb, t)
             .ok_or_else(|| format!("meta backend: node '{}' was not allocated", t.name_string()))?;
@@ -314,12 +316,13 @@ fn device_nodes(
         for &k in &tail {
             let tk = all[k];
             let mbk = slices::placed(tk).ok_or("meta backend: MoE tail outside meta buffers")?;
-            stamp.add(mbk.dev);
-            for s in tk.srcs().filter_map(slices::placed) {
-                stamp.add(s.dev);
-            }
+            let held: Vec<_> = tk.srcs().filter_map(slices::placed).collect();
             slices::complete_sources(&mbk, tk)?;
             mbk.sync_flags(tk);
+            stamp.add(mbk.dev);
+            for s in held {
+                stamp.add(s.dev);
+            }
             facts::derived(tk)?;
             let sk = slices::simple_tensors(&mbk, tk).ok_or_else(|| {
                 format!(

@@ -298,8 +298,7 @@ fn device_layouts(
 
 /// Each source of `t` on every device (a tensor that reads itself is left out), and whether
 /// any of them is pending: not initialised yet (left out with [`Sources::Initialised`]), or
-/// without memory yet, because it lies in `mb` itself, whose memory is being made. A source
-/// in another deferred buffer is placed here, before `t`'s per-device tensors point into it.
+/// without memory yet.
 fn device_sources(mb: &MetaBuffer, t: Tensor, need: Sources) -> Result<DeviceSources, String> {
     let mut srcs: Vec<Option<Vec<Tensor>>> = vec![None; GGML_MAX_SRC];
     let mut pending = false;
@@ -313,10 +312,13 @@ fn device_sources(mb: &MetaBuffer, t: Tensor, need: Sources) -> Result<DeviceSou
                 format!("source '{}' is not in a meta buffer", s.name_string()),
             )
         })?;
-        let smb = if std::ptr::eq(&*held, mb) {
+        // Another buffer's source is placed first (its memory, for a compute buffer's tensor);
+        // not while a static buffer lays out its own tensors, which may hold that buffer's
+        // lock: its per-device headers stay where they are, and `pending` covers their memory.
+        let smb = if std::ptr::eq(&*held, mb) || need == Sources::Initialised {
             held
         } else {
-            placed(s).expect("held by a meta buffer")
+            placed(s).unwrap_or(held)
         };
         let per_device = smb.entry_tensors(s);
         pending |= per_device

@@ -227,11 +227,11 @@ impl SplitMemo {
         self.kept.get(&facts.id).filter(|e| e.facts == *facts)
     }
 
-    /// The answer a probe may use for a tensor whose facts are `facts`: a kept one, else an
-    /// earlier probe's, if derived from the same facts.
+    /// An earlier probe's answer for a tensor whose facts are `facts`, if derived from the same
+    /// facts. (A probe's walk hands it to the pass as [`Input::Given`]: the pass never looks
+    /// the probes up by address, where an older tensor's answer could stand in.)
     pub fn probed(&self, facts: &NodeFacts) -> Option<&Derivation> {
-        self.current(facts)
-            .or_else(|| self.probed.get(&facts.id).filter(|e| e.facts == *facts))
+        self.probed.get(&facts.id).filter(|e| e.facts == *facts)
     }
 
     /// Drops the kept answer of `id` (the tensor left its buffer).
@@ -263,12 +263,12 @@ impl SplitMemo {
     /// them (a program asks about a graph's nodes in order) and nothing else reads them, so a
     /// guess made before a tensor has memory never reaches a plan.
     pub fn probe(&mut self, inputs: Vec<Input>) -> Result<(), InferError> {
-        let mut probed = std::mem::take(&mut self.probed);
-        if probed.len() > PROBED_MAX {
-            probed.clear();
+        let mut answers = AddrMap::default();
+        let result = self.pass(inputs, Store::Apart(&mut answers)).map(|_| ());
+        if self.probed.len() + answers.len() > PROBED_MAX {
+            self.probed.clear();
         }
-        let result = self.pass(inputs, Store::Apart(&mut probed)).map(|_| ());
-        self.probed = probed;
+        self.probed.extend(answers);
         result
     }
 
@@ -644,13 +644,28 @@ mod tests {
         let z = inputs.pop().unwrap();
         let g = memo.generation();
         memo.probe(inputs).unwrap();
-        // the second matmul alone: its sources are the first probe's answers
-        memo.probe(vec![z]).unwrap();
+        // the second matmul alone, its sources given as the first probe answered them (as the
+        // edge's walk hands them over)
+        let given = |id: Id| {
+            let d = memo.probed.get(&id).unwrap().clone();
+            Input::Given {
+                facts: d.facts,
+                derived: d.derived,
+            }
+        };
+        let (w2, y) = (given(4), given(3));
+        memo.probe(vec![w2, y, z]).unwrap();
         assert_eq!(memo.generation(), g, "plans are not affected");
         assert!(memo.kept.is_empty());
         let y = memo.probed.get(&3).unwrap().facts.clone();
         assert!(memo.probed(&y).is_some());
         assert!(memo.current(&y).is_none());
+        let mut other = y.clone();
+        other.op_params[0] = 1;
+        assert!(
+            memo.probed(&other).is_none(),
+            "another tensor at the same address"
+        );
         // a tensor derived for real (initialised) or forgotten leaves the probes
         memo.derive(two_matmuls()).unwrap();
         assert!(memo.probed.is_empty());
