@@ -220,10 +220,11 @@ fn init(mb: &MetaBuffer, t: Tensor, place: Option<usize>, need: Sources) -> Resu
     let (layouts, bases) = device_layouts(t, &mut fresh, mb.n())?;
     let DeviceSources {
         srcs,
+        missing,
         pending: sources_pending,
     } = device_sources(mb, t, need)?;
     // (slices of a source not initialised yet are made when it is)
-    let slices = if srcs_missing(t, &srcs) {
+    let slices = if missing {
         Vec::new()
     } else {
         source_slices(t, &fresh.derived, &srcs, mb.n())?
@@ -301,7 +302,7 @@ fn device_layouts(
 /// without memory yet.
 fn device_sources(mb: &MetaBuffer, t: Tensor, need: Sources) -> Result<DeviceSources, String> {
     let mut srcs: Vec<Option<Vec<Tensor>>> = vec![None; GGML_MAX_SRC];
-    let mut pending = false;
+    let (mut missing, mut pending) = (false, false);
     for (i, s) in t.srcs_indexed() {
         if s == t {
             continue;
@@ -326,7 +327,10 @@ fn device_sources(mb: &MetaBuffer, t: Tensor, need: Sources) -> Result<DeviceSou
             .is_none_or(|ts| ts.iter().any(|d| d.data().is_null() && d.nbytes() > 0));
         srcs[i] = match (per_device, need) {
             (Some(per_device), _) => Some(per_device),
-            (None, Sources::Initialised) => None,
+            (None, Sources::Initialised) => {
+                missing = true;
+                None
+            }
             (None, Sources::All) => {
                 return Err(named(
                     t,
@@ -335,19 +339,20 @@ fn device_sources(mb: &MetaBuffer, t: Tensor, need: Sources) -> Result<DeviceSou
             }
         };
     }
-    Ok(DeviceSources { srcs, pending })
+    Ok(DeviceSources {
+        srcs,
+        missing,
+        pending,
+    })
 }
 
 /// `t`'s sources on every device, by slot ([`device_sources`]).
 struct DeviceSources {
     srcs: Vec<Option<Vec<Tensor>>>,
+    /// Some source is not initialised ([`Sources::Initialised`] leaves it out).
+    missing: bool,
     /// Some source is not initialised, or has no memory yet.
     pending: bool,
-}
-
-/// Whether a source of `t` is missing from `srcs` ([`Sources::Initialised`]).
-fn srcs_missing(t: Tensor, srcs: &[Option<Vec<Tensor>>]) -> bool {
-    t.srcs_indexed().any(|(i, s)| s != t && srcs[i].is_none())
 }
 
 /// Whether every source of `t` has per-device tensors (is initialised in its meta buffer).
