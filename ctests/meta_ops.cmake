@@ -49,6 +49,13 @@ foreach(n 2 3 4)
     add_test(NAME meta/ops/n${n} COMMAND meta_ops all ${n} --simple cpu)
 endforeach()
 add_test(NAME meta/ops_direct/n3 COMMAND meta_ops all 3 --simple cpu --direct)
+# A plan is kept for a graph with the same nodes only while the use counts it read hold: a view
+# of a larger graph (ggml's recorded counts) in the same memory must not reuse it.
+add_executable(meta_use_counts meta_use_counts.cpp)
+target_include_directories(meta_use_counts PRIVATE ${GGML_BACKEND_RS_API_INCLUDES} "${CMAKE_CURRENT_SOURCE_DIR}"
+    "${GGML_BACKEND_RS_LLAMA_CPP_DIR}/ggml/src") # ggml-impl.h: ggml_graph_view
+target_link_libraries(meta_use_counts PRIVATE ggml ggml-cpu)
+add_test(NAME meta/plan/use_counts_under_view COMMAND meta_use_counts)
 # Over TESTGPU0,TESTGPU1 (non-host buffers; they refuse SOFT_MAX and GET_ROWS, so the scheduler
 # runs those on the CPU backend and copies meta tensors out and back). In moe and moe_bias the
 # copied-out tensor is libllama's expert-id view (argsort + view, not contiguous), which upstream's

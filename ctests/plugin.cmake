@@ -75,37 +75,6 @@ foreach(members "CPU,CPU" "CPU,CPU,CPU")
         ENVIRONMENT "GGML_BACKEND_RS_TP=${members};GGML_NO_BACKTRACE=1")
 endforeach()
 
-# ggml's own op tests over the plugin: upstream's test-backend-ops, built against the pristine
-# host from the trees that ship it (llama-cpp-python's; the crates.io trees strip tests/), run
-# with -b TP0 over TP(CPU,CPU) against the host's CPU backend, one test an op. Every case TP0
-# claims to support must pass in mode `test` ("FAIL" anywhere fails the test). The ops are the
-# ones libllama's graphs use; FLASH_ATTN_EXT runs its cases of head size 128 and one query, and
-# MUL_MAT_ID those of f32, f16 and Q4_0 experts (their whole sets take longer than CI has), the
-# rest all their cases. The whole list by hand: docs/testing.md.
-set(backend_ops_src "${GGML_BACKEND_RS_LLAMA_CPP_DIR}/tests/test-backend-ops.cpp")
-if(EXISTS "${backend_ops_src}")
-    add_executable(test_backend_ops_ref "${backend_ops_src}")
-    target_link_libraries(test_backend_ops_ref PRIVATE ggml_ref::ggml ggml_ref::ggml-base Threads::Threads)
-    target_compile_features(test_backend_ops_ref PRIVATE cxx_std_17)
-    add_dependencies(test_backend_ops_ref ggml-backend-rs-tp)
-    set(backend_ops ADD MUL CONT GET_ROWS RMS_NORM NORM ROPE MUL_MAT MUL_MAT_ID SILU GELU CONCAT
-        SCALE CPY SOFT_MAX SET_ROWS SWIGLU GEGLU ADD_ID ARGSORT ARANGE)
-    foreach(op IN LISTS backend_ops ITEMS FLASH_ATTN_EXT)
-        set(filter -o ${op})
-        if(op STREQUAL "FLASH_ATTN_EXT")
-            set(filter -o ${op} -p "hsk=128,hsv=128,.*nb=1,")
-        elseif(op STREQUAL "MUL_MAT_ID")
-            set(filter -o ${op} -p "type_a=(f32|f16|q4_0),type_b=f32,")
-        endif()
-        add_test(NAME plugin/backend_ops/${op} COMMAND "${CMAKE_COMMAND}"
-            -D "DRIVER=$<TARGET_FILE:test_backend_ops_ref>" -D "ARGS=test;-b;TP0;${filter}"
-            -D EXPECT_RC=0 -D "ENV=${plugin_env};GGML_BACKEND_RS_TP=CPU,CPU"
-            "-DEXPECT=Backend 2/2: TP0;  [1-9][0-9]*/[0-9]+ tests passed;2/2 backends passed"
-            -D "REJECT=FAIL" -D "WORK_DIR=${model_dir}/backend-ops"
-            -P "${CMAKE_CURRENT_SOURCE_DIR}/fault_run.cmake")
-    endforeach()
-endif()
-
 # The plugin checks its host's ABI class (src/abi/class.rs): ggml_version() and the exports that
 # tell the class apart. In a host of its own class it scores 1 and loads; in a host of another
 # class (GGML_BACKEND_RS_OTHER_CLASS_TREES: build trees of the other ggml versions, each with its

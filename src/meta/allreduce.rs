@@ -121,7 +121,12 @@ impl Reducer {
         } else {
             None
         };
-        let cuda = if n > 1 && matches!(forced, None | Some(Path::Own | Path::Direct)) {
+        // (forced to the backend's AllReduce, our kernel is where a cut it declines goes)
+        let cuda = if n > 1
+            && matches!(
+                forced,
+                None | Some(Path::Own | Path::Direct | Path::Backend)
+            ) {
             let any_cuda = devices
                 .iter()
                 .any(|&d| super::cuda::cuda_ordinal(d).is_some());

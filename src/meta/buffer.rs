@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::device::MetaDevice;
-use super::split::Split;
 use crate::abi::*;
+use ggml_backend_rs_core::infer::Placed;
 use ggml_backend_rs_core::owned::{lock, Registry};
 
 /// Placeholder base address of every meta buffer. Non-canonical on x86-64 and outside the
@@ -38,7 +38,7 @@ pub(super) struct Entry {
     pub(super) epoch: u64,
     /// For a weight or cache (`infer::Origin::Placed`): the split its slices were laid out
     /// with, decided when it was first initialised here; every later question reads it.
-    pub(super) placement: Option<Split>,
+    pub(super) placement: Option<Placed>,
     /// Some source had no per-device tensors when this one was initialised (`slices::
     /// init_layout`): its per-device tensors do not point at it yet.
     pub(super) sources_pending: bool,
@@ -54,6 +54,9 @@ impl Entry {
 pub(super) struct Tensors {
     pub(super) map: HashMap<usize, Entry>,
     pub(super) epoch: u64,
+    /// Placements decided for a context's tensors before they are initialised here
+    /// (`slices::settle`), by address; each goes to its entry when it is initialised.
+    pub(super) settled: HashMap<usize, Placed>,
 }
 
 pub struct MetaBuffer {
@@ -160,14 +163,28 @@ impl MetaBuffer {
         crate::abi::log::ggml_assert!(placed, "meta buffer: slices placed twice");
     }
 
-    /// The split `t`'s slices were laid out with, while it has the type and shape they were
-    /// made for (a weight or cache initialised in this buffer).
-    pub fn placement(&self, t: Tensor) -> Option<Split> {
+    /// How `t`'s slices were laid out, while it has the type and shape they were made for (a
+    /// weight or cache initialised in this buffer), or how they will be where that was settled
+    /// before it is initialised.
+    pub fn placement(&self, t: Tensor) -> Option<Placed> {
         let g = self.lock();
-        let e = g.map.get(&(t.as_ptr() as usize))?;
+        let id = t.as_ptr() as usize;
+        let Some(e) = g.map.get(&id) else {
+            return g.settled.get(&id).cloned();
+        };
         (e.made_for == (t.type_(), t.ne_all()))
             .then(|| e.placement.clone())
             .flatten()
+    }
+
+    /// Settles `t`'s placement before it is initialised here.
+    pub(super) fn settle(&self, t: Tensor, placed: Placed) {
+        self.lock().settled.insert(t.as_ptr() as usize, placed);
+    }
+
+    /// Drops the placements settled and not used (a context's allocation ended).
+    pub(super) fn clear_settled(&self) {
+        self.lock().settled.clear();
     }
 
     /// Drops what this buffer knows of `t` (its split and per-device headers).

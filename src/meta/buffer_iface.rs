@@ -12,7 +12,7 @@ use super::device::MetaDevice;
 use super::facts;
 use super::slices::{
     self, alloc_full, complete_all_sources, in_dependency_order, init_layout, init_simple, pack,
-    take_room,
+    settle, take_room,
 };
 use super::transfer::{self, Queue};
 use crate::abi::log::{abort, log_error};
@@ -33,6 +33,7 @@ fn new_buffer(
         tensors: Mutex::new(Tensors {
             map: HashMap::new(),
             epoch: 0,
+            settled: HashMap::new(),
         }),
         deferred: deferred.then(|| Mutex::new(Deferred::default())),
         packed: std::sync::atomic::AtomicBool::new(false),
@@ -89,13 +90,18 @@ pub fn alloc_tensors(tensors: Vec<Tensor>, dev: &'static MetaDevice) -> ggml_bac
         unreachable!("registered in new_buffer")
     };
     // Each tensor's split and layout first, for the packing; a result that reads a view (placed
-    // after the memory) points at it once the views are placed.
+    // after the memory) points at it once the views are placed. The weights' placements are
+    // settled first, over the results and views that read them here.
     for &t in &own {
         t.attach(meta_buf, META_BASE as *mut c_void);
+    }
+    settle(&mb, &own, &views);
+    for &t in &own {
         if let Err(e) = init_layout(&mb, t) {
             abort(file!(), line!(), &e);
         }
     }
+    mb.clear_settled();
     let (simple, size) = match pack(&mb, &own) {
         Ok(p) => p,
         Err(e) => {

@@ -10,7 +10,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use ggml_backend_rs_core::infer::{Placement, SplitMemo};
+use ggml_backend_rs_core::infer::{Placed, Placement, SplitMemo};
 use ggml_backend_rs_core::memory::{Entry, Shares};
 use ggml_backend_rs_core::names::{Info, NamePolicy};
 
@@ -114,12 +114,15 @@ impl MetaDevice {
     /// tensor: its later answers may differ (it decides as it sees more of the model), and the
     /// slices are where the first answer put them. A caller's callback is asked again, and the
     /// core refuses an answer that contradicts the placement.
-    pub fn placement(&self, t: Tensor, fixed: Option<Split>) -> Result<Placement, StateError> {
+    pub fn placement(&self, t: Tensor, fixed: Option<Placed>) -> Result<Placement, StateError> {
         Ok(match (fixed, &self.policy) {
             (None, _) => Placement::New(self.callback_split(t)?),
-            (Some(split), Policy::Names(_)) => Placement::Fixed { split, asked: None },
-            (Some(split), Policy::Callback { .. }) => Placement::Fixed {
-                split,
+            (Some(placed), Policy::Names(_)) => Placement::Fixed {
+                placed,
+                asked: None,
+            },
+            (Some(placed), Policy::Callback { .. }) => Placement::Fixed {
+                placed,
                 asked: Some(self.callback_split(t)?),
             },
         })

@@ -335,6 +335,45 @@ pub fn check_reserve(
         .map_err(|e| describe(&tensors, e))
 }
 
+/// A context's tensors, checked together before they are laid out (`slices::settle`).
+pub struct ContextCheck {
+    /// The first tensor whose split cannot be derived over its sources', and why.
+    pub failed: Option<(Tensor, String)>,
+    /// The placement policy's answers for the weights being placed (not placed or settled
+    /// before).
+    pub answers: Vec<(Tensor, Split)>,
+}
+
+/// Derives `tensors` (a context's, in dependency order, attached to a new buffer of `dev`)
+/// over their placements without keeping any answer: the weights as the policy answers (or
+/// as settled), the results by their ops' rules.
+pub fn check_context(dev: &MetaDevice, tensors: &[Tensor]) -> Result<ContextCheck, String> {
+    let Walk { inputs, tensors } = Walk::new(dev, tensors.iter().copied(), Relist::Roots)?;
+    let answers = inputs
+        .iter()
+        .zip(&tensors)
+        .filter_map(|(input, &t)| match input {
+            Input::Placed {
+                placement: Placement::New(split),
+                ..
+            } => Some((t, split.clone())),
+            _ => None,
+        })
+        .collect();
+    let failed = dev.splits(|m| m.check(inputs)).err().map(|e| {
+        let t = tensors
+            .iter()
+            .copied()
+            .find(|t| t.as_ptr() as usize == e.node);
+        let why = describe(&tensors, e);
+        (t, why)
+    });
+    Ok(ContextCheck {
+        failed: failed.and_then(|(t, why)| Some((t?, why))),
+        answers,
+    })
+}
+
 /// Whether `t` can be computed device by device over the splits its sources have now:
 /// `supports_op`'s question. The answers are kept apart as probes (`SplitMemo::probe`), so that
 /// the scheduler, which asks about every node of a graph in order, derives each once, and a

@@ -7,10 +7,10 @@ use super::buffer::{holding, Entry, MetaBuffer};
 use super::device::MetaDevice;
 use super::facts::{self, named};
 use super::split::{DimSplit, Split};
-use crate::abi::log::{abort, ggml_assert};
+use crate::abi::log::{abort, ggml_assert, log_debug};
 use crate::abi::*;
 use ggml_backend_rs_core::infer;
-use ggml_backend_rs_core::infer::Derivation;
+use ggml_backend_rs_core::infer::{Derivation, Placed};
 use ggml_backend_rs_core::memory;
 use ggml_backend_rs_core::op::Op;
 use ggml_backend_rs_core::owned::lock;
@@ -197,6 +197,62 @@ pub(super) fn init_layout(mb: &MetaBuffer, t: Tensor) -> Result<(), String> {
     init(mb, t, None, Sources::Initialised)
 }
 
+/// Settles the placements of a context's weights (`own`: its tensors in dependency order,
+/// attached to `mb`; `views`: its views, placed after them) before they are laid out: each as
+/// the device's policy answers, except where a result or view of the same context cannot be
+/// derived over those answers. The weights that
+/// result is computed from, and that the policy split, are then placed whole: the split the
+/// policy gave them cannot be used consistently, and a whole copy serves every op. Each round
+/// places one weight more whole, so this ends; a result that still cannot be derived is the
+/// layout's error.
+pub(super) fn settle(mb: &MetaBuffer, own: &[Tensor], views: &[Tensor]) {
+    let all: Vec<Tensor> = own.iter().chain(views).copied().collect();
+    for _ in 0..=own.len() {
+        let Ok(check) = facts::check_context(mb.dev, &all) else {
+            return;
+        };
+        let Some((failed, why)) = check.failed else {
+            return;
+        };
+        let split: Vec<(Tensor, Split)> = check
+            .answers
+            .into_iter()
+            .filter(|(_, s)| *s != Split::Mirrored)
+            .collect();
+        let above = ancestry(failed);
+        let mut any = false;
+        for (w, answered) in split.into_iter().filter(|(w, _)| above.contains(w)) {
+            log_debug!(
+                "{}: '{}' placed whole, not {}: {why}",
+                mb.dev.name.to_string_lossy(),
+                w.name_string(),
+                answered.describe()
+            );
+            mb.settle(w, Placed::whole_instead_of(answered));
+            any = true;
+        }
+        if !any {
+            return;
+        }
+    }
+}
+
+/// `t` and the tensors it is computed from, through sources and view sources.
+fn ancestry(t: Tensor) -> Vec<Tensor> {
+    let mut found = vec![t];
+    let mut i = 0;
+    while i < found.len() {
+        let x = found[i];
+        for s in x.srcs().chain(x.view_src()) {
+            if !found.contains(&s) {
+                found.push(s);
+            }
+        }
+        i += 1;
+    }
+    found
+}
+
 /// Points `t`'s per-device tensors at their sources where [`init_layout`] could not: a no-op
 /// when it could. An error names a source that is still not initialised.
 pub(super) fn complete_sources(mb: &MetaBuffer, t: Tensor) -> Result<(), String> {
@@ -229,8 +285,11 @@ fn init(mb: &MetaBuffer, t: Tensor, place: Option<usize>, need: Sources) -> Resu
     } else {
         source_slices(t, &fresh.derived, &srcs, mb.n())?
     };
-    let placement =
-        (fresh.facts.origin == infer::Origin::Placed).then(|| fresh.derived.split.clone());
+    // (a placement settled or made earlier keeps the answer it was placed by)
+    let placement = (fresh.facts.origin == infer::Origin::Placed).then(|| {
+        mb.placement(t)
+            .unwrap_or_else(|| Placed::as_answered(fresh.derived.split.clone()))
+    });
     let placing = Placing {
         layouts,
         bases,
@@ -433,8 +492,8 @@ struct Placing {
     slices: Vec<(usize, Vec<ggml_tensor>)>,
     /// The offset in each compute buffer (not for views, nor where slices are packed).
     place: Option<usize>,
-    /// A weight's or cache's split, which its entry keeps.
-    placement: Option<Split>,
+    /// A weight's or cache's placement, which its entry keeps.
+    placement: Option<Placed>,
     /// Some source is not initialised or has no memory yet (`device_sources`).
     sources_pending: bool,
 }
@@ -456,6 +515,7 @@ fn write_headers(mb: &MetaBuffer, t: Tensor, p: Placing) -> Vec<Tensor> {
     let mut g = mb.lock();
     let epoch = g.epoch;
     let mut made = false;
+    g.settled.remove(&(t.as_ptr() as usize));
     let entry = g.map.entry(t.as_ptr() as usize).or_insert_with(|| Entry {
         made_for: (header.type_, header.ne),
         simple: Headers::new(),

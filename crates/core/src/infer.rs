@@ -106,9 +106,40 @@ impl Input {
 pub enum Placement {
     /// Being placed now: the placement policy's answer, which placing fixes.
     New(Split),
-    /// Placed with `split`. `asked`: the policy's answer now, where the policy is a caller's
-    /// callback that is asked again; it must agree with the placement.
-    Fixed { split: Split, asked: Option<Split> },
+    /// Placed as `placed` says. `asked`: the policy's answer now, where the policy is a caller's
+    /// callback that is asked again; it must agree with the answer the tensor was placed by.
+    Fixed {
+        placed: Placed,
+        asked: Option<Split>,
+    },
+}
+
+/// A placed tensor's split, and the policy's answer it was placed by.
+#[derive(Clone, Debug)]
+pub struct Placed {
+    /// The split its slices are laid out with.
+    pub split: Split,
+    /// The policy's answer: `split` itself, or a split that the results computed from the
+    /// tensor in its own buffer could not be derived over, so that it was placed whole.
+    pub answered: Split,
+}
+
+impl Placed {
+    /// Placed as the policy answered.
+    pub fn as_answered(split: Split) -> Placed {
+        Placed {
+            answered: split.clone(),
+            split,
+        }
+    }
+
+    /// Placed whole instead of as the policy answered.
+    pub fn whole_instead_of(answered: Split) -> Placed {
+        Placed {
+            split: Split::Mirrored,
+            answered,
+        }
+    }
 }
 
 /// What the memo knows of a tensor: the facts its split was derived from, and the answer.
@@ -146,10 +177,12 @@ pub enum InferErrorKind {
         yields: String,
         memory: String,
     },
-    /// The placement policy now answers `now` for a tensor whose slices were placed as `was`.
+    /// The placement policy now answers `now` for a tensor it answered `was` for when the
+    /// tensor was placed (as `was` says, or whole: `whole`).
     PlacementChanged {
         now: String,
         was: String,
+        whole: bool,
     },
 }
 
@@ -170,10 +203,24 @@ impl fmt::Display for InferErrorKind {
                 f,
                 "the op yields {yields} but writes into a view split as {memory}"
             ),
-            InferErrorKind::PlacementChanged { now, was } => write!(
+            InferErrorKind::PlacementChanged {
+                now,
+                was,
+                whole: false,
+            } => write!(
                 f,
                 "the split-state callback now answers {now} for it, but its slices were placed \
                  as {was}"
+            ),
+            InferErrorKind::PlacementChanged {
+                now,
+                was,
+                whole: true,
+            } => write!(
+                f,
+                "the split-state callback now answers {now} for it, but it answered {was} when \
+                 the tensor was placed (whole, as the results in its buffer could not be split \
+                 over that)"
             ),
         }
     }
@@ -389,15 +436,16 @@ impl SplitMemo {
                 Placement::New(split) => plain(split.clone()),
                 // the slices are where the split they were placed with put them
                 Placement::Fixed {
-                    split,
+                    placed,
                     asked: Some(now),
-                } if !now.same_as(split) => {
+                } if !now.same_as(&placed.answered) => {
                     return Err(InferErrorKind::PlacementChanged {
                         now: now.describe(),
-                        was: split.describe(),
+                        was: placed.answered.describe(),
+                        whole: !placed.split.same_as(&placed.answered),
                     })
                 }
-                Placement::Fixed { split, .. } => plain(split.clone()),
+                Placement::Fixed { placed, .. } => plain(placed.split.clone()),
             },
             _ => {
                 let op = f.op.map_err(InferErrorKind::UnknownOp)?;
@@ -619,7 +667,7 @@ mod tests {
         let fixed = |asked| Input::Placed {
             facts: w1.clone(),
             placement: Placement::Fixed {
-                split: halves(1, 96),
+                placed: Placed::as_answered(halves(1, 96)),
                 asked,
             },
         };
@@ -635,6 +683,26 @@ mod tests {
         // a policy not asked again: the placement is the answer
         let d = memo.derive(vec![fixed(None)]).unwrap().unwrap();
         assert!(d.derived.split.same_as(&halves(1, 96)));
+        // placed whole instead of as answered: the callback's answer is compared with its
+        // first answer, and the slices are whole
+        let whole = |asked| Input::Placed {
+            facts: w1.clone(),
+            placement: Placement::Fixed {
+                placed: Placed::whole_instead_of(halves(1, 96)),
+                asked,
+            },
+        };
+        let d = memo
+            .derive(vec![whole(Some(halves(1, 96)))])
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.derived.split, Split::Mirrored);
+        let e = memo.derive(vec![whole(Some(Split::Mirrored))]).unwrap_err();
+        assert!(
+            e.kind.to_string().contains("answered AXIS_1{48,48} when"),
+            "{}",
+            e.kind
+        );
     }
 
     #[test]
