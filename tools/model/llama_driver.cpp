@@ -25,6 +25,9 @@
 //                [--abort-on-call N]  (an abort callback, llama_set_abort_callback, that asks to
 //                                  abort on its Nth call only: the CPU backend asks it between
 //                                  nodes, and the decode in flight returns 2)
+//                [--override-tensor REGEX=CPU[,REGEX=CPU..]]  (llama.cpp's -ot: weights whose
+//                                  names match REGEX in the CPU's buffer type, e.g. one layer's
+//                                  FFN left on the host while the rest is on the devices)
 //                [--seed N (ignored: decoding is greedy)]
 //
 // Greedy: next token = argmax of the logits (ties -> lowest id). Generation does not stop at EOS
@@ -109,6 +112,7 @@ struct Opts {
     int retry_decode = 0;         // failed llama_decode calls made again, at most, in the run
     long abort_on_call = 0;       // the call of the abort callback that answers "abort" (0: none)
     bool verbose = false;
+    std::vector<std::string> override_tensor; // --override-tensor: patterns whose weights stay on the CPU
 };
 
 void usage() {
@@ -119,7 +123,8 @@ void usage() {
         "                    [--flash-attn on|off|auto] [--no-mmap] [--cache-type-k T] [--cache-type-v T]\n"
         "                    [--all-logits] [--logits-out FILE]\n"
         "                    [--stop-eog] [--load-all-backends] [--verbose] [--seed N]\n"
-        "                    [--retry-failed-decode N] [--abort-on-call N] [--rpc HOST:PORT,..]\n");
+        "                    [--retry-failed-decode N] [--abort-on-call N] [--rpc HOST:PORT,..]\n"
+        "                    [--override-tensor REGEX=CPU,..]\n");
 }
 
 int parse_int(const char * s, const char * flag) { return llama_cli::parse_int("llama_driver", s, flag, -1000000000); }
@@ -259,6 +264,20 @@ int main(int argc, char ** argv) {
         else if (a == "--rpc")                  o.rpc = need();
         else if (a == "--test-device")          o.test_device = true;
         else if (a == "--step-report")          o.step_report = true;
+        else if (a == "--override-tensor" || a == "-ot") {
+            std::string list = need();
+            for (size_t pos = 0; pos <= list.size();) {
+                size_t end = std::min(list.find(',', pos), list.size());
+                std::string item = list.substr(pos, end - pos);
+                const size_t eq = item.rfind('=');
+                if (eq == std::string::npos || eq == 0 || item.substr(eq + 1) != "CPU") {
+                    fprintf(stderr, "llama_driver: --override-tensor takes REGEX=CPU, got '%s'\n", item.c_str());
+                    exit(1);
+                }
+                o.override_tensor.push_back(item.substr(0, eq));
+                pos = end + 1;
+            }
+        }
         else if (a == "--abort-on-call")        o.abort_on_call = std::max(0, parse_int(need(), "--abort-on-call"));
         else if (a == "--retry-failed-decode")  o.retry_decode = std::max(0, parse_int(need(), "--retry-failed-decode"));
         else if (a == "--verbose")              o.verbose = true;
@@ -334,6 +353,15 @@ int main(int argc, char ** argv) {
     mp.main_gpu     = o.main_gpu;
     mp.tensor_split = tsplit.empty() ? nullptr : tsplit.data();
     llama_cli::set_mmap(mp, !o.no_mmap);
+    std::vector<llama_model_tensor_buft_override> overrides;
+    if (!o.override_tensor.empty()) {
+        ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+        for (const std::string & pattern : o.override_tensor) {
+            overrides.push_back({ pattern.c_str(), ggml_backend_dev_buffer_type(cpu) });
+        }
+        overrides.push_back({ nullptr, nullptr });
+        mp.tensor_buft_overrides = overrides.data();
+    }
 
     printf("params: split_mode=%s n_gpu_layers=%d main_gpu=%d n_ctx=%d n_batch=%d n_ubatch=%d threads=%d flash_attn=%s mmap=%d all_logits=%d\n",
            o.split_mode_given ? o.split_mode.c_str() : "default", o.n_gpu_layers, o.main_gpu, o.n_ctx, o.n_batch,

@@ -804,6 +804,13 @@ pub fn derive(
                     Derived::plain(dst.split.clone())
                 }
                 (Split::Mirrored, Split::Mirrored) => Derived::plain(Split::Mirrored),
+                // whole rows (computed by another backend, e.g. a layer's K and V where its
+                // attention weights stay on the CPU) into a cache split along its rows: each
+                // device writes its slice of every row
+                (Split::Mirrored, Split::Dim(d)) if d.axis == 0 => match slice_of(rows, d) {
+                    Some(slice) => Derived::slicing(dst.split.clone(), 0, slice),
+                    None => Err(unsupported(srcs)),
+                },
                 _ => Err(unsupported(srcs)),
             }
         }
@@ -1142,6 +1149,44 @@ fn flash_attn(srcs: &[Option<Src>]) -> Result<Derived, RuleError> {
                 axis: 1,
                 ..a.clone()
             }))
+        }
+        // q whole (computed by another backend: a layer whose attention weights stay on the
+        // CPU, its K/V cache split by heads): each device takes the q heads of its K/V heads
+        (Split::Mirrored, Split::Dim(b), Split::Dim(c)) if b.axis == 2 && c.axis == 2 => {
+            let heads = || RuleError::FlashAttnHeads {
+                q: q.split.clone(),
+                k: k.split.clone(),
+                v: v.split.clone(),
+            };
+            let group = if k.ne[2] > 0 && q.ne[2] % k.ne[2] == 0 {
+                q.ne[2] / k.ne[2]
+            } else {
+                0
+            };
+            if group == 0 || !b.places_like(c) {
+                return Err(heads());
+            }
+            let want = b.widened(2, group);
+            let mut sliced = vec![(0, slice_of(q, &want).ok_or_else(heads)?)];
+            if let Some(sinks) = get(4) {
+                let rows = DimSplit {
+                    axis: 0,
+                    ..want.clone()
+                };
+                match &sinks.split {
+                    Split::Dim(sd) if sd.axis == 0 && sd.places_like(&want) => {}
+                    Split::Mirrored => match slice_of(sinks, &rows) {
+                        Some(slice) => sliced.push((4, slice)),
+                        None => return Err(RuleError::Sinks(sinks.split.clone())),
+                    },
+                    other => return Err(RuleError::Sinks(other.clone())),
+                }
+            }
+            Ok(Derived {
+                split: Split::Dim(DimSplit { axis: 1, ..want }),
+                reduce: false,
+                sliced,
+            })
         }
         _ => Err(RuleError::FlashAttnNotHeads {
             q: q.split.clone(),
@@ -1607,6 +1652,75 @@ pub(crate) mod tests {
                 .unwrap()
                 .reduce
         );
+    }
+
+    #[test]
+    fn flash_attn_takes_heads_of_a_whole_q() {
+        // q [D=16, T=3, H=4] whole; K/V [16, kv 8, 2 heads] split one head each (GQA 2:1)
+        let p = [0; 16];
+        let q = src(Split::Mirrored, [16, 3, 4, 1]);
+        let kv = src(Split::dim(2, vec![1, 1]), [16, 8, 2, 1]);
+        let mask = src(Split::Mirrored, [8, 3, 1, 1]);
+        let r = derive(
+            Op::FlashAttnExt,
+            &p,
+            [16, 4, 3, 1],
+            &[q.clone(), kv.clone(), kv.clone(), mask.clone()],
+            2,
+        )
+        .unwrap();
+        assert_eq!(r.split, Split::dim(1, vec![2, 2]));
+        assert_eq!(r.sliced, vec![(0, DimSplit::single(2, vec![2, 2]))]);
+        // whole sinks, one per q head: sliced alike
+        let sinks = src(Split::Mirrored, [4, 1, 1, 1]);
+        let r = derive(
+            Op::FlashAttnExt,
+            &p,
+            [16, 4, 3, 1],
+            &[q.clone(), kv.clone(), kv.clone(), mask.clone(), sinks],
+            2,
+        )
+        .unwrap();
+        assert_eq!(r.sliced.len(), 2);
+        assert_eq!(r.sliced[1], (4, DimSplit::single(0, vec![2, 2])));
+        // K and V split differently: refused
+        let v = src(Split::dim(2, vec![2, 0]), [16, 8, 2, 1]);
+        assert!(derive(Op::FlashAttnExt, &p, [16, 4, 3, 1], &[q, kv, v, mask], 2).is_err());
+    }
+
+    #[test]
+    fn set_rows_writes_slices_of_whole_rows() {
+        // K of 3 tokens [32, 3] (whole) into a cache [32, 8] split {16, 16} along its rows
+        let p = [0; 16];
+        let rows = src(Split::Mirrored, [32, 3, 1, 1]);
+        let ids = src(Split::Mirrored, [3, 1, 1, 1]);
+        let cache = src(Split::dim(0, vec![16, 16]), [32, 8, 1, 1]);
+        let r = derive(
+            Op::SetRows,
+            &p,
+            [32, 8, 1, 1],
+            &[rows, ids.clone(), cache.clone()],
+            2,
+        )
+        .unwrap();
+        assert_eq!(r.split, Split::dim(0, vec![16, 16]));
+        assert_eq!(r.sliced, vec![(0, DimSplit::single(0, vec![16, 16]))]);
+        // rows of another length are not the cache's rows
+        let short = src(Split::Mirrored, [16, 3, 1, 1]);
+        assert!(matches!(
+            derive(
+                Op::SetRows,
+                &p,
+                [32, 8, 1, 1],
+                &[short, ids.clone(), cache],
+                2
+            ),
+            Err(RuleError::Unsupported { .. })
+        ));
+        // a cache split across its rows: the row ids would pick rows on other devices
+        let rows = src(Split::Mirrored, [32, 3, 1, 1]);
+        let by_rows = src(Split::dim(1, vec![4, 4]), [32, 8, 1, 1]);
+        assert!(derive(Op::SetRows, &p, [32, 8, 1, 1], &[rows, ids, by_rows], 2).is_err());
     }
 
     #[test]
