@@ -25,6 +25,8 @@
 //!   AllReduce path follows;
 //! * [`ptx`]: the text of our CUDA AllReduce kernels, which add in that order, and [`launch`]:
 //!   how their launches share an AllReduce among GPUs (one-shot, two-shot);
+//! * [`mapped`]: the AllReduce through mapped pinned host memory, for GPUs without peer
+//!   access: its layout, which kernel a topology gets, and its protocol as a model;
 //! * [`memory`]: the memory a tensor-parallel device can offer (what its split can place);
 //! * [`names`]: a split policy by GGUF tensor name, for the plugin's tensor-parallel devices
 //!   (libllama gives them no split callback);
@@ -47,6 +49,7 @@ pub mod exchange;
 pub mod fault;
 pub mod infer;
 pub mod launch;
+pub mod mapped;
 pub mod memory;
 pub mod names;
 pub mod op;
