@@ -37,7 +37,7 @@ function(add_backend_ops_tests prefix program device env)
         add_test(NAME ${prefix}/backend_ops/${op} COMMAND "${CMAKE_COMMAND}"
             -D "DRIVER=$<TARGET_FILE:${program}>" -D "ARGS=test;-b;${device};${filter}"
             -D EXPECT_RC=0 -D "ENV=${env}"
-            "-DEXPECT=Backend 2/2: ${device_re};  [1-9][0-9]*/[0-9]+ tests passed;2/2 backends passed"
+            "-DEXPECT=Backend [0-9]+/[0-9]+: ${device_re};  [1-9][0-9]*/[0-9]+ tests passed"
             -D "REJECT=FAIL" -D "WORK_DIR=${model_dir}/backend-ops"
             -P "${CMAKE_CURRENT_SOURCE_DIR}/fault_run.cmake")
     endforeach()

@@ -143,10 +143,20 @@ impl Reducer {
             None
         };
         if forced == Some(Path::Backend) && backend.is_none() {
+            let instead = if cuda.is_some() {
+                Path::Own
+            } else {
+                Path::Copies
+            };
             log_info!(
-                "meta backend: GGML_META_ALLREDUCE=backend, but the backend has none: copies"
+                "meta backend: GGML_META_ALLREDUCE=backend, but the backend has none: {}",
+                if cuda.is_some() {
+                    "our CUDA kernel"
+                } else {
+                    "copies"
+                }
             );
-            forced = Some(Path::Copies);
+            forced = Some(instead);
         }
         if forced == Some(Path::Own) && cuda.is_none() {
             forced = Some(Path::Copies);

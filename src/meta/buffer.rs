@@ -182,6 +182,11 @@ impl MetaBuffer {
         self.lock().settled.insert(t.as_ptr() as usize, placed);
     }
 
+    /// Drops `t`'s settled placement.
+    pub(super) fn unsettle(&self, t: Tensor) {
+        self.lock().settled.remove(&(t.as_ptr() as usize));
+    }
+
     /// Drops the placements settled and not used (a context's allocation ended).
     pub(super) fn clear_settled(&self) {
         self.lock().settled.clear();

@@ -369,7 +369,7 @@ pub fn check_context(dev: &MetaDevice, tensors: &[Tensor]) -> Result<ContextChec
         (t, why)
     });
     Ok(ContextCheck {
-        failed: failed.and_then(|(t, why)| Some((t?, why))),
+        failed: failed.and_then(|(t, why)| t.map(|t| (t, why))),
         answers,
     })
 }

@@ -663,8 +663,9 @@ fn empty_contraction(t: Tensor) -> bool {
         && t.src(0).is_some_and(|w| w.nelements() == 0)
 }
 
-/// `GGML_META_DEBUG=1` logs every graph plan: nodes, their splits and the AllReduce points.
-fn debug_enabled() -> bool {
+/// `GGML_META_DEBUG=1` logs every graph plan (nodes, their splits and the AllReduce points)
+/// and every weight placed whole instead of as its policy answered (`slices::settle`).
+pub(super) fn debug_enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("GGML_META_DEBUG").is_ok_and(|v| v != "0"))
 }

@@ -7,7 +7,7 @@ use super::buffer::{holding, Entry, MetaBuffer};
 use super::device::MetaDevice;
 use super::facts::{self, named};
 use super::split::{DimSplit, Split};
-use crate::abi::log::{abort, ggml_assert, log_debug};
+use crate::abi::log::{abort, ggml_assert, log_info};
 use crate::abi::*;
 use ggml_backend_rs_core::infer;
 use ggml_backend_rs_core::infer::{Derivation, Placed};
@@ -200,50 +200,73 @@ pub(super) fn init_layout(mb: &MetaBuffer, t: Tensor) -> Result<(), String> {
 /// Settles the placements of a context's weights (`own`: its tensors in dependency order,
 /// attached to `mb`; `views`: its views, placed after them) before they are laid out: each as
 /// the device's policy answers, except where a result or view of the same context cannot be
-/// derived over those answers. The weights that
-/// result is computed from, and that the policy split, are then placed whole: the split the
-/// policy gave them cannot be used consistently, and a whole copy serves every op. Each round
-/// places one weight more whole, so this ends; a result that still cannot be derived is the
-/// layout's error.
+/// derived over those answers. Then, of the weights that result is computed from and that the
+/// policy split, the nearest one whose whole copy lets the result be derived is placed whole
+/// (its inputs before its weights: sources in reverse slot order), else all of them: the split
+/// the policy gave them cannot be used consistently, and a whole copy serves every op. Each
+/// round places at least one weight of this context more whole, so this ends; a result that
+/// still cannot be derived is the layout's error.
 pub(super) fn settle(mb: &MetaBuffer, own: &[Tensor], views: &[Tensor]) {
+    // weights alone (libllama's model contexts): nothing here is computed from them
+    if views.is_empty() && own.iter().all(|t| t.op_kind() == Some(Op::None)) {
+        return;
+    }
     let all: Vec<Tensor> = own.iter().chain(views).copied().collect();
-    for _ in 0..=own.len() {
+    let first_failure = || facts::check_context(mb.dev, &all).map(|c| c.failed);
+    loop {
         let Ok(check) = facts::check_context(mb.dev, &all) else {
             return;
         };
         let Some((failed, why)) = check.failed else {
             return;
         };
-        let split: Vec<(Tensor, Split)> = check
-            .answers
+        let near: Vec<(Tensor, Split)> = ancestry(failed)
             .into_iter()
-            .filter(|(_, s)| *s != Split::Mirrored)
+            .filter_map(|t| check.answers.iter().find(|(w, _)| *w == t).cloned())
+            .filter(|(w, s)| *s != Split::Mirrored && own.contains(w))
             .collect();
-        let above = ancestry(failed);
-        let mut any = false;
-        for (w, answered) in split.into_iter().filter(|(w, _)| above.contains(w)) {
-            log_debug!(
-                "{}: '{}' placed whole, not {}: {why}",
-                mb.dev.name.to_string_lossy(),
-                w.name_string(),
-                answered.describe()
-            );
-            mb.settle(w, Placed::whole_instead_of(answered));
-            any = true;
-        }
-        if !any {
+        if near.is_empty() {
             return;
+        }
+        let one = near.iter().find(|(w, answered)| {
+            mb.settle(*w, Placed::whole_instead_of(answered.clone()));
+            let fixed = first_failure().is_ok_and(|f| f.is_none_or(|(t, _)| t != failed));
+            if !fixed {
+                mb.unsettle(*w);
+            }
+            fixed
+        });
+        let whole = match one {
+            Some(w) => vec![w.clone()],
+            None => {
+                for (w, answered) in &near {
+                    mb.settle(*w, Placed::whole_instead_of(answered.clone()));
+                }
+                near
+            }
+        };
+        if super::graph_plan::debug_enabled() {
+            for (w, answered) in &whole {
+                log_info!(
+                    "meta placement: '{}' whole on every device, not {}: {why}",
+                    w.name_string(),
+                    answered.describe()
+                );
+            }
         }
     }
 }
 
-/// `t` and the tensors it is computed from, through sources and view sources.
+/// `t` and the tensors it is computed from, through sources and view sources, nearest first;
+/// of one tensor's, the view source, then the sources from the last slot.
 fn ancestry(t: Tensor) -> Vec<Tensor> {
     let mut found = vec![t];
     let mut i = 0;
     while i < found.len() {
         let x = found[i];
-        for s in x.srcs().chain(x.view_src()) {
+        let mut srcs: Vec<Tensor> = x.srcs().collect();
+        srcs.reverse();
+        for s in x.view_src().into_iter().chain(srcs) {
             if !found.contains(&s) {
                 found.push(s);
             }

@@ -86,6 +86,10 @@ pub enum RuleError {
     Sinks(Split),
     /// q, k and v not split by heads.
     FlashAttnNotHeads { q: Split, k: Split, v: Split },
+    /// flash_attn_ext with ALiBi over a head split (the slopes follow the head's index).
+    FlashAttnAlibi,
+    /// flash_attn_ext over a head split with a mask per head (dimension 2).
+    FlashAttnMaskHeads,
     /// ssm_conv's input channels (dimension 1) not placed like its kernel's.
     SsmConvChannels { input: Split, kernel: Split },
     /// A gated_delta_net operand (`what`) not split by v's heads.
@@ -207,6 +211,10 @@ impl fmt::Display for RuleError {
                 input.describe()
             ),
             FlashAttnSources => f.write_str("flash_attn_ext needs q, k and v"),
+            FlashAttnAlibi => f.write_str("flash_attn_ext with ALiBi over a head split"),
+            FlashAttnMaskHeads => {
+                f.write_str("flash_attn_ext over a head split with a mask per head")
+            }
             FlashAttnHeads { q, k, v } => write!(
                 f,
                 "q, k and v are split into different heads ({}, {}, {})",
@@ -863,7 +871,7 @@ pub fn derive(
             Derived::plain(a.split.clone())
         }
 
-        Op::FlashAttnExt => flash_attn(srcs),
+        Op::FlashAttnExt => flash_attn(op_params, srcs),
 
         Op::SsmConv => {
             // (input [d_conv - 1 + tokens, channels, seqs], kernel [d_conv, channels])
@@ -1101,7 +1109,7 @@ fn whole_rows_as(split: &Split, ne: [i64; 4], axis: usize) -> Option<Split> {
 }
 
 /// q [d, t, h, s], k and v [d, kv, h_kv, s], mask, sinks [h] → result [d_v, h, t, s].
-fn flash_attn(srcs: &[Option<Src>]) -> Result<Derived, RuleError> {
+fn flash_attn(op_params: &[i32; 16], srcs: &[Option<Src>]) -> Result<Derived, RuleError> {
     let get = |i: usize| srcs.get(i).and_then(|s| s.as_ref());
     let (q, k, v) = match (get(0), get(1), get(2)) {
         (Some(q), Some(k), Some(v)) => (q, k, v),
@@ -1114,6 +1122,15 @@ fn flash_attn(srcs: &[Option<Src>]) -> Result<Derived, RuleError> {
     // the same placement as that head (axis 2) on that device.
     let by_heads = |x: &Src| whole_rows_as(&x.split, x.ne, 2).unwrap_or_else(|| x.split.clone());
     let (ks, vs) = (by_heads(k), by_heads(v));
+    // over a head split each device numbers its heads from 0: ALiBi's slopes (op_params[1],
+    // max_bias) and a mask per head would be another head's
+    let whole = [&q.split, &ks, &vs].iter().all(|s| **s == Split::Mirrored);
+    if !whole && f32::from_bits(op_params[1] as u32) != 0.0 {
+        return Err(RuleError::FlashAttnAlibi);
+    }
+    if !whole && get(3).is_some_and(|m| m.ne[2] > 1) {
+        return Err(RuleError::FlashAttnMaskHeads);
+    }
     match (&q.split, &ks, &vs) {
         (Split::Mirrored, Split::Mirrored, Split::Mirrored) => {
             if let Some(s) = get(4) {
@@ -1685,7 +1702,49 @@ pub(crate) mod tests {
         assert_eq!(r.sliced[1], (4, DimSplit::single(0, vec![2, 2])));
         // K and V split differently: refused
         let v = src(Split::dim(2, vec![2, 0]), [16, 8, 2, 1]);
-        assert!(derive(Op::FlashAttnExt, &p, [16, 4, 3, 1], &[q, kv, v, mask], 2).is_err());
+        assert!(derive(
+            Op::FlashAttnExt,
+            &p,
+            [16, 4, 3, 1],
+            &[q.clone(), kv.clone(), v, mask.clone()],
+            2
+        )
+        .is_err());
+        // ALiBi (max_bias, op_params[1]) or a mask per head: every device would take the
+        // slopes or mask rows of heads 0.. of its own
+        let mut alibi = p;
+        alibi[1] = 8.0f32.to_bits() as i32;
+        assert_eq!(
+            derive(
+                Op::FlashAttnExt,
+                &alibi,
+                [16, 4, 3, 1],
+                &[q.clone(), kv.clone(), kv.clone(), mask],
+                2
+            ),
+            Err(RuleError::FlashAttnAlibi)
+        );
+        let per_head = src(Split::Mirrored, [8, 3, 4, 1]);
+        assert_eq!(
+            derive(
+                Op::FlashAttnExt,
+                &p,
+                [16, 4, 3, 1],
+                &[q.clone(), kv.clone(), kv, per_head.clone()],
+                2
+            ),
+            Err(RuleError::FlashAttnMaskHeads)
+        );
+        // all whole: both are fine
+        let whole = src(Split::Mirrored, [16, 8, 2, 1]);
+        assert!(derive(
+            Op::FlashAttnExt,
+            &alibi,
+            [16, 4, 3, 1],
+            &[q, whole.clone(), whole, per_head],
+            2
+        )
+        .is_ok());
     }
 
     #[test]
