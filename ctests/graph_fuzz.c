@@ -12,7 +12,7 @@
 //
 //   graph_fuzz <libggml-backend-rs-tp.so> [--corpus DIR] [--seconds S] [--seed N] [--save DIR]
 //
-// Every file of --corpus runs first, then random inputs from --seed until S seconds have passed
+// Every file of --corpus runs first, in name order, then random inputs from --seed until S seconds have passed
 // (default 0: the corpus only). Before each input runs it is written to DIR/current (--save), so
 // an input that aborts the process is kept; one that gives a wrong result is written to
 // DIR/mismatch-<n>. The last line gives the counts: executions, computed, refused.
@@ -447,10 +447,12 @@ int main(int argc, char ** argv) {
 
     long executions = 0, computed = 0;
     if (corpus) {
-        DIR * dir = opendir(corpus);
-        CHECK(dir, "cannot open %s", corpus);
-        struct dirent * e;
-        while ((e = readdir(dir)) != NULL) {
+        // in name order: some inputs only fail after others (a device keeps what it has seen)
+        struct dirent ** entries;
+        const int n_entries = scandir(corpus, &entries, NULL, alphasort);
+        CHECK(n_entries >= 0, "cannot open %s", corpus);
+        for (int ei = 0; ei < n_entries; ei++) {
+            struct dirent * e = entries[ei];
             if (e->d_name[0] == '.') continue;
             char path[1024];
             snprintf(path, sizeof(path), "%s/%s", corpus, e->d_name);
@@ -462,7 +464,8 @@ int main(int argc, char ** argv) {
             computed += run_one(tp, cpu, data, len);
             executions++;
         }
-        closedir(dir);
+        for (int ei = 0; ei < n_entries; ei++) free(entries[ei]);
+        free(entries);
     }
     const long corpus_runs = executions;
     // a corpus that TP0 refuses whole proves nothing

@@ -5,6 +5,7 @@
 //! The plugin's devices (`create_plugin`) are the same device with another [`Face`] (listed
 //! by the plugin's registry, type GPU) and [`Policy`] (splits by tensor name).
 
+use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -67,7 +68,15 @@ pub struct MetaDevice {
     /// The unit its memory, buffers and tensor sizes are counted in (`memory::Shares`), fixed
     /// the first time it is needed.
     shares: OnceLock<Shares>,
+    /// The size answered for each weight or cache not placed yet ([`MetaDevice::sized`]).
+    sized: Mutex<HashMap<SizeKey, usize>>,
 }
+
+/// A tensor as far as its size goes: address, type, shape and name.
+type SizeKey = (usize, ggml_type, [i64; 4], String);
+
+/// Most sizes [`MetaDevice::sized`] keeps (tensors sized and never placed: a planner's dry run).
+const SIZED_MAX: usize = 1 << 16;
 
 // SAFETY: the simple device handles are shared by design (ggml devices are process-wide);
 // the callback and userdata are only called/passed, as the C API expects; the plugin's
@@ -90,6 +99,7 @@ impl MetaDevice {
             splits: Mutex::new(SplitMemo::new(simple.len())),
             weights,
             shares: OnceLock::new(),
+            sized: Mutex::new(HashMap::new()),
             simple,
             policy,
             face,
@@ -102,6 +112,31 @@ impl MetaDevice {
 
     pub fn n(&self) -> usize {
         self.simple.len()
+    }
+
+    /// The size of weight or cache `t` as first answered until it is placed, else `size()`'s.
+    /// ggml-alloc asks twice, to size a buffer and then to place each tensor in it, and a name
+    /// policy that meanwhile saw the context's other tensors (where another model's tensors of
+    /// the same names were seen before) may answer more the second time than the buffer holds.
+    /// Each device's memory is what the slices take when placed, whatever ggml counted.
+    pub(super) fn sized(&self, t: Tensor, size: impl FnOnce() -> usize) -> usize {
+        let key = (t.as_ptr() as usize, t.type_(), t.ne_all(), t.name_string());
+        if let Some(&s) = lock(&self.sized).get(&key) {
+            return s;
+        }
+        // (no lock held while the policy, perhaps a caller's callback, answers)
+        let s = size();
+        let mut m = lock(&self.sized);
+        if m.len() >= SIZED_MAX {
+            m.clear();
+        }
+        *m.entry(key).or_insert(s)
+    }
+
+    /// Forgets `t`'s size (it is placed now).
+    pub(super) fn forget_size(&self, t: Tensor) {
+        let key = (t.as_ptr() as usize, t.type_(), t.ne_all(), t.name_string());
+        lock(&self.sized).remove(&key);
     }
 
     /// The split of a statically allocated tensor (weights, caches), from the callback.

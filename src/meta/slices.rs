@@ -98,27 +98,29 @@ pub(super) fn alloc_size(dev: &MetaDevice, t: Tensor) -> usize {
     if !leaf || t.flags() & GGML_TENSOR_FLAG_INPUT != 0 {
         return whole();
     }
-    let split = if t.ne_all().iter().product::<i64>() == 0 {
-        Ok(Split::Mirrored)
-    } else {
-        dev.tentative_split(t).map_err(|e| e.to_string())
-    };
-    let Ok(layouts) = split.and_then(|s| {
-        rules::own_layouts(&facts::layout(t), &s, dev.n()).map_err(|e| e.to_string())
-    }) else {
-        return whole();
-    };
-    let mut headers = Headers::new();
-    let mut parts = Vec::with_capacity(layouts.len());
-    for (b, l) in dev.simple_bufts().zip(&layouts) {
-        let mut h = t.header();
-        h.ne = l.ne;
-        h.nb = l.nb;
-        h.buffer = std::ptr::null_mut();
-        h.data = std::ptr::null_mut();
-        parts.push(b.alloc_size(headers.push(h).1));
-    }
-    dev.shares().size(&parts, dev.device_alignment())
+    dev.sized(t, || {
+        let split = if t.ne_all().iter().product::<i64>() == 0 {
+            Ok(Split::Mirrored)
+        } else {
+            dev.tentative_split(t).map_err(|e| e.to_string())
+        };
+        let Ok(layouts) = split.and_then(|s| {
+            rules::own_layouts(&facts::layout(t), &s, dev.n()).map_err(|e| e.to_string())
+        }) else {
+            return whole();
+        };
+        let mut headers = Headers::new();
+        let mut parts = Vec::with_capacity(layouts.len());
+        for (b, l) in dev.simple_bufts().zip(&layouts) {
+            let mut h = t.header();
+            h.ne = l.ne;
+            h.nb = l.nb;
+            h.buffer = std::ptr::null_mut();
+            h.data = std::ptr::null_mut();
+            parts.push(b.alloc_size(headers.push(h).1));
+        }
+        dev.shares().size(&parts, dev.device_alignment())
+    })
 }
 
 /// A simple buffer of `size` bytes on every device of `dev` (a compute buffer: each device holds
@@ -308,6 +310,9 @@ fn init(mb: &MetaBuffer, t: Tensor, place: Option<usize>, need: Sources) -> Resu
     } else {
         source_slices(t, &fresh.derived, &srcs, mb.n())?
     };
+    if fresh.facts.origin == infer::Origin::Placed {
+        mb.dev.forget_size(t);
+    }
     // (a placement settled or made earlier keeps the answer it was placed by)
     let placement = (fresh.facts.origin == infer::Origin::Placed).then(|| {
         mb.placement(t)
