@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compiles bench/ptxcheck/ptxcheck.c against the CUDA driver API and runs it on the PTX modules
 # in DIR (written by `cargo run -p ggml-backend-rs-core --example dump_ptx -- DIR`), on GPU 0:
-# the checks of DIR, then the timings (`ptxcheck --time`) of every BASELINE_DIR and DIR, and
+# the checks of DIR (with `mappedcheck.c` for the mapped kernel's modules), then the timings (`ptxcheck --time`) of every BASELINE_DIR and DIR, and
 # with a BASELINE_DIR the bit-for-bit comparison of DIR's outputs with the first one's.
 #
 #   bench/ptxcheck/run.sh DIR [BASELINE_DIR ...]
@@ -44,4 +44,10 @@ trap 'rm -rf "$work"' EXIT
 rc=0
 "$work/ptxcheck" "$dir" || rc=$?
 "$work/ptxcheck" --time "$@" "$dir" || rc=$((rc ? rc : $?))
+# the mapped kernel (crates/core/src/mapped.rs), where DIR has it
+if compgen -G "$dir/mapped_x*.ptx" > /dev/null; then
+    "${CC:-cc}" -O2 -std=c11 -Wall -Wextra -ffp-contract=off -I"$inc" "$here/mappedcheck.c" \
+        -o "$work/mappedcheck" "${libs[@]}" -lcuda -lm
+    "$work/mappedcheck" "$dir" || rc=$((rc ? rc : $?))
+fi
 exit "$rc"

@@ -3,9 +3,10 @@
 //!
 //!     cargo run -p ggml-backend-rs-core --example dump_ptx -- DIR
 //!
-//! writes `DIR/allreduce_x{n}.ptx` for n = 2..=8.
+//! writes `DIR/allreduce_x{n}.ptx` for n = 2..=8, and the mapped kernel's `DIR/mapped_x{n}.ptx`
+//! for n = 1..=8 (`bench/ptxcheck/mappedcheck.c`).
 
-use ggml_backend_rs_core::ptx;
+use ggml_backend_rs_core::{mapped, ptx};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -18,9 +19,12 @@ fn main() -> ExitCode {
         eprintln!("dump_ptx: {}: {e}", dir.display());
         return ExitCode::FAILURE;
     }
-    for n in 2..=8 {
-        let path = dir.join(format!("allreduce_x{n}.ptx"));
-        if let Err(e) = std::fs::write(&path, ptx::ptx(n)) {
+    let modules = (2..=8)
+        .map(|n| (format!("allreduce_x{n}.ptx"), ptx::ptx(n)))
+        .chain((1..=8).map(|n| (format!("mapped_x{n}.ptx"), mapped::ptx(n))));
+    for (name, text) in modules {
+        let path = dir.join(name);
+        if let Err(e) = std::fs::write(&path, text) {
             eprintln!("dump_ptx: {}: {e}", path.display());
             return ExitCode::FAILURE;
         }

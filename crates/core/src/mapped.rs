@@ -8,11 +8,14 @@
 //! * [`choose`]: which AllReduce a set of GPUs gets (our peer kernel, this one, or neither),
 //!   and the reason, said once per meta device.
 //! * [`Exchange`]: the protocol run by one block of one GPU's kernel, over a [`Region`] of
-//!   32-bit words; the CUDA kernel does the same steps on the mapped memory, and the tests here
-//!   run it on threads (under miri too).
+//!   32-bit words; the tests here run it on threads (under miri too).
+//! * [`ptx`]: the kernel that does the same steps on the mapped memory (the plain sum; no
+//!   epilogue yet), checked on a GPU by `bench/ptxcheck/mappedcheck.c` against this contract.
+//!   The meta backend does not launch it yet.
 //!
 //! The protocol, for one cut (one launch per GPU, every GPU the same grid of `blocks` blocks,
-//! block `b` of every GPU taking the same units, [`share`]):
+//! block `b` of every GPU taking the same units: contiguous [`share`]s in the model, the peer
+//! kernel's grid-stride order in [`ptx`]):
 //!
 //! 1. Block `b` reads its epoch `e` from its own counter in device memory: the counter's value
 //!    plus one ([`next_epoch`]). Each block keeps its own counter, so no block of a launch can
@@ -39,6 +42,7 @@
 //! GPU holds (two on one GPU, as `CUDA0,CUDA0`) are served by one launch, so no launch of a GPU
 //! waits for another launch of the same GPU. Every wait is bounded.
 
+use std::fmt::Write;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -187,6 +191,246 @@ pub fn choose(t: &impl Topology, force_mapped: bool) -> (Kernel, String) {
             format!("{} cannot access {} directly", t.name(a), t.name(b)),
         ),
     }
+}
+
+/// The entry point of the mapped kernel for `n` members (the plain sum).
+pub fn kernel_name(n: usize) -> String {
+    format!("ggml_meta_allreduce_mapped_sum_f32_x{n}")
+}
+
+/// The kernel's parameters, in order (all `.u64`): `p0..p(n-1)` (a member's partial on this
+/// GPU, else 0), `s0..s(n-1)` (where to store its sum on this GPU, else 0), `slots` (the
+/// region's address on this GPU), `slot_bytes`, `flags` (the first flag's address),
+/// `flag_bytes` (one GPU's flag array), `error` (this GPU's error word), `counters` (one `u32`
+/// per block, device memory), `gpu`, `gpus`, `timeout` (ns), `first`, `limit` (elements).
+pub fn params(n: usize) -> Vec<String> {
+    let mut v: Vec<String> = (0..n).map(|k| format!("p{k}")).collect();
+    v.extend((0..n).map(|k| format!("s{k}")));
+    for p in [
+        "slots",
+        "slot_bytes",
+        "flags",
+        "flag_bytes",
+        "error",
+        "counters",
+        "gpu",
+        "gpus",
+        "timeout",
+        "first",
+        "limit",
+    ] {
+        v.push(p.to_owned());
+    }
+    v
+}
+
+/// The PTX module of the mapped kernel for `n >= 1` members: [`Exchange::run`] as one block of
+/// the grid runs it, with the peer kernel's grid-stride element order (block `b`, thread `t`:
+/// elements `first + b*ntid + t`, then every `nctaid*ntid` further), the same in the copy into
+/// the slots and in the sum, so a block sums exactly the elements the same block of every GPU
+/// posted. Slots and flags are read and written with `.volatile` (system-coherent), a
+/// `membar.sys` orders the slot stores before the flag and the flag before the slot loads, and
+/// the wait is bounded by `%globaltimer`.
+pub fn ptx(n: usize) -> String {
+    assert!(n >= 1, "a mapped AllReduce needs at least one member");
+    let mut s = String::from(".version 7.0\n.target sm_52\n.address_size 64\n\n");
+    let list: Vec<String> = params(n)
+        .into_iter()
+        .map(|p| format!("    .param .u64 {p}"))
+        .collect();
+    let _ = write!(
+        s,
+        ".visible .entry {}(\n{}\n)\n{{\n",
+        kernel_name(n),
+        list.join(",\n")
+    );
+    let chain = n.saturating_sub(1).max(1);
+    let line = |s: &mut String, text: &str| {
+        let _ = writeln!(s, "    {text}");
+    };
+    line(
+        &mut s,
+        &format!(".reg .pred %done, %t0, %ok, %late, %hp<{n}>, %hs<{n}>;"),
+    );
+    line(&mut s, ".reg .b32 %r<4>, %c, %ep, %nx, %f, %fail;");
+    line(
+        &mut s,
+        &format!(
+            ".reg .b64 %i, %i0, %limit, %stride, %off, %e, %t, %bo, %p<{n}>, %so<{n}>, %sl<{n}>, \
+             %base, %sb, %fl, %fb, %err, %cnt, %g, %gpu, %gpus, %to, %ts, %tn, %fa;"
+        ),
+    );
+    line(&mut s, &format!(".reg .f32 %v<{n}>, %s<{chain}>;"));
+    line(&mut s, ".shared .align 4 .u32 sh_e;");
+    line(&mut s, ".shared .align 4 .u32 sh_fail;");
+    for (param, reg, pred) in [("p", "p", "hp"), ("s", "so", "hs")] {
+        for k in 0..n {
+            line(&mut s, &format!("ld.param.u64 %{reg}{k}, [{param}{k}];"));
+            line(&mut s, &format!("setp.ne.u64 %{pred}{k}, %{reg}{k}, 0;"));
+            line(
+                &mut s,
+                &format!("@%{pred}{k} cvta.to.global.u64 %{reg}{k}, %{reg}{k};"),
+            );
+        }
+    }
+    for (reg, param, global) in [
+        ("base", "slots", true),
+        ("sb", "slot_bytes", false),
+        ("fl", "flags", true),
+        ("fb", "flag_bytes", false),
+        ("err", "error", true),
+        ("cnt", "counters", true),
+        ("gpu", "gpu", false),
+        ("gpus", "gpus", false),
+        ("to", "timeout", false),
+    ] {
+        line(&mut s, &format!("ld.param.u64 %{reg}, [{param}];"));
+        if global {
+            line(&mut s, &format!("cvta.to.global.u64 %{reg}, %{reg};"));
+        }
+    }
+    // 1. the epoch: thread 0 reads the block's counter and shares the next epoch
+    s.push_str(
+        "    mov.u32 %r0, %ctaid.x;
+    mov.u32 %r1, %ntid.x;
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %nctaid.x;
+    mul.wide.u32 %bo, %r0, 4;
+    add.u64 %cnt, %cnt, %bo;
+    setp.eq.u32 %t0, %r2, 0;
+    @!%t0 bra EPOCH;
+    ld.volatile.global.u32 %c, [%cnt];
+    setp.eq.u32 %late, %c, 0xFFFFFFFF;
+    add.u32 %ep, %c, 1;
+    @%late mov.u32 %ep, 2;
+    st.shared.u32 [sh_e], %ep;
+    mov.u32 %fail, 0;
+    st.shared.u32 [sh_fail], %fail;
+EPOCH:
+    bar.sync 0;
+    ld.shared.u32 %ep, [sh_e];
+    and.b32 %c, %ep, 1;
+    cvt.u64.u32 %t, %c;
+",
+    );
+    line(&mut s, &format!("mul.lo.u64 %t, %t, {n};"));
+    for k in 0..n {
+        line(&mut s, &format!("add.u64 %e, %t, {k};"));
+        line(&mut s, "mul.lo.u64 %e, %e, %sb;");
+        line(&mut s, &format!("add.u64 %sl{k}, %base, %e;"));
+    }
+    s.push_str(
+        "    ld.param.u64 %i0, [first];
+    ld.param.u64 %limit, [limit];
+    mul.wide.u32 %t, %r0, %r1;
+    add.u64 %i0, %i0, %t;
+    cvt.u64.u32 %t, %r2;
+    add.u64 %i0, %i0, %t;
+    mul.wide.u32 %stride, %r3, %r1;
+    mov.u64 %i, %i0;
+POST:
+    setp.ge.u64 %done, %i, %limit;
+    @%done bra POSTED;
+    shl.b64 %off, %i, 2;
+",
+    );
+    // 2. this GPU's members' partials into their slots, then the flag
+    for k in 0..n {
+        line(&mut s, &format!("add.u64 %e, %p{k}, %off;"));
+        line(&mut s, &format!("@%hp{k} ld.global.f32 %v{k}, [%e];"));
+        line(&mut s, &format!("add.u64 %e, %sl{k}, %off;"));
+        line(
+            &mut s,
+            &format!("@%hp{k} st.volatile.global.f32 [%e], %v{k};"),
+        );
+    }
+    // 3. thread 0 posts, then waits for every other GPU's block of the same index
+    s.push_str(
+        "    add.u64 %i, %i, %stride;
+    bra POST;
+POSTED:
+    membar.sys;
+    bar.sync 0;
+    @!%t0 bra WAITED;
+    mul.lo.u64 %e, %gpu, %fb;
+    add.u64 %e, %e, %fl;
+    add.u64 %e, %e, %bo;
+    st.volatile.global.u32 [%e], %ep;
+    setp.eq.u32 %late, %ep, 0xFFFFFFFF;
+    add.u32 %nx, %ep, 1;
+    @%late mov.u32 %nx, 2;
+    mov.u64 %g, 0;
+GLOOP:
+    setp.ge.u64 %done, %g, %gpus;
+    @%done bra GDONE;
+    setp.eq.u64 %done, %g, %gpu;
+    @%done bra GNEXT;
+    mul.lo.u64 %fa, %g, %fb;
+    add.u64 %fa, %fa, %fl;
+    add.u64 %fa, %fa, %bo;
+    mov.u64 %ts, %globaltimer;
+POLL:
+    ld.volatile.global.u32 %f, [%fa];
+    setp.eq.u32 %ok, %f, %ep;
+    @%ok bra GNEXT;
+    setp.eq.u32 %ok, %f, %nx;
+    @%ok bra GNEXT;
+    mov.u64 %tn, %globaltimer;
+    sub.u64 %tn, %tn, %ts;
+    setp.le.u64 %late, %tn, %to;
+    @%late bra POLL;
+    cvt.u32.u64 %f, %g;
+    add.u32 %f, %f, 1;
+    st.volatile.global.u32 [%err], %f;
+    mov.u32 %fail, 1;
+    st.shared.u32 [sh_fail], %fail;
+    bra GDONE;
+GNEXT:
+    add.u64 %g, %g, 1;
+    bra GLOOP;
+GDONE:
+    membar.sys;
+WAITED:
+    bar.sync 0;
+    ld.shared.u32 %fail, [sh_fail];
+    setp.ne.u32 %late, %fail, 0;
+    @%late bra DONE;
+    mov.u64 %i, %i0;
+SUM:
+    setp.ge.u64 %done, %i, %limit;
+    @%done bra SUMMED;
+    shl.b64 %off, %i, 2;
+",
+    );
+    // 4. every member's slot, summed in reference order, stored on this GPU's members
+    for k in 0..n {
+        line(&mut s, &format!("add.u64 %e, %sl{k}, %off;"));
+        line(&mut s, &format!("ld.volatile.global.f32 %v{k}, [%e];"));
+    }
+    let mut next = 0;
+    let sum = exchange::reference_expr((0..n).map(|k| format!("%v{k}")).collect(), |a, b| {
+        let d = format!("%s{next}");
+        next += 1;
+        line(&mut s, &format!("add.rn.f32 {d}, {a}, {b};"));
+        d
+    })
+    .expect("n >= 1");
+    for k in 0..n {
+        line(&mut s, &format!("add.u64 %e, %so{k}, %off;"));
+        line(&mut s, &format!("@%hs{k} st.global.f32 [%e], {sum};"));
+    }
+    // 5. the counter moves on
+    s.push_str(
+        "    add.u64 %i, %i, %stride;
+    bra SUM;
+SUMMED:
+    @%t0 st.volatile.global.u32 [%cnt], %ep;
+DONE:
+    ret;
+}
+",
+    );
+    s
 }
 
 /// The pinned region as the protocol sees it: 32-bit words, written and read by several
@@ -579,6 +823,45 @@ mod tests {
             early.collect(next, &mut c0, &mut [Some(&mut o0), None]),
             Err(Lost { gpu: 1 })
         );
+    }
+
+    #[test]
+    fn the_kernel_text_follows_the_protocol() {
+        for n in [1, 2, 3, 4, 8] {
+            let t = ptx(n);
+            assert!(t.contains(&format!(".visible .entry {}(", kernel_name(n))));
+            for p in params(n) {
+                assert!(t.contains(&format!(".param .u64 {p}")), "{p}");
+            }
+            // post, fence, flag, wait, fence, sum, counter: in that order
+            let at = |needle: &str| t.find(needle).unwrap_or_else(|| panic!("{needle}"));
+            let order = [
+                "POST:",
+                "membar.sys",
+                "st.volatile.global.u32 [%e], %ep",
+                "POLL:",
+                "GDONE:",
+                "SUM:",
+                "st.volatile.global.u32 [%cnt], %ep",
+            ];
+            for w in order.windows(2) {
+                assert!(at(w[0]) < at(w[1]), "{} before {}", w[0], w[1]);
+            }
+            // every slot read after the wait is volatile, and n of them
+            let sum = &t[at("SUM:")..];
+            assert_eq!(sum.matches("ld.volatile.global.f32").count(), n);
+            // the sum's additions in reference order: n - 1 of them
+            assert_eq!(sum.matches("add.rn.f32").count(), n - 1);
+            // a wait past the bound names the GPU and skips the sum
+            assert!(t.contains("st.volatile.global.u32 [%err], %f"));
+            // registers declared for every member
+            assert!(t.contains(&format!("%sl<{n}>")));
+        }
+        // the reference order for four: (p0 + p1) + (p2 + p3)
+        let four = ptx(4);
+        assert!(four.contains("add.rn.f32 %s0, %v0, %v1;"));
+        assert!(four.contains("add.rn.f32 %s1, %v2, %v3;"));
+        assert!(four.contains("add.rn.f32 %s2, %s0, %s1;"));
     }
 
     #[test]

@@ -1,0 +1,309 @@
+// mappedcheck: runs the mapped AllReduce kernel (crates/core/src/mapped.rs, `mapped::ptx`,
+// written as DIR/mapped_x<n>.ptx by `cargo run -p ggml-backend-rs-core --example dump_ptx -- DIR`)
+// on GPU 0 through the CUDA driver API, as several GPUs at once: one launch per GPU, each on a
+// stream of its own, all over one region of pinned host memory mapped into the device (the
+// layout of `mapped::Layout`). It checks the protocol's contract:
+//
+//   every member's result is the partials summed in exchange::reference_sum order (a pairwise
+//   tree for a power of two, else device order), bit for bit, in every step, with the partials
+//   different in each step (a slot read from another step or member changes the sum);
+//   a GPU that does not launch makes the others' blocks give up after the timeout: their error
+//   word names it (index + 1), their outputs stay as they were and their counters do not move;
+//   with the flags, error words and counters cleared, the next step is right again.
+//
+// Configurations: members on their own GPUs (2, 3, 4 and 8), two members on one GPU (one launch
+// for both, as CUDA0,CUDA0), and two on one GPU with a third on another.
+//
+// Usage: mappedcheck DIR. Prints one line per case ("ok ..." or "FAIL ...") and exits 1 on any
+// failure. bench/ptxcheck/run.sh compiles and runs it.
+
+#include <cuda.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_MEMBERS 8
+#define BLOCKS 8
+#define THREADS 256
+#define ALIGN 128
+
+static void check(CUresult r, const char *what, int line) {
+    if (r != CUDA_SUCCESS) {
+        const char *name = "?";
+        cuGetErrorName(r, &name);
+        fprintf(stderr, "mappedcheck: %s failed: %s (line %d)\n", what, name, line);
+        exit(2);
+    }
+}
+#define CK(call) check((call), #call, __LINE__)
+
+static size_t align_up(size_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+
+// mapped::Layout
+struct layout {
+    size_t slot_bytes, flags_at, flag_bytes, errors_at, bytes;
+};
+
+static struct layout layout_of(int members, int gpus, size_t capacity) {
+    struct layout l;
+    l.slot_bytes = align_up(capacity * 4);
+    l.flags_at = l.slot_bytes * 2 * (size_t) members;
+    l.flag_bytes = align_up(BLOCKS * 4);
+    l.errors_at = l.flags_at + l.flag_bytes * (size_t) gpus;
+    l.bytes = l.errors_at + align_up((size_t) gpus * 4);
+    return l;
+}
+
+// Member k's value i in step `step`: 24 random bits of mantissa times 2^-8..2^7, so that sums in
+// another order round otherwise, and different in every (step, k, i).
+static float value(int step, int k, size_t i) {
+    uint64_t z = ((uint64_t) step << 48) ^ ((uint64_t) k << 40) ^ (uint64_t) i;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    const float m = (float) (z >> 40) / 16777216.0f - 0.5f;
+    return ldexpf(m, (int) ((z >> 8) & 15) - 8);
+}
+
+// exchange::reference_sum
+static float reference_sum(const float *p, int n) {
+    if ((n & (n - 1)) == 0) {
+        float level[MAX_MEMBERS];
+        memcpy(level, p, sizeof(float) * (size_t) n);
+        for (int m = n; m > 1; m /= 2) {
+            for (int j = 0; j < m / 2; j++) level[j] = level[2 * j] + level[2 * j + 1];
+        }
+        return level[0];
+    }
+    float s = p[0];
+    for (int k = 1; k < n; k++) s = s + p[k];
+    return s;
+}
+
+static CUmodule load(const char *dir, int n, CUfunction *f) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/mapped_x%d.ptx", dir, n);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) { perror(path); exit(2); }
+    fseek(fp, 0, SEEK_END);
+    long size = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *text = malloc((size_t) size + 1);
+    if (!text || fread(text, 1, (size_t) size, fp) != (size_t) size) { perror(path); exit(2); }
+    text[size] = 0;
+    fclose(fp);
+    static char log[8192];
+    CUjit_option opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *val[2] = {log, (void *) (uintptr_t) sizeof log};
+    CUmodule mod;
+    CUresult r = cuModuleLoadDataEx(&mod, text, 2, opt, val);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "mappedcheck: %s does not load:\n%s\n", path, log);
+        check(r, "cuModuleLoadDataEx", __LINE__);
+    }
+    free(text);
+    char name[64];
+    snprintf(name, sizeof name, "ggml_meta_allreduce_mapped_sum_f32_x%d", n);
+    CK(cuModuleGetFunction(f, mod, name));
+    return mod;
+}
+
+struct run {
+    int members, gpus;
+    const int *gpu_of;
+    size_t len;
+    struct layout l;
+    uint8_t *host;       // the region (host view)
+    CUdeviceptr region;  // the region (device view)
+    CUdeviceptr part[MAX_MEMBERS], out[MAX_MEMBERS], counters[MAX_MEMBERS];
+    CUstream stream[MAX_MEMBERS];
+    CUfunction f;
+};
+
+static void launch(struct run *r, int g, uint64_t timeout_ns) {
+    uint64_t v[2 * MAX_MEMBERS + 11];
+    int a = 0;
+    for (int k = 0; k < r->members; k++) v[a++] = r->gpu_of[k] == g ? (uint64_t) r->part[k] : 0;
+    for (int k = 0; k < r->members; k++) v[a++] = r->gpu_of[k] == g ? (uint64_t) r->out[k] : 0;
+    v[a++] = (uint64_t) r->region;
+    v[a++] = r->l.slot_bytes;
+    v[a++] = (uint64_t) r->region + r->l.flags_at;
+    v[a++] = r->l.flag_bytes;
+    v[a++] = (uint64_t) r->region + r->l.errors_at + 4 * (uint64_t) g;
+    v[a++] = (uint64_t) r->counters[g];
+    v[a++] = (uint64_t) g;
+    v[a++] = (uint64_t) r->gpus;
+    v[a++] = timeout_ns;
+    v[a++] = 0;
+    v[a++] = r->len;
+    void *args[2 * MAX_MEMBERS + 11];
+    for (int i = 0; i < a; i++) args[i] = &v[i];
+    CK(cuLaunchKernel(r->f, BLOCKS, 1, 1, THREADS, 1, 1, 0, r->stream[g], args, NULL));
+}
+
+static void upload(struct run *r, int step) {
+    float *h = malloc(r->len * sizeof(float));
+    for (int k = 0; k < r->members; k++) {
+        for (size_t i = 0; i < r->len; i++) h[i] = value(step, k, i);
+        CK(cuMemcpyHtoD(r->part[k], h, r->len * sizeof(float)));
+        for (size_t i = 0; i < r->len; i++) h[i] = NAN;
+        CK(cuMemcpyHtoD(r->out[k], h, r->len * sizeof(float)));
+    }
+    free(h);
+}
+
+// Every member's result against the reference sum of `step`; 0 when right.
+static int verify(struct run *r, int step, const char *what) {
+    float *got = malloc(r->len * sizeof(float));
+    int bad = 0;
+    for (int k = 0; k < r->members && !bad; k++) {
+        CK(cuMemcpyDtoH(got, r->out[k], r->len * sizeof(float)));
+        for (size_t i = 0; i < r->len; i++) {
+            float p[MAX_MEMBERS] = {0};
+            for (int j = 0; j < r->members; j++) p[j] = value(step, j, i);
+            float want = reference_sum(p, r->members);
+            uint32_t a, b;
+            memcpy(&a, &got[i], 4);
+            memcpy(&b, &want, 4);
+            if (a != b) {
+                printf("FAIL %s: step %d member %d element %zu: %.9g, want %.9g\n", what, step, k, i,
+                       (double) got[i], (double) want);
+                bad = 1;
+                break;
+            }
+        }
+    }
+    free(got);
+    return bad;
+}
+
+static void clear(struct run *r) {
+    memset(r->host + r->l.flags_at, 0, r->l.bytes - r->l.flags_at);
+    for (int g = 0; g < r->gpus; g++) CK(cuMemsetD32(r->counters[g], 0, BLOCKS));
+}
+
+static int one_config(const char *dir, int members, const int *gpu_of, size_t len) {
+    struct run r;
+    memset(&r, 0, sizeof r);
+    r.members = members;
+    r.gpu_of = gpu_of;
+    r.len = len;
+    for (int k = 0; k < members; k++) r.gpus = gpu_of[k] + 1 > r.gpus ? gpu_of[k] + 1 : r.gpus;
+    r.l = layout_of(members, r.gpus, len);
+    CUmodule mod = load(dir, members, &r.f);
+    void *host;
+    CK(cuMemHostAlloc(&host, r.l.bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+    r.host = host;
+    memset(r.host, 0, r.l.bytes);
+    CK(cuMemHostGetDevicePointer(&r.region, host, 0));
+    for (int k = 0; k < members; k++) {
+        CK(cuMemAlloc(&r.part[k], len * sizeof(float)));
+        CK(cuMemAlloc(&r.out[k], len * sizeof(float)));
+    }
+    for (int g = 0; g < r.gpus; g++) {
+        CK(cuMemAlloc(&r.counters[g], BLOCKS * 4));
+        CK(cuStreamCreate(&r.stream[g], CU_STREAM_NON_BLOCKING));
+    }
+    clear(&r);
+    char what[128];
+    int n = snprintf(what, sizeof what, "x%d gpus", members);
+    for (int k = 0; k < members; k++) n += snprintf(what + n, sizeof what - (size_t) n, "%s%d", k ? "," : " ", gpu_of[k]);
+    snprintf(what + n, sizeof what - (size_t) n, " len %zu", len);
+    int bad = 0;
+    // steps, every GPU launching
+    const int steps = 6;
+    for (int step = 0; step < steps && !bad; step++) {
+        upload(&r, step);
+        for (int g = 0; g < r.gpus; g++) launch(&r, g, 2000000000ull);
+        CK(cuCtxSynchronize());
+        bad = verify(&r, step, what);
+    }
+    for (int g = 0; g < r.gpus && !bad; g++) {
+        uint32_t e;
+        memcpy(&e, r.host + r.l.errors_at + 4 * (size_t) g, 4);
+        if (e != 0) { printf("FAIL %s: GPU %d's error word %u\n", what, g, e); bad = 1; }
+    }
+    // GPU 0 launches alone: it gives up on GPU 1, the first it waits for
+    if (!bad && r.gpus > 1) {
+        upload(&r, steps);
+        uint32_t before[BLOCKS], after[BLOCKS];
+        CK(cuMemcpyDtoH(before, r.counters[0], sizeof before));
+        launch(&r, 0, 50000000ull); // 50 ms
+        CK(cuCtxSynchronize());
+        CK(cuMemcpyDtoH(after, r.counters[0], sizeof after));
+        uint32_t e;
+        memcpy(&e, r.host + r.l.errors_at, 4);
+        float *got = malloc(len * sizeof(float));
+        int untouched = 1;
+        for (int k = 0; k < members; k++) {
+            if (gpu_of[k] != 0) continue;
+            CK(cuMemcpyDtoH(got, r.out[k], len * sizeof(float)));
+            for (size_t i = 0; i < len; i++) untouched &= isnan(got[i]);
+        }
+        free(got);
+        if (e != 2 || !untouched || memcmp(before, after, sizeof before) != 0) {
+            printf("FAIL %s: lost GPU 1: error word %u (want 2), outputs %s, counters %s\n", what,
+                   e, untouched ? "untouched" : "written",
+                   memcmp(before, after, sizeof before) ? "moved" : "kept");
+            bad = 1;
+        }
+        // cleared, the next step is right again
+        if (!bad) {
+            clear(&r);
+            upload(&r, steps + 1);
+            for (int g = 0; g < r.gpus; g++) launch(&r, g, 2000000000ull);
+            CK(cuCtxSynchronize());
+            bad = verify(&r, steps + 1, what);
+        }
+    }
+    if (!bad) printf("ok %s: %d steps, lost GPU named, then cleared\n", what, steps);
+    for (int k = 0; k < members; k++) {
+        CK(cuMemFree(r.part[k]));
+        CK(cuMemFree(r.out[k]));
+    }
+    for (int g = 0; g < r.gpus; g++) {
+        CK(cuMemFree(r.counters[g]));
+        CK(cuStreamDestroy(r.stream[g]));
+    }
+    CK(cuMemFreeHost(host));
+    CK(cuModuleUnload(mod));
+    return bad;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: mappedcheck DIR\n");
+        return 2;
+    }
+    CK(cuInit(0));
+    CUdevice dev;
+    CK(cuDeviceGet(&dev, 0));
+    int can_map = 0;
+    CK(cuDeviceGetAttribute(&can_map, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, dev));
+    if (!can_map) {
+        fprintf(stderr, "mappedcheck: GPU 0 cannot map host memory\n");
+        return 2;
+    }
+    CUcontext ctx;
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    static const int own2[] = {0, 1}, own3[] = {0, 1, 2}, own4[] = {0, 1, 2, 3};
+    static const int own8[] = {0, 1, 2, 3, 4, 5, 6, 7}, one_gpu[] = {0, 0}, mixed[] = {0, 0, 1};
+    static const size_t lens[] = {1, 1000, 4096 * 2 + 5};
+    int bad = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        size_t len = lens[li];
+        bad |= one_config(argv[1], 2, own2, len);
+        bad |= one_config(argv[1], 3, own3, len);
+        bad |= one_config(argv[1], 4, own4, len);
+        bad |= one_config(argv[1], 8, own8, len);
+        bad |= one_config(argv[1], 2, one_gpu, len);
+        bad |= one_config(argv[1], 3, mixed, len);
+    }
+    CK(cuDevicePrimaryCtxRelease(dev));
+    printf("mappedcheck: %s\n", bad ? "FAILED" : "all cases ok");
+    return bad;
+}
