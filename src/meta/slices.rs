@@ -230,23 +230,22 @@ pub(super) fn settle(mb: &MetaBuffer, own: &[Tensor], views: &[Tensor]) {
         if near.is_empty() {
             return;
         }
-        let one = near.iter().find(|(w, answered)| {
+        // the nearest weight whose whole copy alone lets `failed` be derived, else all of them
+        let mut whole = Vec::new();
+        for (w, answered) in &near {
             mb.settle(*w, Placed::whole_instead_of(answered.clone()));
-            let fixed = first_failure().is_ok_and(|f| f.is_none_or(|(t, _)| t != failed));
-            if !fixed {
-                mb.unsettle(*w);
+            if first_failure().is_ok_and(|f| f.is_none_or(|(t, _)| t != failed)) {
+                whole.push((*w, answered.clone()));
+                break;
             }
-            fixed
-        });
-        let whole = match one {
-            Some(w) => vec![w.clone()],
-            None => {
-                for (w, answered) in &near {
-                    mb.settle(*w, Placed::whole_instead_of(answered.clone()));
-                }
-                near
+            mb.unsettle(*w);
+        }
+        if whole.is_empty() {
+            for (w, answered) in &near {
+                mb.settle(*w, Placed::whole_instead_of(answered.clone()));
             }
-        };
+            whole = near;
+        }
         if super::graph_plan::debug_enabled() {
             for (w, answered) in &whole {
                 log_info!(
