@@ -16,6 +16,13 @@
 //
 // Usage: mappedcheck DIR. Prints one line per case ("ok ..." or "FAIL ...") and exits 1 on any
 // failure. bench/ptxcheck/run.sh compiles and runs it.
+//
+//        mappedcheck --time DIR
+// Microseconds per step (every GPU's launch and a wait for all, from the host, so launch costs
+// included) for two members on one GPU (one launch), on two and on four GPUs run as launches
+// on one GPU, for a decode row of 4096 values and a pp512 tensor (512 rows).
+
+#define _POSIX_C_SOURCE 200809L
 
 #include <cuda.h>
 
@@ -24,9 +31,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_MEMBERS 8
-#define BLOCKS 8
 #define THREADS 256
 #define ALIGN 128
 
@@ -47,11 +54,11 @@ struct layout {
     size_t slot_bytes, flags_at, flag_bytes, errors_at, bytes;
 };
 
-static struct layout layout_of(int members, int gpus, size_t capacity) {
+static struct layout layout_of(int members, int gpus, size_t capacity, int blocks) {
     struct layout l;
     l.slot_bytes = align_up(capacity * 4);
     l.flags_at = l.slot_bytes * 2 * (size_t) members;
-    l.flag_bytes = align_up(BLOCKS * 4);
+    l.flag_bytes = align_up((size_t) blocks * 4);
     l.errors_at = l.flags_at + l.flag_bytes * (size_t) gpus;
     l.bytes = l.errors_at + align_up((size_t) gpus * 4);
     return l;
@@ -112,7 +119,7 @@ static CUmodule load(const char *dir, int n, CUfunction *f) {
 }
 
 struct run {
-    int members, gpus;
+    int members, gpus, blocks;
     const int *gpu_of;
     size_t len;
     struct layout l;
@@ -141,7 +148,7 @@ static void launch(struct run *r, int g, uint64_t timeout_ns) {
     v[a++] = r->len;
     void *args[2 * MAX_MEMBERS + 11];
     for (int i = 0; i < a; i++) args[i] = &v[i];
-    CK(cuLaunchKernel(r->f, BLOCKS, 1, 1, THREADS, 1, 1, 0, r->stream[g], args, NULL));
+    CK(cuLaunchKernel(r->f, (unsigned) r->blocks, 1, 1, THREADS, 1, 1, 0, r->stream[g], args, NULL));
 }
 
 static void upload(struct run *r, int step) {
@@ -182,17 +189,19 @@ static int verify(struct run *r, int step, const char *what) {
 
 static void clear(struct run *r) {
     memset(r->host + r->l.flags_at, 0, r->l.bytes - r->l.flags_at);
-    for (int g = 0; g < r->gpus; g++) CK(cuMemsetD32(r->counters[g], 0, BLOCKS));
+    for (int g = 0; g < r->gpus; g++) CK(cuMemsetD32(r->counters[g], 0, (size_t) r->blocks));
 }
 
 static int one_config(const char *dir, int members, const int *gpu_of, size_t len) {
+    const int blocks = 8;
     struct run r;
     memset(&r, 0, sizeof r);
     r.members = members;
     r.gpu_of = gpu_of;
     r.len = len;
+    r.blocks = blocks;
     for (int k = 0; k < members; k++) r.gpus = gpu_of[k] + 1 > r.gpus ? gpu_of[k] + 1 : r.gpus;
-    r.l = layout_of(members, r.gpus, len);
+    r.l = layout_of(members, r.gpus, len, blocks);
     CUmodule mod = load(dir, members, &r.f);
     void *host;
     CK(cuMemHostAlloc(&host, r.l.bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
@@ -204,7 +213,7 @@ static int one_config(const char *dir, int members, const int *gpu_of, size_t le
         CK(cuMemAlloc(&r.out[k], len * sizeof(float)));
     }
     for (int g = 0; g < r.gpus; g++) {
-        CK(cuMemAlloc(&r.counters[g], BLOCKS * 4));
+        CK(cuMemAlloc(&r.counters[g], (size_t) blocks * 4));
         CK(cuStreamCreate(&r.stream[g], CU_STREAM_NON_BLOCKING));
     }
     clear(&r);
@@ -229,7 +238,7 @@ static int one_config(const char *dir, int members, const int *gpu_of, size_t le
     // GPU 0 launches alone: it gives up on GPU 1, the first it waits for
     if (!bad && r.gpus > 1) {
         upload(&r, steps);
-        uint32_t before[BLOCKS], after[BLOCKS];
+        uint32_t before[8], after[8];
         CK(cuMemcpyDtoH(before, r.counters[0], sizeof before));
         launch(&r, 0, 50000000ull); // 50 ms
         CK(cuCtxSynchronize());
@@ -273,9 +282,123 @@ static int one_config(const char *dir, int members, const int *gpu_of, size_t le
     return bad;
 }
 
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec * 1e6 + (double) ts.tv_nsec / 1e3;
+}
+
+// --time: microseconds per step (every GPU's launch, then a wait for all), the median of 5 runs
+// of 200 steps after 20 unmeasured, for a decode row (4096 values) and a pp512 tensor.
+static void time_config(const char *dir, int members, const int *gpu_of, size_t len, int blocks) {
+    struct run r;
+    memset(&r, 0, sizeof r);
+    r.members = members;
+    r.gpu_of = gpu_of;
+    r.len = len;
+    r.blocks = blocks;
+    for (int k = 0; k < members; k++) r.gpus = gpu_of[k] + 1 > r.gpus ? gpu_of[k] + 1 : r.gpus;
+    r.l = layout_of(members, r.gpus, len, blocks);
+    CUmodule mod = load(dir, members, &r.f);
+    void *host;
+    CK(cuMemHostAlloc(&host, r.l.bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+    r.host = host;
+    memset(r.host, 0, r.l.bytes);
+    CK(cuMemHostGetDevicePointer(&r.region, host, 0));
+    for (int k = 0; k < members; k++) {
+        CK(cuMemAlloc(&r.part[k], len * sizeof(float)));
+        CK(cuMemAlloc(&r.out[k], len * sizeof(float)));
+    }
+    for (int g = 0; g < r.gpus; g++) {
+        CK(cuMemAlloc(&r.counters[g], (size_t) blocks * 4));
+        CK(cuStreamCreate(&r.stream[g], CU_STREAM_NON_BLOCKING));
+    }
+    clear(&r);
+    upload(&r, 0);
+    double runs[5];
+    for (int run = 0; run < 5; run++) {
+        for (int it = 0; it < 220; it++) {
+            if (it == 20) runs[run] = now_us();
+            for (int g = 0; g < r.gpus; g++) launch(&r, g, 2000000000ull);
+            CK(cuCtxSynchronize());
+        }
+        runs[run] = (now_us() - runs[run]) / 200.0;
+    }
+    for (int i = 0; i < 5; i++) {
+        for (int j = i + 1; j < 5; j++) {
+            if (runs[j] < runs[i]) { double t = runs[i]; runs[i] = runs[j]; runs[j] = t; }
+        }
+    }
+    printf("time x%d gpus %s len %zu (%zu bytes), %d blocks: %.2f us per step\n", members,
+           r.gpus == 1 ? "one" : "one each", len, len * 4, blocks, runs[2]);
+    for (int k = 0; k < members; k++) {
+        CK(cuMemFree(r.part[k]));
+        CK(cuMemFree(r.out[k]));
+    }
+    for (int g = 0; g < r.gpus; g++) {
+        CK(cuMemFree(r.counters[g]));
+        CK(cuStreamDestroy(r.stream[g]));
+    }
+    CK(cuMemFreeHost(host));
+    CK(cuModuleUnload(mod));
+}
+
+// The same loop over the peer kernel's plain sum for two partials on this GPU (allreduce_x2.ptx,
+// launched as the meta backend launches it: 256 threads a block, up to 1024 blocks), the
+// baseline in the same run.
+static void time_peer(const char *dir, size_t len) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/allreduce_x2.ptx", dir);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) { perror(path); exit(2); }
+    fseek(fp, 0, SEEK_END);
+    long size = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *text = malloc((size_t) size + 1);
+    if (!text || fread(text, 1, (size_t) size, fp) != (size_t) size) { perror(path); exit(2); }
+    text[size] = 0;
+    fclose(fp);
+    CUmodule mod;
+    CUfunction f;
+    CK(cuModuleLoadData(&mod, text));
+    free(text);
+    CK(cuModuleGetFunction(&f, mod, "ggml_meta_allreduce_sum_f32_x2"));
+    CUdeviceptr p[2], o[2];
+    for (int k = 0; k < 2; k++) {
+        CK(cuMemAlloc(&p[k], len * 4));
+        CK(cuMemAlloc(&o[k], len * 4));
+        CK(cuMemsetD32(p[k], 0, len));
+    }
+    uint64_t v[6] = {(uint64_t) p[0], (uint64_t) p[1], (uint64_t) o[0], (uint64_t) o[1], 0, len};
+    void *args[6];
+    for (int i = 0; i < 6; i++) args[i] = &v[i];
+    const unsigned blocks = (unsigned) ((len + 255) / 256 < 1024 ? (len + 255) / 256 : 1024);
+    double runs[5];
+    for (int run = 0; run < 5; run++) {
+        for (int it = 0; it < 220; it++) {
+            if (it == 20) runs[run] = now_us();
+            CK(cuLaunchKernel(f, blocks, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+            CK(cuCtxSynchronize());
+        }
+        runs[run] = (now_us() - runs[run]) / 200.0;
+    }
+    for (int i = 0; i < 5; i++) {
+        for (int j = i + 1; j < 5; j++) {
+            if (runs[j] < runs[i]) { double t = runs[i]; runs[i] = runs[j]; runs[j] = t; }
+        }
+    }
+    printf("time peer x2 gpus one len %zu (%zu bytes): %.2f us per step\n", len, len * 4, runs[2]);
+    for (int k = 0; k < 2; k++) {
+        CK(cuMemFree(p[k]));
+        CK(cuMemFree(o[k]));
+    }
+    CK(cuModuleUnload(mod));
+}
+
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: mappedcheck DIR\n");
+    const int timing = argc == 3 && strcmp(argv[1], "--time") == 0;
+    if (argc != 2 && !timing) {
+        fprintf(stderr, "usage: mappedcheck [--time] DIR\n");
         return 2;
     }
     CK(cuInit(0));
@@ -291,6 +414,18 @@ int main(int argc, char **argv) {
     CK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CK(cuCtxSetCurrent(ctx));
     static const int own2[] = {0, 1}, own3[] = {0, 1, 2}, own4[] = {0, 1, 2, 3};
+    if (timing) {
+        static const int one_gpu2[] = {0, 0};
+        for (size_t len = 4096; len <= 512 * 4096; len *= 512) {
+            const int blocks = len > 4096 ? 128 : 8;
+            time_peer(argv[2], len);
+            time_config(argv[2], 2, one_gpu2, len, blocks);
+            time_config(argv[2], 2, own2, len, blocks);
+            time_config(argv[2], 4, own4, len, blocks);
+        }
+        CK(cuDevicePrimaryCtxRelease(dev));
+        return 0;
+    }
     static const int own8[] = {0, 1, 2, 3, 4, 5, 6, 7}, one_gpu[] = {0, 0}, mixed[] = {0, 0, 1};
     static const size_t lens[] = {1, 1000, 4096 * 2 + 5};
     int bad = 0;
