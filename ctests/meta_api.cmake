@@ -11,7 +11,7 @@ target_include_directories(meta_api PRIVATE ${GGML_BACKEND_RS_API_INCLUDES} "${C
 target_link_libraries(meta_api PRIVATE ggml ggml-cpu)
 
 foreach(case device backend set_get partial memset copies copies_zero_slice async compute_split
-        compute_other_device null_callback)
+        compute_other_device settle null_callback)
     add_test(NAME meta/api/${case} COMMAND meta_api ${case})
 endforeach()
 

@@ -923,6 +923,37 @@ int case_compute_split() {
     return g_failures;
 }
 
+// A result allocated with its sources in one context (as ggml's test-backend-ops does) that
+// cannot be computed over the callback's splits: W split by rows times X split by tokens. The
+// device places the nearest source whose whole copy makes it computable whole instead (X, the
+// input, before W), keeps W's split, and computes W's rows of the result.
+int case_settle() {
+    const int64_t K = 64, R = 32, T = 4;
+    Meta m(2);
+    Weights w(m);
+    ggml_tensor * wt = w.add("W", GGML_TYPE_F32, { K, R, 1, 1 }, dim(1, { 16, 16 }));
+    ggml_tensor * x = w.add("X", GGML_TYPE_F32, { K, T, 1, 1 }, dim(1, { 2, 2 }));
+    ggml_tensor * out = ggml_mul_mat(w.ctx, wt, x);
+    ggml_set_name(out, "out");
+    if (!w.alloc()) return g_failures;
+    check_split_state(wt, false, dim(1, { 16, 16 }), 2);
+    check_split_state(x, false, mirrored(), 2);
+    check_split_state(out, false, dim(0, { 16, 16 }), 2);
+    Bytes vw = float_bytes(K * R, 0.5f), vx = float_bytes(K * T, -0.25f);
+    for (auto & b : { &vw, &vx })
+        for (size_t i = 0; i < b->size() / 4; i++) ((float *) b->data())[i] *= 0.01f;
+    set(wt, vw), set(x, vx);
+    ggml_context * ctx = ggml_init({ ggml_graph_overhead(), nullptr, true });
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    ggml_backend_t b = ggml_backend_dev_init(m.dev, nullptr);
+    CHECK(b && ggml_backend_graph_compute(b, gf) == GGML_STATUS_SUCCESS, "compute failed");
+    check_values(out, matmul_ref(vw, vx, K, R, T));
+    ggml_backend_free(b);
+    ggml_free(ctx);
+    return g_failures;
+}
+
 // Two meta devices over the same CPU devices, with their own split tables: a weight in one
 // device's buffer, read by a graph computed on the other (its buffer type serves both). The
 // weight's split is the one its own device placed it with.
@@ -971,6 +1002,7 @@ const std::map<std::string, std::function<int()>> & cases() {
         { "async", case_async },
         { "compute_split", case_compute_split },
         { "compute_other_device", case_compute_other_device },
+        { "settle", case_settle },
         { "abort_simple_backend_index",
           [] {
               Meta m(2);
