@@ -1138,38 +1138,9 @@ fn flash_attn(op_params: &[i32; 16], srcs: &[Option<Src>]) -> Result<Derived, Ru
             }
             Derived::plain(Split::Mirrored)
         }
-        (Split::Dim(a), Split::Dim(b), Split::Dim(c))
-            if a.axis == 2 && b.axis == 2 && c.axis == 2 =>
+        (Split::Dim(DimSplit { axis: 2, .. }) | Split::Mirrored, Split::Dim(b), Split::Dim(c))
+            if b.axis == 2 && c.axis == 2 =>
         {
-            // q's head h reads K/V head h / group: each device must hold the q heads of its
-            // K/V heads, in order
-            let group = if k.ne[2] > 0 && q.ne[2] % k.ne[2] == 0 {
-                q.ne[2] / k.ne[2]
-            } else {
-                0
-            };
-            let ok = group > 0 && b.places_like(c) && b.widened(2, group).places_like(a);
-            if !ok {
-                return Err(RuleError::FlashAttnHeads {
-                    q: q.split.clone(),
-                    k: k.split.clone(),
-                    v: v.split.clone(),
-                });
-            }
-            if let Some(sinks) = get(4) {
-                match &sinks.split {
-                    Split::Dim(sd) if sd.axis == 0 && sd.places_like(a) => {}
-                    other => return Err(RuleError::Sinks(other.clone())),
-                }
-            }
-            Derived::plain(Split::Dim(DimSplit {
-                axis: 1,
-                ..a.clone()
-            }))
-        }
-        // q whole (computed by another backend: a layer whose attention weights stay on the
-        // CPU, its K/V cache split by heads): each device takes the q heads of its K/V heads
-        (Split::Mirrored, Split::Dim(b), Split::Dim(c)) if b.axis == 2 && c.axis == 2 => {
             let heads = || RuleError::FlashAttnHeads {
                 q: q.split.clone(),
                 k: k.split.clone(),
@@ -1183,24 +1154,37 @@ fn flash_attn(op_params: &[i32; 16], srcs: &[Option<Src>]) -> Result<Derived, Ru
             if group == 0 || !b.places_like(c) {
                 return Err(heads());
             }
+            // q's head h reads K/V head h / group: each device must hold the q heads of its
+            // K/V heads, in order. A whole q (computed by another backend: a layer whose
+            // attention weights stay on the CPU, its K/V cache split by heads) is read so.
             let want = b.widened(2, group);
-            let mut sliced = vec![(0, slice_of(q, &want).ok_or_else(heads)?)];
+            let (split, mut sliced) = match &q.split {
+                Split::Dim(a) if a.places_like(&want) => (a.clone(), Vec::new()),
+                Split::Mirrored => (
+                    want.clone(),
+                    vec![(0, slice_of(q, &want).ok_or_else(heads)?)],
+                ),
+                _ => return Err(heads()),
+            };
             if let Some(sinks) = get(4) {
-                let rows = DimSplit {
-                    axis: 0,
-                    ..want.clone()
-                };
                 match &sinks.split {
-                    Split::Dim(sd) if sd.axis == 0 && sd.places_like(&want) => {}
-                    Split::Mirrored => match slice_of(sinks, &rows) {
-                        Some(slice) => sliced.push((4, slice)),
-                        None => return Err(RuleError::Sinks(sinks.split.clone())),
-                    },
+                    Split::Dim(sd) if sd.axis == 0 && sd.places_like(&split) => {}
+                    // whole sinks with a whole q: sliced alike
+                    Split::Mirrored if q.split == Split::Mirrored => {
+                        let rows = DimSplit {
+                            axis: 0,
+                            ..want.clone()
+                        };
+                        match slice_of(sinks, &rows) {
+                            Some(slice) => sliced.push((4, slice)),
+                            None => return Err(RuleError::Sinks(sinks.split.clone())),
+                        }
+                    }
                     other => return Err(RuleError::Sinks(other.clone())),
                 }
             }
             Ok(Derived {
-                split: Split::Dim(DimSplit { axis: 1, ..want }),
+                split: Split::Dim(DimSplit { axis: 1, ..split }),
                 reduce: false,
                 sliced,
             })
