@@ -47,6 +47,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::exchange;
+use crate::ptx::{self, op};
 
 /// Alignment of slots and flag arrays in the pinned region, in bytes (a PCIe write
 /// combining unit; it keeps the flags of different GPUs in different cache lines).
@@ -245,32 +246,21 @@ pub fn ptx(n: usize) -> String {
         list.join(",\n")
     );
     let chain = n.saturating_sub(1).max(1);
-    let line = |s: &mut String, text: &str| {
-        let _ = writeln!(s, "    {text}");
-    };
-    line(
-        &mut s,
-        &format!(".reg .pred %done, %t0, %ok, %late, %hp<{n}>, %hs<{n}>;"),
-    );
-    line(&mut s, ".reg .b32 %r<4>, %c, %ep, %nx, %f, %fail;");
-    line(
-        &mut s,
-        &format!(
-            ".reg .b64 %i, %i0, %limit, %stride, %off, %e, %t, %bo, %p<{n}>, %so<{n}>, %sl<{n}>, \
+    op!(s, ".reg .pred %done, %t0, %ok, %late, %hp<{n}>, %hs<{n}>;");
+    op!(s, ".reg .b32 %r<4>, %c, %ep, %nx, %f, %fail;");
+    op!(
+        s,
+        ".reg .b64 %i, %i0, %limit, %stride, %off, %e, %t, %bo, %p<{n}>, %so<{n}>, %sl<{n}>, \
              %base, %sb, %fl, %fb, %err, %cnt, %g, %gpu, %gpus, %to, %ts, %tn, %fa;"
-        ),
     );
-    line(&mut s, &format!(".reg .f32 %v<{n}>, %s<{chain}>;"));
-    line(&mut s, ".shared .align 4 .u32 sh_e;");
-    line(&mut s, ".shared .align 4 .u32 sh_fail;");
+    op!(s, ".reg .f32 %v<{n}>, %s<{chain}>;");
+    op!(s, ".shared .align 4 .u32 sh_e;");
+    op!(s, ".shared .align 4 .u32 sh_fail;");
     for (param, reg, pred) in [("p", "p", "hp"), ("s", "so", "hs")] {
         for k in 0..n {
-            line(&mut s, &format!("ld.param.u64 %{reg}{k}, [{param}{k}];"));
-            line(&mut s, &format!("setp.ne.u64 %{pred}{k}, %{reg}{k}, 0;"));
-            line(
-                &mut s,
-                &format!("@%{pred}{k} cvta.to.global.u64 %{reg}{k}, %{reg}{k};"),
-            );
+            op!(s, "ld.param.u64 %{reg}{k}, [{param}{k}];");
+            op!(s, "setp.ne.u64 %{pred}{k}, %{reg}{k}, 0;");
+            op!(s, "@%{pred}{k} cvta.to.global.u64 %{reg}{k}, %{reg}{k};");
         }
     }
     for (reg, param, global) in [
@@ -284,9 +274,9 @@ pub fn ptx(n: usize) -> String {
         ("gpus", "gpus", false),
         ("to", "timeout", false),
     ] {
-        line(&mut s, &format!("ld.param.u64 %{reg}, [{param}];"));
+        op!(s, "ld.param.u64 %{reg}, [{param}];");
         if global {
-            line(&mut s, &format!("cvta.to.global.u64 %{reg}, %{reg};"));
+            op!(s, "cvta.to.global.u64 %{reg}, %{reg};");
         }
     }
     // 1. the epoch: thread 0 reads the block's counter and shares the next epoch
@@ -313,11 +303,11 @@ EPOCH:
     cvt.u64.u32 %t, %c;
 ",
     );
-    line(&mut s, &format!("mul.lo.u64 %t, %t, {n};"));
+    op!(s, "mul.lo.u64 %t, %t, {n};");
     for k in 0..n {
-        line(&mut s, &format!("add.u64 %e, %t, {k};"));
-        line(&mut s, "mul.lo.u64 %e, %e, %sb;");
-        line(&mut s, &format!("add.u64 %sl{k}, %base, %e;"));
+        op!(s, "add.u64 %e, %t, {k};");
+        op!(s, "mul.lo.u64 %e, %e, %sb;");
+        op!(s, "add.u64 %sl{k}, %base, %e;");
     }
     s.push_str(
         "    ld.param.u64 %i0, [first];
@@ -336,13 +326,10 @@ POST:
     );
     // 2. this GPU's members' partials into their slots, then the flag
     for k in 0..n {
-        line(&mut s, &format!("add.u64 %e, %p{k}, %off;"));
-        line(&mut s, &format!("@%hp{k} ld.global.f32 %v{k}, [%e];"));
-        line(&mut s, &format!("add.u64 %e, %sl{k}, %off;"));
-        line(
-            &mut s,
-            &format!("@%hp{k} st.volatile.global.f32 [%e], %v{k};"),
-        );
+        op!(s, "add.u64 %e, %p{k}, %off;");
+        op!(s, "@%hp{k} ld.global.f32 %v{k}, [%e];");
+        op!(s, "add.u64 %e, %sl{k}, %off;");
+        op!(s, "@%hp{k} st.volatile.global.f32 [%e], %v{k};");
     }
     // 3. thread 0 posts, then waits for every other GPU's block of the same index
     s.push_str(
@@ -404,20 +391,13 @@ SUM:
     );
     // 4. every member's slot, summed in reference order, stored on this GPU's members
     for k in 0..n {
-        line(&mut s, &format!("add.u64 %e, %sl{k}, %off;"));
-        line(&mut s, &format!("ld.volatile.global.f32 %v{k}, [%e];"));
+        op!(s, "add.u64 %e, %sl{k}, %off;");
+        op!(s, "ld.volatile.global.f32 %v{k}, [%e];");
     }
-    let mut next = 0;
-    let sum = exchange::reference_expr((0..n).map(|k| format!("%v{k}")).collect(), |a, b| {
-        let d = format!("%s{next}");
-        next += 1;
-        line(&mut s, &format!("add.rn.f32 {d}, {a}, {b};"));
-        d
-    })
-    .expect("n >= 1");
+    let sum = ptx::reference_sum(&mut s, n, 0, 0);
     for k in 0..n {
-        line(&mut s, &format!("add.u64 %e, %so{k}, %off;"));
-        line(&mut s, &format!("@%hs{k} st.global.f32 [%e], {sum};"));
+        op!(s, "add.u64 %e, %so{k}, %off;");
+        op!(s, "@%hs{k} st.global.f32 [%e], {sum};");
     }
     // 5. the counter moves on
     s.push_str(

@@ -151,6 +151,7 @@ macro_rules! op {
         let _ = writeln!($s, "    {}", format_args!($($arg)*));
     }};
 }
+pub(crate) use op;
 
 fn entry(n: usize, e: Epilogue) -> String {
     let mut s = String::new();
@@ -245,7 +246,7 @@ fn entry(n: usize, e: Epilogue) -> String {
 
 /// The sum of `n` partials in reference order over the registers `%v{first}..`, into
 /// `%s{sums}..`; returns the register holding it.
-fn reference_sum(s: &mut String, n: usize, first: usize, sums: usize) -> String {
+pub(crate) fn reference_sum(s: &mut String, n: usize, first: usize, sums: usize) -> String {
     let mut next = sums;
     exchange::reference_expr(
         (0..n).map(|k| format!("%v{}", first + k)).collect(),
