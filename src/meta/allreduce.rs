@@ -143,19 +143,12 @@ impl Reducer {
             None
         };
         if forced == Some(Path::Backend) && backend.is_none() {
-            let instead = if cuda.is_some() {
-                Path::Own
+            let (instead, how) = if cuda.is_some() {
+                (Path::Own, "our CUDA kernel")
             } else {
-                Path::Copies
+                (Path::Copies, "copies")
             };
-            log_info!(
-                "meta backend: GGML_META_ALLREDUCE=backend, but the backend has none: {}",
-                if cuda.is_some() {
-                    "our CUDA kernel"
-                } else {
-                    "copies"
-                }
-            );
+            log_info!("meta backend: GGML_META_ALLREDUCE=backend, but the backend has none: {how}");
             forced = Some(instead);
         }
         if forced == Some(Path::Own) && cuda.is_none() {

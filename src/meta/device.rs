@@ -75,6 +75,10 @@ pub struct MetaDevice {
 /// A tensor as far as its size goes: address, type, shape and name.
 type SizeKey = (usize, ggml_type, [i64; 4], String);
 
+fn size_key(t: Tensor) -> SizeKey {
+    (t.as_ptr() as usize, t.type_(), t.ne_all(), t.name_string())
+}
+
 /// Most sizes [`MetaDevice::sized`] keeps (tensors sized and never placed: a planner's dry run).
 const SIZED_MAX: usize = 1 << 16;
 
@@ -120,7 +124,7 @@ impl MetaDevice {
     /// the same names were seen before) may answer more the second time than the buffer holds.
     /// Each device's memory is what the slices take when placed, whatever ggml counted.
     pub(super) fn sized(&self, t: Tensor, size: impl FnOnce() -> usize) -> usize {
-        let key = (t.as_ptr() as usize, t.type_(), t.ne_all(), t.name_string());
+        let key = size_key(t);
         if let Some(&s) = lock(&self.sized).get(&key) {
             return s;
         }
@@ -135,8 +139,7 @@ impl MetaDevice {
 
     /// Forgets `t`'s size (it is placed now).
     pub(super) fn forget_size(&self, t: Tensor) {
-        let key = (t.as_ptr() as usize, t.type_(), t.ne_all(), t.name_string());
-        lock(&self.sized).remove(&key);
+        lock(&self.sized).remove(&size_key(t));
     }
 
     /// The split of a statically allocated tensor (weights, caches), from the callback.

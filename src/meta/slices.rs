@@ -214,12 +214,11 @@ pub(super) fn settle(mb: &MetaBuffer, own: &[Tensor], views: &[Tensor]) {
         return;
     }
     let all: Vec<Tensor> = own.iter().chain(views).copied().collect();
-    let first_failure = || facts::check_context(mb.dev, &all).map(|c| c.failed);
+    let Ok(mut check) = facts::check_context(mb.dev, &all) else {
+        return;
+    };
     loop {
-        let Ok(check) = facts::check_context(mb.dev, &all) else {
-            return;
-        };
-        let Some((failed, why)) = check.failed else {
+        let Some((failed, why)) = check.failed.take() else {
             return;
         };
         let near: Vec<(Tensor, Split)> = ancestry(failed)
@@ -230,21 +229,29 @@ pub(super) fn settle(mb: &MetaBuffer, own: &[Tensor], views: &[Tensor]) {
         if near.is_empty() {
             return;
         }
-        // the nearest weight whose whole copy alone lets `failed` be derived, else all of them
+        // the nearest weight whose whole copy alone lets `failed` be derived (its check is the
+        // next round's), else all of them
         let mut whole = Vec::new();
         for (w, answered) in &near {
             mb.settle(*w, Placed::whole_instead_of(answered.clone()));
-            if first_failure().is_ok_and(|f| f.is_none_or(|(t, _)| t != failed)) {
-                whole.push((*w, answered.clone()));
-                break;
+            match facts::check_context(mb.dev, &all) {
+                Ok(next) if next.failed.as_ref().is_none_or(|(t, _)| *t != failed) => {
+                    whole.push((*w, answered.clone()));
+                    check = next;
+                    break;
+                }
+                _ => mb.unsettle(*w),
             }
-            mb.unsettle(*w);
         }
         if whole.is_empty() {
             for (w, answered) in &near {
                 mb.settle(*w, Placed::whole_instead_of(answered.clone()));
             }
             whole = near;
+            check = match facts::check_context(mb.dev, &all) {
+                Ok(c) => c,
+                Err(_) => return,
+            };
         }
         if super::graph_plan::debug_enabled() {
             for (w, answered) in &whole {
@@ -309,14 +316,17 @@ fn init(mb: &MetaBuffer, t: Tensor, place: Option<usize>, need: Sources) -> Resu
     } else {
         source_slices(t, &fresh.derived, &srcs, mb.n())?
     };
-    if fresh.facts.origin == infer::Origin::Placed {
+    // a weight or cache: its size is what it is placed as now, and a placement settled or made
+    // earlier keeps the answer it was placed by
+    let placement = if fresh.facts.origin == infer::Origin::Placed {
         mb.dev.forget_size(t);
-    }
-    // (a placement settled or made earlier keeps the answer it was placed by)
-    let placement = (fresh.facts.origin == infer::Origin::Placed).then(|| {
-        mb.placement(t)
-            .unwrap_or_else(|| Placed::as_answered(fresh.derived.split.clone()))
-    });
+        Some(
+            mb.placement(t)
+                .unwrap_or_else(|| Placed::as_answered(fresh.derived.split.clone())),
+        )
+    } else {
+        None
+    };
     let placing = Placing {
         layouts,
         bases,
