@@ -90,9 +90,10 @@ static float reference_sum(const float *p, int n) {
     return s;
 }
 
-static CUmodule load(const char *dir, int n, CUfunction *f) {
+// The PTX module DIR/NAME, loaded (its compile log printed if the driver refuses it).
+static CUmodule load_module(const char *dir, const char *name) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/mapped_x%d.ptx", dir, n);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *fp = fopen(path, "rb");
     if (!fp) { perror(path); exit(2); }
     fseek(fp, 0, SEEK_END);
@@ -112,7 +113,14 @@ static CUmodule load(const char *dir, int n, CUfunction *f) {
         check(r, "cuModuleLoadDataEx", __LINE__);
     }
     free(text);
+    return mod;
+}
+
+// The mapped kernel for n members.
+static CUmodule load(const char *dir, int n, CUfunction *f) {
     char name[64];
+    snprintf(name, sizeof name, "mapped_x%d.ptx", n);
+    CUmodule mod = load_module(dir, name);
     snprintf(name, sizeof name, "ggml_meta_allreduce_mapped_sum_f32_x%d", n);
     CK(cuModuleGetFunction(f, mod, name));
     return mod;
@@ -127,8 +135,49 @@ struct run {
     CUdeviceptr region;  // the region (device view)
     CUdeviceptr part[MAX_MEMBERS], out[MAX_MEMBERS], counters[MAX_MEMBERS];
     CUstream stream[MAX_MEMBERS];
+    CUmodule mod;
     CUfunction f;
 };
+
+// A run of `members` partials of `len` values on GPUs `gpu_of`, launches of `blocks` blocks:
+// the module, the mapped region (zeroed), partials, outputs, counters and streams.
+static void run_open(struct run *r, const char *dir, int members, const int *gpu_of, size_t len, int blocks) {
+    memset(r, 0, sizeof *r);
+    r->members = members;
+    r->gpu_of = gpu_of;
+    r->len = len;
+    r->blocks = blocks;
+    for (int k = 0; k < members; k++) r->gpus = gpu_of[k] + 1 > r->gpus ? gpu_of[k] + 1 : r->gpus;
+    r->l = layout_of(members, r->gpus, len, blocks);
+    r->mod = load(dir, members, &r->f);
+    void *host;
+    CK(cuMemHostAlloc(&host, r->l.bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+    r->host = host;
+    memset(r->host, 0, r->l.bytes);
+    CK(cuMemHostGetDevicePointer(&r->region, host, 0));
+    for (int k = 0; k < members; k++) {
+        CK(cuMemAlloc(&r->part[k], len * sizeof(float)));
+        CK(cuMemAlloc(&r->out[k], len * sizeof(float)));
+    }
+    for (int g = 0; g < r->gpus; g++) {
+        CK(cuMemAlloc(&r->counters[g], (size_t) blocks * 4));
+        CK(cuMemsetD32(r->counters[g], 0, (size_t) blocks));
+        CK(cuStreamCreate(&r->stream[g], CU_STREAM_NON_BLOCKING));
+    }
+}
+
+static void run_close(struct run *r) {
+    for (int k = 0; k < r->members; k++) {
+        CK(cuMemFree(r->part[k]));
+        CK(cuMemFree(r->out[k]));
+    }
+    for (int g = 0; g < r->gpus; g++) {
+        CK(cuMemFree(r->counters[g]));
+        CK(cuStreamDestroy(r->stream[g]));
+    }
+    CK(cuMemFreeHost(r->host));
+    CK(cuModuleUnload(r->mod));
+}
 
 static void launch(struct run *r, int g, uint64_t timeout_ns) {
     uint64_t v[2 * MAX_MEMBERS + 11];
@@ -195,28 +244,7 @@ static void clear(struct run *r) {
 static int one_config(const char *dir, int members, const int *gpu_of, size_t len) {
     const int blocks = 8;
     struct run r;
-    memset(&r, 0, sizeof r);
-    r.members = members;
-    r.gpu_of = gpu_of;
-    r.len = len;
-    r.blocks = blocks;
-    for (int k = 0; k < members; k++) r.gpus = gpu_of[k] + 1 > r.gpus ? gpu_of[k] + 1 : r.gpus;
-    r.l = layout_of(members, r.gpus, len, blocks);
-    CUmodule mod = load(dir, members, &r.f);
-    void *host;
-    CK(cuMemHostAlloc(&host, r.l.bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
-    r.host = host;
-    memset(r.host, 0, r.l.bytes);
-    CK(cuMemHostGetDevicePointer(&r.region, host, 0));
-    for (int k = 0; k < members; k++) {
-        CK(cuMemAlloc(&r.part[k], len * sizeof(float)));
-        CK(cuMemAlloc(&r.out[k], len * sizeof(float)));
-    }
-    for (int g = 0; g < r.gpus; g++) {
-        CK(cuMemAlloc(&r.counters[g], (size_t) blocks * 4));
-        CK(cuStreamCreate(&r.stream[g], CU_STREAM_NON_BLOCKING));
-    }
-    clear(&r);
+    run_open(&r, dir, members, gpu_of, len, blocks);
     char what[128];
     int n = snprintf(what, sizeof what, "x%d gpus", members);
     for (int k = 0; k < members; k++) n += snprintf(what + n, sizeof what - (size_t) n, "%s%d", k ? "," : " ", gpu_of[k]);
@@ -269,16 +297,7 @@ static int one_config(const char *dir, int members, const int *gpu_of, size_t le
         }
     }
     if (!bad) printf("ok %s: %d steps, lost GPU named, then cleared\n", what, steps);
-    for (int k = 0; k < members; k++) {
-        CK(cuMemFree(r.part[k]));
-        CK(cuMemFree(r.out[k]));
-    }
-    for (int g = 0; g < r.gpus; g++) {
-        CK(cuMemFree(r.counters[g]));
-        CK(cuStreamDestroy(r.stream[g]));
-    }
-    CK(cuMemFreeHost(host));
-    CK(cuModuleUnload(mod));
+    run_close(&r);
     return bad;
 }
 
@@ -288,39 +307,14 @@ static double now_us(void) {
     return (double) ts.tv_sec * 1e6 + (double) ts.tv_nsec / 1e3;
 }
 
-// --time: microseconds per step (every GPU's launch, then a wait for all), the median of 5 runs
-// of 200 steps after 20 unmeasured, for a decode row (4096 values) and a pp512 tensor.
-static void time_config(const char *dir, int members, const int *gpu_of, size_t len, int blocks) {
-    struct run r;
-    memset(&r, 0, sizeof r);
-    r.members = members;
-    r.gpu_of = gpu_of;
-    r.len = len;
-    r.blocks = blocks;
-    for (int k = 0; k < members; k++) r.gpus = gpu_of[k] + 1 > r.gpus ? gpu_of[k] + 1 : r.gpus;
-    r.l = layout_of(members, r.gpus, len, blocks);
-    CUmodule mod = load(dir, members, &r.f);
-    void *host;
-    CK(cuMemHostAlloc(&host, r.l.bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
-    r.host = host;
-    memset(r.host, 0, r.l.bytes);
-    CK(cuMemHostGetDevicePointer(&r.region, host, 0));
-    for (int k = 0; k < members; k++) {
-        CK(cuMemAlloc(&r.part[k], len * sizeof(float)));
-        CK(cuMemAlloc(&r.out[k], len * sizeof(float)));
-    }
-    for (int g = 0; g < r.gpus; g++) {
-        CK(cuMemAlloc(&r.counters[g], (size_t) blocks * 4));
-        CK(cuStreamCreate(&r.stream[g], CU_STREAM_NON_BLOCKING));
-    }
-    clear(&r);
-    upload(&r, 0);
+// Microseconds per call of `step` (which waits for its work), the median of 5 runs of 200
+// calls after 20 unmeasured.
+static double median_step_us(void (*step)(void *), void *arg) {
     double runs[5];
     for (int run = 0; run < 5; run++) {
         for (int it = 0; it < 220; it++) {
             if (it == 20) runs[run] = now_us();
-            for (int g = 0; g < r.gpus; g++) launch(&r, g, 2000000000ull);
-            CK(cuCtxSynchronize());
+            step(arg);
         }
         runs[run] = (now_us() - runs[run]) / 200.0;
     }
@@ -329,40 +323,46 @@ static void time_config(const char *dir, int members, const int *gpu_of, size_t 
             if (runs[j] < runs[i]) { double t = runs[i]; runs[i] = runs[j]; runs[j] = t; }
         }
     }
+    return runs[2];
+}
+
+static void mapped_step(void *arg) {
+    struct run *r = arg;
+    for (int g = 0; g < r->gpus; g++) launch(r, g, 2000000000ull);
+    CK(cuCtxSynchronize());
+}
+
+// --time: the mapped kernel per step (every GPU's launch, then a wait for all), for a decode
+// row (4096 values) and a pp512 tensor.
+static void time_config(const char *dir, int members, const int *gpu_of, size_t len, int blocks) {
+    struct run r;
+    run_open(&r, dir, members, gpu_of, len, blocks);
+    upload(&r, 0);
+    const double us = median_step_us(mapped_step, &r);
     printf("time x%d gpus %s len %zu (%zu bytes), %d blocks: %.2f us per step\n", members,
-           r.gpus == 1 ? "one" : "one each", len, len * 4, blocks, runs[2]);
-    for (int k = 0; k < members; k++) {
-        CK(cuMemFree(r.part[k]));
-        CK(cuMemFree(r.out[k]));
-    }
-    for (int g = 0; g < r.gpus; g++) {
-        CK(cuMemFree(r.counters[g]));
-        CK(cuStreamDestroy(r.stream[g]));
-    }
-    CK(cuMemFreeHost(host));
-    CK(cuModuleUnload(mod));
+           r.gpus == 1 ? "one" : "one each", len, len * 4, blocks, us);
+    run_close(&r);
+}
+
+struct peer_launch {
+    CUfunction f;
+    unsigned blocks;
+    void **args;
+};
+
+static void peer_step(void *arg) {
+    struct peer_launch *p = arg;
+    CK(cuLaunchKernel(p->f, p->blocks, 1, 1, 256, 1, 1, 0, NULL, p->args, NULL));
+    CK(cuCtxSynchronize());
 }
 
 // The same loop over the peer kernel's plain sum for two partials on this GPU (allreduce_x2.ptx,
 // launched as the meta backend launches it: 256 threads a block, up to 1024 blocks), the
 // baseline in the same run.
 static void time_peer(const char *dir, size_t len) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/allreduce_x2.ptx", dir);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) { perror(path); exit(2); }
-    fseek(fp, 0, SEEK_END);
-    long size = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *text = malloc((size_t) size + 1);
-    if (!text || fread(text, 1, (size_t) size, fp) != (size_t) size) { perror(path); exit(2); }
-    text[size] = 0;
-    fclose(fp);
-    CUmodule mod;
-    CUfunction f;
-    CK(cuModuleLoadData(&mod, text));
-    free(text);
-    CK(cuModuleGetFunction(&f, mod, "ggml_meta_allreduce_sum_f32_x2"));
+    CUmodule mod = load_module(dir, "allreduce_x2.ptx");
+    struct peer_launch pl;
+    CK(cuModuleGetFunction(&pl.f, mod, "ggml_meta_allreduce_sum_f32_x2"));
     CUdeviceptr p[2], o[2];
     for (int k = 0; k < 2; k++) {
         CK(cuMemAlloc(&p[k], len * 4));
@@ -372,22 +372,10 @@ static void time_peer(const char *dir, size_t len) {
     uint64_t v[6] = {(uint64_t) p[0], (uint64_t) p[1], (uint64_t) o[0], (uint64_t) o[1], 0, len};
     void *args[6];
     for (int i = 0; i < 6; i++) args[i] = &v[i];
-    const unsigned blocks = (unsigned) ((len + 255) / 256 < 1024 ? (len + 255) / 256 : 1024);
-    double runs[5];
-    for (int run = 0; run < 5; run++) {
-        for (int it = 0; it < 220; it++) {
-            if (it == 20) runs[run] = now_us();
-            CK(cuLaunchKernel(f, blocks, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
-            CK(cuCtxSynchronize());
-        }
-        runs[run] = (now_us() - runs[run]) / 200.0;
-    }
-    for (int i = 0; i < 5; i++) {
-        for (int j = i + 1; j < 5; j++) {
-            if (runs[j] < runs[i]) { double t = runs[i]; runs[i] = runs[j]; runs[j] = t; }
-        }
-    }
-    printf("time peer x2 gpus one len %zu (%zu bytes): %.2f us per step\n", len, len * 4, runs[2]);
+    pl.blocks = (unsigned) ((len + 255) / 256 < 1024 ? (len + 255) / 256 : 1024);
+    pl.args = args;
+    const double us = median_step_us(peer_step, &pl);
+    printf("time peer x2 gpus one len %zu (%zu bytes): %.2f us per step\n", len, len * 4, us);
     for (int k = 0; k < 2; k++) {
         CK(cuMemFree(p[k]));
         CK(cuMemFree(o[k]));
