@@ -14,6 +14,14 @@
 #                                      fails: the step fails (-3) rather than keep partial sums
 #   faults/cuda/capture_end            the driver will not end the first capture: that decode
 #                                      fails, and so does every later one, naming the reason
+#   faults/cuda/mapped_allreduce_once  allreduce_once through host memory (GGML_META_ALLREDUCE=
+#                                      mapped)
+#   faults/cuda/mapped_lost            through host memory with a launch per device
+#                                      (GGML_META_MAPPED_APART=1, as two GPUs), the second
+#                                      device's first launch is left out, as a GPU that stopped:
+#                                      the first gives up waiting after 200 ms, the decode fails
+#                                      naming the device it waited for, and made again gives the
+#                                      clean run's results (the peer path's: the same bits)
 
 if(NOT TARGET ggml-cuda)
     return()
@@ -24,7 +32,9 @@ set(cuda_fault_cases
     "allreduce_once|0|allreduce:1||retry"
     "allreduce_always|1|allreduce:1+||"
     "fallback_allreduce|0|allreduce:1|GGML_META_ALLREDUCE=backend,GGML_CUDA_ALLREDUCE=none|retry"
-    "capture_end|1|capture_end:1||retry")
+    "capture_end|1|capture_end:1||retry"
+    "mapped_allreduce_once|0|allreduce:1|GGML_META_ALLREDUCE=mapped|retry"
+    "mapped_lost|0|mapped_lost:1|GGML_META_ALLREDUCE=mapped,GGML_META_MAPPED_APART=1,GGML_META_MAPPED_TIMEOUT_MS=200|retry")
 foreach(entry IN LISTS cuda_fault_cases)
     string(REPLACE "|" ";" f "${entry}")
     list(GET f 0 name)
@@ -47,15 +57,21 @@ foreach(entry IN LISTS cuda_fault_cases)
             "meta backend: CUDA graph of the step failed: injected fault: capture_end #1; the capture of a step could not be ended"
             "meta backend: graph not computed: injected fault: capture_end #1; the capture of a step could not be ended"
             "llama_driver: llama_decode\\(step [0-9]+\\) failed: -3")
+    elseif(name STREQUAL "mapped_lost")
+        list(APPEND expect "own CUDA AllReduce over CUDA0,CUDA0 through host memory: forced"
+            "graph failed: CUDA0 \\[device 0\\] waited 200 ms for CUDA0 \\[device 1\\] in the AllReduce through host memory"
+            "decode_error: prompt 0 rc=-3[^0-9]")
     elseif(rc EQUAL 0)
         list(APPEND expect "meta backend: CUDA AllReduce failed: injected fault: allreduce #1"
             "decode_error: prompt 0 rc=-3[^0-9]")
     else()
         list(APPEND expect "llama_driver: llama_decode\\(prompt\\) failed: -3")
     endif()
-    if(name STREQUAL "fallback_allreduce")
-        # (an info line: the driver shows those with --verbose)
+    # (info lines: the driver shows those with --verbose)
+    if(name MATCHES "^(fallback_allreduce|mapped_lost)$")
         list(APPEND args --verbose)
+    endif()
+    if(name STREQUAL "fallback_allreduce")
         list(APPEND expect "the backend's AllReduce declined")
     endif()
     set(env "GGML_META_CUDA_FAULT=${rule}" ${extra_env})

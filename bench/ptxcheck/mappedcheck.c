@@ -7,9 +7,12 @@
 //   every member's result is the partials summed in exchange::reference_sum order (a pairwise
 //   tree for a power of two, else device order), bit for bit, in every step, with the partials
 //   different in each step (a slot read from another step or member changes the sum);
+//   consecutive steps' launches have grids of 8, 3 and 1 blocks in turn, and agree on their
+//   epochs all the same;
 //   a GPU that does not launch makes the others' blocks give up after the timeout: their error
 //   word names it (index + 1), their outputs stay as they were and their counters do not move;
-//   with the flags, error words and counters cleared, the next step is right again.
+//   the launch after that gives up at once (within a second, its bound being 5 s); with the
+//   flags, error words and counters cleared, the next step is right again.
 //
 // Configurations: members on their own GPUs (2, 3, 4 and 8), two members on one GPU (one launch
 // for both, as CUDA0,CUDA0), and two on one GPU with a third on another.
@@ -54,11 +57,12 @@ struct layout {
     size_t slot_bytes, flags_at, flag_bytes, errors_at, bytes;
 };
 
-static struct layout layout_of(int members, int gpus, size_t capacity, int blocks) {
+// (`words`: flags and counters per GPU, the most blocks of a launch)
+static struct layout layout_of(int members, int gpus, size_t capacity, int words) {
     struct layout l;
     l.slot_bytes = align_up(capacity * 4);
     l.flags_at = l.slot_bytes * 2 * (size_t) members;
-    l.flag_bytes = align_up((size_t) blocks * 4);
+    l.flag_bytes = align_up((size_t) words * 4);
     l.errors_at = l.flags_at + l.flag_bytes * (size_t) gpus;
     l.bytes = l.errors_at + align_up((size_t) gpus * 4);
     return l;
@@ -126,6 +130,9 @@ static CUmodule load(const char *dir, int n, CUfunction *f) {
     return mod;
 }
 
+// Flags and counters per GPU (Layout::words_per_gpu): launches take up to this many blocks.
+#define WORDS 1024
+
 struct run {
     int members, gpus, blocks;
     const int *gpu_of;
@@ -148,7 +155,7 @@ static void run_open(struct run *r, const char *dir, int members, const int *gpu
     r->len = len;
     r->blocks = blocks;
     for (int k = 0; k < members; k++) r->gpus = gpu_of[k] + 1 > r->gpus ? gpu_of[k] + 1 : r->gpus;
-    r->l = layout_of(members, r->gpus, len, blocks);
+    r->l = layout_of(members, r->gpus, len, WORDS);
     r->mod = load(dir, members, &r->f);
     void *host;
     CK(cuMemHostAlloc(&host, r->l.bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
@@ -160,8 +167,8 @@ static void run_open(struct run *r, const char *dir, int members, const int *gpu
         CK(cuMemAlloc(&r->out[k], len * sizeof(float)));
     }
     for (int g = 0; g < r->gpus; g++) {
-        CK(cuMemAlloc(&r->counters[g], (size_t) blocks * 4));
-        CK(cuMemsetD32(r->counters[g], 0, (size_t) blocks));
+        CK(cuMemAlloc(&r->counters[g], (size_t) WORDS * 4));
+        CK(cuMemsetD32(r->counters[g], 0, (size_t) WORDS));
         CK(cuStreamCreate(&r->stream[g], CU_STREAM_NON_BLOCKING));
     }
 }
@@ -188,7 +195,7 @@ static void launch(struct run *r, int g, uint64_t timeout_ns) {
     v[a++] = r->l.slot_bytes;
     v[a++] = (uint64_t) r->region + r->l.flags_at;
     v[a++] = r->l.flag_bytes;
-    v[a++] = (uint64_t) r->region + r->l.errors_at + 4 * (uint64_t) g;
+    v[a++] = (uint64_t) r->region + r->l.errors_at;
     v[a++] = (uint64_t) r->counters[g];
     v[a++] = (uint64_t) g;
     v[a++] = (uint64_t) r->gpus;
@@ -238,7 +245,7 @@ static int verify(struct run *r, int step, const char *what) {
 
 static void clear(struct run *r) {
     memset(r->host + r->l.flags_at, 0, r->l.bytes - r->l.flags_at);
-    for (int g = 0; g < r->gpus; g++) CK(cuMemsetD32(r->counters[g], 0, (size_t) r->blocks));
+    for (int g = 0; g < r->gpus; g++) CK(cuMemsetD32(r->counters[g], 0, (size_t) WORDS));
 }
 
 static int one_config(const char *dir, int members, const int *gpu_of, size_t len) {
@@ -250,9 +257,11 @@ static int one_config(const char *dir, int members, const int *gpu_of, size_t le
     for (int k = 0; k < members; k++) n += snprintf(what + n, sizeof what - (size_t) n, "%s%d", k ? "," : " ", gpu_of[k]);
     snprintf(what + n, sizeof what - (size_t) n, " len %zu", len);
     int bad = 0;
-    // steps, every GPU launching
-    const int steps = 6;
+    // steps, every GPU launching, with grids of 8, 3 and 1 blocks in turn (a cut's launches
+    // take the grid their kernel needs; the epochs must stay in step)
+    const int steps = 6, grids[] = {8, 3, 1};
     for (int step = 0; step < steps && !bad; step++) {
+        r.blocks = grids[step % 3];
         upload(&r, step);
         for (int g = 0; g < r.gpus; g++) launch(&r, g, 2000000000ull);
         CK(cuCtxSynchronize());
@@ -286,6 +295,19 @@ static int one_config(const char *dir, int members, const int *gpu_of, size_t le
                    e, untouched ? "untouched" : "written",
                    memcmp(before, after, sizeof before) ? "moved" : "kept");
             bad = 1;
+        }
+        // the step's next cut gives up at once: the error word is set (a bound of 5 s)
+        if (!bad) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            launch(&r, 0, 5000000000ull);
+            CK(cuCtxSynchronize());
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            const double s = (double) (t1.tv_sec - t0.tv_sec) + (double) (t1.tv_nsec - t0.tv_nsec) / 1e9;
+            if (s > 1.0) {
+                printf("FAIL %s: the cut after a lost GPU waited %.2f s\n", what, s);
+                bad = 1;
+            }
         }
         // cleared, the next step is right again
         if (!bad) {

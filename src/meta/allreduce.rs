@@ -9,7 +9,9 @@
 //!   where it can, else the copies path, and the plan does not ask again for it;
 //! * **own**: our CUDA kernels ([`super::cuda`]), for contiguous f32 tensors on CUDA devices;
 //!   preferred up to the version's `OWN_KERNEL_BEFORE_BACKEND_UP_TO` (0.9.11: decode sizes,
-//!   where NCCL's latency dominates; 0.26: always, its communicator rounds through BF16);
+//!   where NCCL's latency dominates; 0.26: always, its communicator rounds through BF16). The
+//!   kernels read the other GPUs' partials directly where every pair of GPUs has peer access,
+//!   else they exchange them through pinned host memory (`super::mapped`, "mapped");
 //! * **host**: devices whose memory the host reads and writes (CPU backends), up to
 //!   [`host::HOST_MAX`] bytes per partial: the host sums after the sub-graphs ([`host`]);
 //! * **staged**: devices whose copies between each other go through the host anyway (a backend
@@ -28,8 +30,9 @@
 //! memory and headers the copies and direct paths own); this file chooses the path per cut,
 //! builds a graph plan's reductions and runs them.
 //!
-//! `GGML_META_ALLREDUCE=backend|comm|own|host|staged|copies|direct` forces a path (for measurement;
-//! `comm` is another name for `backend`; an unavailable path falls back to copies).
+//! `GGML_META_ALLREDUCE=backend|comm|own|mapped|host|staged|copies|direct` forces a path (for
+//! measurement; `comm` is another name for `backend`, `mapped` is our kernel exchanging through
+//! host memory even where the GPUs have peer access; an unavailable path falls back to copies).
 //! `GGML_META_NO_BACKEND_ALLREDUCE=1` (older switch) means: not the backend's.
 //!
 //! The own, host and staged paths can also compute the nodes right behind a cut ([`Epilogue`]: the
@@ -94,10 +97,17 @@ impl Reducer {
     pub fn new(devices: &[Device], backends: &[Backend]) -> Reducer {
         let n = devices.len();
         let env = std::env::var("GGML_META_ALLREDUCE").ok();
-        let mut forced = env.as_deref().and_then(Path::parse);
+        // `mapped`: our CUDA kernel, exchanging the partials through host memory
+        let force_mapped = env.as_deref() == Some("mapped");
+        let mut forced = if force_mapped {
+            Some(Path::Own)
+        } else {
+            env.as_deref().and_then(Path::parse)
+        };
         if let (Some(v), None) = (&env, forced) {
             log_info!(
-                "meta backend: GGML_META_ALLREDUCE={v} is not backend|own|host|staged|copies|direct; ignored"
+                "meta backend: GGML_META_ALLREDUCE={v} is not \
+                 backend|own|mapped|host|staged|copies|direct; ignored"
             );
         }
         let no_backend = std::env::var("GGML_META_NO_BACKEND_ALLREDUCE").is_ok_and(|v| v != "0");
@@ -130,7 +140,7 @@ impl Reducer {
             let any_cuda = devices
                 .iter()
                 .any(|&d| super::cuda::cuda_ordinal(d).is_some());
-            match CudaAllReduce::new(devices) {
+            match CudaAllReduce::new(devices, force_mapped) {
                 Ok(c) => Some(c),
                 Err(e) => {
                     if any_cuda || forced == Some(Path::Own) {
@@ -154,7 +164,8 @@ impl Reducer {
         if forced == Some(Path::Own) && cuda.is_none() {
             forced = Some(Path::Copies);
         }
-        if forced == Some(Path::Direct) && !direct_reads_ok(devices, cuda.is_some()) {
+        let peer = cuda.as_ref().is_some_and(CudaAllReduce::reads_peers);
+        if forced == Some(Path::Direct) && !direct_reads_ok(devices, peer) {
             log_info!(
                 "meta backend: GGML_META_ALLREDUCE=direct needs devices that compute on each \
                  other's memory (CUDA with peer access): not used"

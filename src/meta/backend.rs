@@ -409,8 +409,17 @@ impl MetaBackend {
             }
         };
         plan.follow(g.uid());
-        let status = run_step(m, &mut st, &mut plan, g.uid());
+        let mut status = run_step(m, &mut st, &mut plan, g.uid());
         st.plans.push(plan);
+        if let (GGML_STATUS_SUCCESS, Some(cuda)) = (status, m.reducer.cuda()) {
+            if let Err(e) = cuda.end_step(&m.simple) {
+                log_error!(
+                    "meta backend: {}: graph failed: {e}",
+                    m.name.to_string_lossy()
+                );
+                status = GGML_STATUS_FAILED;
+            }
+        }
         if let Some(t0) = t0 {
             let prof = st.profile.get_or_insert_with(Profile::default);
             prof.computes += 1;

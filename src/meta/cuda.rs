@@ -50,10 +50,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use cudarc::driver::sys;
 
 use super::epilogue::Epilogue;
+use super::mapped::{DriverTopology, Mapped};
 use crate::abi::log::{log_error, log_info};
 use crate::abi::*;
-use ggml_backend_rs_core::launch::{self, Shot};
-use ggml_backend_rs_core::ptx::{self, kernel_name, Epilogue as Kernel, Param};
+use ggml_backend_rs_core::launch::{self, Launch, Shot};
+use ggml_backend_rs_core::mapped as host_mapped;
+use ggml_backend_rs_core::ptx::{self, Epilogue as Kernel, Param};
 
 /// Elements per thread block.
 const BLOCK: u32 = 256;
@@ -61,8 +63,9 @@ const BLOCK: u32 = 256;
 const MAX_DEVICES: usize = GGML_BACKEND_META_MAX_DEVICES;
 /// Most blocks per launch: enough to fill an H200 (132 SMs) several times over.
 const MAX_BLOCKS: u32 = 1024;
-/// Most kernel parameters: partials, three output sets, residual, weight, eps, ncols, range.
-const MAX_PARAMS: usize = 4 * MAX_DEVICES + 6;
+/// Most kernel parameters: partials, three output sets, residual, weight, eps, ncols, range,
+/// and the nine of the exchange through host memory.
+const MAX_PARAMS: usize = 4 * MAX_DEVICES + 6 + 9;
 /// Bytes per partial up to which every GPU sums everything and writes its own devices
 /// (one-shot) rather than a share for all devices (two-shot); `GGML_META_ONE_SHOT_MAX`
 /// overrides it. A first guess for NVLink, where small messages are latency-bound; with one
@@ -93,6 +96,9 @@ pub struct CudaAllReduce {
     gpu_of: Vec<usize>,
     /// See [`ONE_SHOT_MAX`].
     one_shot_max: usize,
+    /// The exchange through host memory, where the GPUs do not read each other's memory
+    /// (or `GGML_META_ALLREDUCE=mapped`); `None`: they read each other's partials directly.
+    mapped: Option<Mapped>,
     /// Per `Kernel::ALL` item: its parameters in order (`ptx::params`), made once.
     params: [Vec<Param>; 3],
     /// An injected `capture_end` fault (`fault`) ended a capture that the step is to take as
@@ -107,7 +113,7 @@ unsafe impl Send for CudaAllReduce {}
 unsafe impl Sync for CudaAllReduce {}
 
 /// A driver call's result as a Rust error naming the call.
-fn check(r: sys::CUresult, what: &str) -> Result<(), String> {
+pub(super) fn check(r: sys::CUresult, what: &str) -> Result<(), String> {
     if r == sys::CUresult::CUDA_SUCCESS {
         return Ok(());
     }
@@ -134,12 +140,12 @@ pub(super) fn cuda_ordinal(dev: Device) -> Option<i32> {
 }
 
 /// Makes `ctx` current for the scope, restoring the previous context afterwards.
-struct CurrentCtx {
+pub(super) struct CurrentCtx {
     prev: sys::CUcontext,
 }
 
 impl CurrentCtx {
-    fn enter(ctx: sys::CUcontext) -> Result<CurrentCtx, String> {
+    pub(super) fn enter(ctx: sys::CUcontext) -> Result<CurrentCtx, String> {
         let mut prev = ptr::null_mut();
         check(
             // SAFETY: out-pointer to a local.
@@ -152,7 +158,7 @@ impl CurrentCtx {
         }
         Ok(CurrentCtx { prev })
     }
-    fn switch(&self, ctx: sys::CUcontext) -> Result<(), String> {
+    pub(super) fn switch(&self, ctx: sys::CUcontext) -> Result<(), String> {
         // SAFETY: as in `enter`.
         check(unsafe { sys::cuCtxSetCurrent(ctx) }, "cuCtxSetCurrent")
     }
@@ -171,8 +177,10 @@ impl Drop for CurrentCtx {
 
 impl CudaAllReduce {
     /// Our AllReduce over `devices` (the meta device's simple devices, in order), or the reason
-    /// it cannot run there.
-    pub fn new(devices: &[Device]) -> Result<CudaAllReduce, String> {
+    /// it cannot run there: reading the other GPUs' partials directly where every pair has
+    /// peer access, else exchanging them through host memory (`core::mapped::choose`; with
+    /// `force_mapped`, always).
+    pub fn new(devices: &[Device], force_mapped: bool) -> Result<CudaAllReduce, String> {
         let n = devices.len();
         if !(2..=MAX_DEVICES).contains(&n) {
             return Err(format!("{n} devices"));
@@ -200,11 +208,17 @@ impl CudaAllReduce {
             launchers: Vec::new(),
             gpu_of: Vec::with_capacity(n),
             one_shot_max,
+            mapped: None,
             params: Kernel::ALL.map(|k| ptx::params(n, k)),
             capture_left_open: AtomicBool::new(false),
         };
+        // Through host memory, `GGML_META_MAPPED_APART=1` gives each device a launch of its
+        // own, as if on a GPU of its own: how two GPUs exchange, measured and tested on one
+        // (its launches must then be resident together, which small grids are; the waits are
+        // bounded all the same).
+        let apart = force_mapped && std::env::var("GGML_META_MAPPED_APART").is_ok_and(|v| v == "1");
         for &o in &ordinals {
-            if this.ctxs.iter().any(|&(x, _, _)| x == o) {
+            if !apart && this.ctxs.iter().any(|&(x, _, _)| x == o) {
                 continue;
             }
             let mut dev = 0;
@@ -218,32 +232,32 @@ impl CudaAllReduce {
             )?;
             this.ctxs.push((o, dev, ctx));
         }
-        this.gpu_of = ordinals
-            .iter()
-            .map(|&o| this.ctxs.iter().position(|&(x, _, _)| x == o).unwrap_or(0))
-            .collect();
-        // Peer access between every pair of distinct GPUs (the CUDA backend enables it too).
-        for &(a, dev_a, ctx_a) in &this.ctxs {
-            let _cur = CurrentCtx::enter(ctx_a)?;
-            for &(b, dev_b, ctx_b) in &this.ctxs {
-                if a == b {
-                    continue;
-                }
-                let mut can = 0;
-                check(
-                    // SAFETY: out-pointer to a local; both devices come from cuDeviceGet.
-                    unsafe { sys::cuDeviceCanAccessPeer(&mut can, dev_a, dev_b) },
-                    "cuDeviceCanAccessPeer",
-                )?;
-                if can == 0 {
-                    return Err(format!("CUDA{a} cannot access CUDA{b} directly"));
-                }
-                // SAFETY: both contexts are retained; enabling twice reports ALREADY_ENABLED.
-                let r = unsafe { sys::cuCtxEnablePeerAccess(ctx_b, 0) };
-                if r != sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
-                    check(r, "cuCtxEnablePeerAccess")?;
-                }
+        this.gpu_of = if apart {
+            (0..n).collect()
+        } else {
+            ordinals
+                .iter()
+                .map(|&o| this.ctxs.iter().position(|&(x, _, _)| x == o).unwrap_or(0))
+                .collect()
+        };
+        let gpus: Vec<(i32, sys::CUdevice)> = this.ctxs.iter().map(|&(o, d, _)| (o, d)).collect();
+        let (kernel, why) = host_mapped::choose(&DriverTopology { gpus: &gpus }, force_mapped);
+        match kernel {
+            host_mapped::Kernel::Peer => this.enable_peer_access()?,
+            host_mapped::Kernel::Mapped => {
+                let gpus: Vec<_> = (this.ctxs.iter().enumerate())
+                    .map(|(k, &(o, _, c))| {
+                        let name = match apart {
+                            true => format!("CUDA{o} [device {k}]"),
+                            false => format!("CUDA{o}"),
+                        };
+                        (name, c)
+                    })
+                    .collect();
+                this.mapped = Some(Mapped::new(n, &gpus, MAX_BLOCKS as usize)?);
+                this.params = Kernel::ALL.map(|k| host_mapped::params(n, k));
             }
+            host_mapped::Kernel::None => return Err(why),
         }
         for d in devices {
             // SAFETY: an event made by the device, freed in Drop with the same device.
@@ -251,10 +265,14 @@ impl CudaAllReduce {
                 .ok_or_else(|| format!("{} has no events", d.name_string()))?;
             this.ready.push(e);
         }
-        let code = CString::new(ptx::ptx(n)).map_err(|e| e.to_string())?;
+        let (code, name): (String, fn(usize, Kernel) -> String) = match this.mapped {
+            None => (ptx::ptx(n), ptx::kernel_name),
+            Some(_) => (host_mapped::ptx(n), host_mapped::kernel_name),
+        };
+        let code = CString::new(code).map_err(|e| e.to_string())?;
         let names = Kernel::ALL
             .iter()
-            .map(|&k| CString::new(kernel_name(n, k)).map_err(|e| e.to_string()))
+            .map(|&k| CString::new(name(n, k)).map_err(|e| e.to_string()))
             .collect::<Result<Vec<_>, _>>()?;
         for (i, &(o, _, ctx)) in this.ctxs.iter().enumerate() {
             let _cur = CurrentCtx::enter(ctx)?;
@@ -311,8 +329,12 @@ impl CudaAllReduce {
             this.launchers.push(launcher);
             r?;
         }
+        let how = match this.mapped {
+            None => "reading each other's memory",
+            Some(_) => "through host memory",
+        };
         log_info!(
-            "meta backend: own CUDA AllReduce over {} ({} launch(es) per AllReduce)",
+            "meta backend: own CUDA AllReduce over {} {how}: {why} ({} launch(es) per AllReduce)",
             devices
                 .iter()
                 .map(|d| d.name_string())
@@ -321,6 +343,30 @@ impl CudaAllReduce {
             this.launchers.len()
         );
         Ok(this)
+    }
+
+    /// Peer access between every pair of distinct GPUs (the CUDA backend enables it too).
+    fn enable_peer_access(&self) -> Result<(), String> {
+        for &(a, _, ctx_a) in &self.ctxs {
+            let _cur = CurrentCtx::enter(ctx_a)?;
+            for &(b, _, ctx_b) in &self.ctxs {
+                if a == b {
+                    continue;
+                }
+                // SAFETY: both contexts are retained; enabling twice reports ALREADY_ENABLED.
+                let r = unsafe { sys::cuCtxEnablePeerAccess(ctx_b, 0) };
+                if r != sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
+                    check(r, "cuCtxEnablePeerAccess")?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the GPUs read each other's partials directly (peer access, or one GPU), as the
+    /// direct path needs; not where they exchange them through host memory.
+    pub fn reads_peers(&self) -> bool {
+        self.mapped.is_none()
     }
 
     /// How many distinct GPUs the devices are on (one launcher each).
@@ -372,92 +418,140 @@ impl CudaAllReduce {
         let len = targets[0].nelements() as u64;
         let ncols = norm.map_or(1, |m| m.weight[0].nelements() as u64).max(1);
         let units = len / ncols;
-        let shot = if self.launchers.len() > 1 && one_shot_safe(targets, epi) {
-            Shot::for_size(targets[0].nbytes(), self.one_shot_max)
-        } else {
-            Shot::Two
+        // each launch, and the bytes its tensors' addresses move by (a chunk's first unit)
+        let launches: Vec<(Launch, u64)> = match &self.mapped {
+            None => {
+                let shot = if self.launchers.len() > 1 && one_shot_safe(targets, epi) {
+                    Shot::for_size(targets[0].nbytes(), self.one_shot_max)
+                } else {
+                    Shot::Two
+                };
+                launch::launches(&self.gpu_of, units, shot)
+                    .into_iter()
+                    .map(|l| (l, 0))
+                    .collect()
+            }
+            Some(m) => {
+                let chunk = (m.layout.capacity as u64 / ncols).max(1);
+                if chunk * ncols > m.layout.capacity as u64 {
+                    return Err(format!("rows of {ncols} values exceed a slot"));
+                }
+                chunks(&self.gpu_of, units, chunk)
+                    .map(|(l, first)| (l, first * ncols * 4))
+                    .collect()
+            }
         };
         let params = &self.params[k_index];
+        // (an injected fault: the last GPU's launches left out, outside a capture only, where
+        // they would stay left out of every replay)
+        let last = self.launchers.len() - 1;
+        let lost = self.mapped.is_some()
+            && last > 0
+            && capture_status(self.launchers[last].stream)
+                == sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
+            && super::fault::fires("mapped_lost").is_some();
         self.record_ready(backends);
         let data = |t: &Tensor| t.data() as u64;
         let cur = CurrentCtx::enter(self.launchers[0].ctx)?;
-        for (i, run) in launch::launches(&self.gpu_of, units, shot)
-            .iter()
-            .enumerate()
-        {
+        let mut current = 0;
+        let mut started = vec![false; self.launchers.len()];
+        for (run, shift) in &launches {
             let l = &self.launchers[run.gpu];
-            if i > 0 {
+            if run.gpu != current {
                 cur.switch(l.ctx)?;
+                current = run.gpu;
             }
-            self.wait_ready(l.stream)?;
-            if run.end > run.begin {
-                // output slot `s` of this launch is device `run.writes[s]` (a local one first:
-                // the kernel reads its own results back from slot 0); inputs come from the
-                // first written device's copies
-                let out = |ts: &[Tensor], s: usize| run.writes.get(s).map_or(0, |&k| data(&ts[k]));
-                let home = run.writes[0];
-                let mut vals = [0u64; MAX_PARAMS];
-                let mut eps = 0f32;
-                for (v, p) in vals.iter_mut().zip(params) {
-                    *v = match *p {
-                        Param::Partial(k) => data(&targets[k]),
-                        Param::SumOut(s) if epi.is_none_or(|e| e.keeps_sum) => out(targets, s),
-                        Param::SumOut(_) => 0,
-                        Param::Residual => epi.map_or(0, |e| data(&e.residual[home])),
-                        Param::AddOut(s) => epi.map_or(0, |e| out(&e.add_out, s)),
-                        Param::Weight => norm.map_or(0, |m| data(&m.weight[home])),
-                        Param::NormOut(s) => norm.map_or(0, |m| out(&m.out, s)),
-                        Param::Eps => {
-                            eps = norm.map_or(0.0, |m| m.eps);
-                            0
-                        }
-                        Param::Ncols => ncols,
-                        Param::First => run.begin,
-                        Param::Limit => run.end,
-                    };
-                }
-                let mut args = [ptr::null_mut::<c_void>(); MAX_PARAMS];
-                for ((a, v), p) in args.iter_mut().zip(vals.iter_mut()).zip(params) {
-                    *a = match p {
-                        Param::Eps => &mut eps as *mut f32 as *mut c_void,
-                        _ => v as *mut u64 as *mut c_void,
-                    };
-                }
-                let span = run.end - run.begin;
-                let (blocks, threads) = match kind {
-                    // a block per row, a multiple of 32 threads (whole warps) up to 1024
-                    Kernel::AddRmsNormMul => (
-                        span.min(MAX_BLOCKS as u64) as u32,
-                        ncols.next_multiple_of(32).clamp(32, 1024) as u32,
-                    ),
-                    _ => (
-                        span.div_ceil(BLOCK as u64).clamp(1, MAX_BLOCKS as u64) as u32,
-                        BLOCK,
-                    ),
+            if !std::mem::replace(&mut started[run.gpu], true) {
+                self.wait_ready(l.stream, self.mapped.as_ref().map(|_| run.gpu))?;
+            }
+            if run.end == run.begin || (lost && run.gpu == last) {
+                continue;
+            }
+            // output slot `s` of this launch is device `run.writes[s]` (a local one first: the
+            // kernel reads its own results back from slot 0); inputs come from the first
+            // written device's copies
+            let at = |t: &Tensor| data(t) + shift;
+            let out = |ts: &[Tensor], s: usize| run.writes.get(s).map_or(0, |&k| at(&ts[k]));
+            let home = run.writes[0];
+            let own = |k: usize| self.gpu_of[k] == run.gpu;
+            let mapped = self.mapped.as_ref();
+            let exchange = |f: fn(&Mapped, usize) -> u64| mapped.map_or(0, |m| f(m, run.gpu));
+            let mut vals = [0u64; MAX_PARAMS];
+            let mut eps = 0f32;
+            for (v, p) in vals.iter_mut().zip(params) {
+                *v = match *p {
+                    // (through host memory, a launch is given only its own GPU's partials)
+                    Param::Partial(k) if mapped.is_some() && !own(k) => 0,
+                    Param::Partial(k) => at(&targets[k]),
+                    Param::SumOut(s) if epi.is_none_or(|e| e.keeps_sum) => out(targets, s),
+                    Param::SumOut(_) => 0,
+                    Param::Residual => epi.map_or(0, |e| at(&e.residual[home])),
+                    Param::AddOut(s) => epi.map_or(0, |e| out(&e.add_out, s)),
+                    Param::Weight => norm.map_or(0, |m| data(&m.weight[home])),
+                    Param::NormOut(s) => norm.map_or(0, |m| out(&m.out, s)),
+                    Param::Eps => {
+                        eps = norm.map_or(0.0, |m| m.eps);
+                        0
+                    }
+                    Param::Ncols => ncols,
+                    Param::First => run.begin,
+                    Param::Limit => run.end,
+                    Param::Slots => exchange(|m, g| m.views[g].region),
+                    Param::SlotBytes => exchange(|m, _| m.layout.slot_bytes() as u64),
+                    Param::Flags => exchange(|m, g| m.views[g].region + m.layout.flag(0, 0) as u64),
+                    Param::FlagBytes => exchange(|m, _| m.layout.flag_bytes() as u64),
+                    Param::Errors => exchange(|m, g| m.views[g].region + m.layout.error(0) as u64),
+                    Param::Counters => exchange(|m, g| m.views[g].counters),
+                    Param::Gpu => run.gpu as u64,
+                    Param::Gpus => self.launchers.len() as u64,
+                    Param::Timeout => exchange(|m, _| m.timeout_ns),
                 };
-                check(
-                    // SAFETY: `args` holds one pointer per kernel parameter, in the order of
-                    // `ptx::params` (u64 values, the f32 eps), alive for the call; the
-                    // addresses are f32 data of the targets' size (rows of `ncols` for the
-                    // weight) on peer-accessible devices.
-                    unsafe {
-                        sys::cuLaunchKernel(
-                            l.kernels[k_index],
-                            blocks,
-                            1,
-                            1,
-                            threads,
-                            1,
-                            1,
-                            0,
-                            l.stream,
-                            args.as_mut_ptr(),
-                            ptr::null_mut(),
-                        )
-                    },
-                    "cuLaunchKernel",
-                )?;
             }
+            let mut args = [ptr::null_mut::<c_void>(); MAX_PARAMS];
+            for ((a, v), p) in args.iter_mut().zip(vals.iter_mut()).zip(params) {
+                *a = match p {
+                    Param::Eps => &mut eps as *mut f32 as *mut c_void,
+                    _ => v as *mut u64 as *mut c_void,
+                };
+            }
+            let span = run.end - run.begin;
+            let (blocks, threads) = match kind {
+                // a block per row, a multiple of 32 threads (whole warps) up to 1024
+                Kernel::AddRmsNormMul => (
+                    span.min(MAX_BLOCKS as u64) as u32,
+                    ncols.next_multiple_of(32).clamp(32, 1024) as u32,
+                ),
+                _ => (
+                    span.div_ceil(BLOCK as u64).clamp(1, MAX_BLOCKS as u64) as u32,
+                    BLOCK,
+                ),
+            };
+            check(
+                // SAFETY: `args` holds one pointer per kernel parameter, in the order of the
+                // module's `params` (u64 values, the f32 eps), alive for the call; the
+                // addresses are f32 data of the targets' size (rows of `ncols` for the weight)
+                // on peer-accessible devices or, through host memory, on this GPU, with the
+                // region and counters of `mapped` (up to MAX_BLOCKS blocks: one flag each).
+                unsafe {
+                    sys::cuLaunchKernel(
+                        l.kernels[k_index],
+                        blocks,
+                        1,
+                        1,
+                        threads,
+                        1,
+                        1,
+                        0,
+                        l.stream,
+                        args.as_mut_ptr(),
+                        ptr::null_mut(),
+                    )
+                },
+                "cuLaunchKernel",
+            )?;
+        }
+        for (l, _) in self.launchers.iter().zip(&started).filter(|(_, &s)| s) {
+            cur.switch(l.ctx)?;
             check(
                 // SAFETY: our event and stream, in this context.
                 unsafe { sys::cuEventRecord(l.done.context as sys::CUevent, l.stream) },
@@ -465,9 +559,65 @@ impl CudaAllReduce {
             )?;
         }
         drop(cur);
-        self.release(backends, self.launchers.len());
+        match &self.mapped {
+            None => self.release(backends, self.launchers.len()),
+            // a device's results come from its own GPU's launch only
+            Some(_) => self.release_own(backends),
+        }
         Ok(())
     }
+
+    /// After a step has been queued: through host memory, waits for it to end and fails it,
+    /// naming the GPU, where one of its GPUs gave up waiting for another (and makes the
+    /// exchange whole again for the next step). The kernels can tell it only when they have
+    /// run, and ggml's `synchronize` returns nothing, so the step's compute waits here. Peer
+    /// access has nothing to wait for.
+    pub fn end_step(&self, backends: &[Backend]) -> Result<(), String> {
+        let Some(m) = &self.mapped else {
+            return Ok(());
+        };
+        for b in backends {
+            b.synchronize();
+        }
+        match m.lost() {
+            None => Ok(()),
+            Some(why) => {
+                self.synchronize_streams();
+                m.clear()?;
+                Err(why)
+            }
+        }
+    }
+
+    /// Waits for everything queued on our streams.
+    fn synchronize_streams(&self) {
+        if let Some(cur) = self
+            .launchers
+            .first()
+            .and_then(|l| CurrentCtx::enter(l.ctx).ok())
+        {
+            for l in &self.launchers {
+                if cur.switch(l.ctx).is_ok() {
+                    // SAFETY: our stream, in its context.
+                    unsafe { sys::cuStreamSynchronize(l.stream) };
+                }
+            }
+        }
+    }
+}
+
+/// The launches of an AllReduce through host memory: `units` in chunks of up to `chunk`
+/// (what a slot holds), each chunk one launch per GPU over all of it (one-shot: a GPU sums
+/// every unit for its own devices), chunks in order. Each comes with its chunk's first unit,
+/// where the launch's tensors start; the launch itself counts from 0 (the slots' first unit).
+fn chunks(gpu_of: &[usize], units: u64, chunk: u64) -> impl Iterator<Item = (Launch, u64)> + '_ {
+    let starts = (0..units.max(1)).step_by(chunk as usize);
+    starts.flat_map(move |first| {
+        let n = chunk.min(units - first);
+        launch::launches(gpu_of, n, Shot::One)
+            .into_iter()
+            .map(move |l| (l, first))
+    })
 }
 
 /// A tensor-parallel step captured as one CUDA graph: every device's sub-graphs, our AllReduce
@@ -607,7 +757,7 @@ impl CudaAllReduce {
             )?;
         }
         cur.switch(l0.ctx)?;
-        self.wait_ready(l0.stream)?;
+        self.wait_ready(l0.stream, None)?;
         for l in &self.launchers[1..] {
             check(
                 // SAFETY: our stream waits for another launcher's event.
@@ -636,7 +786,7 @@ impl CudaAllReduce {
         let l0 = &self.launchers[0];
         self.record_ready(backends);
         let _cur = CurrentCtx::enter(l0.ctx)?;
-        self.wait_ready(l0.stream)?;
+        self.wait_ready(l0.stream, None)?;
         check(
             // SAFETY: an executable graph of this context; our stream.
             unsafe { sys::cuGraphLaunch(step.exec, l0.stream) },
@@ -658,25 +808,41 @@ impl CudaAllReduce {
         }
     }
 
-    /// Makes our `stream` (of the current context) wait for every `ready` event.
-    fn wait_ready(&self, stream: sys::CUstream) -> Result<(), String> {
-        self.ready.iter().try_for_each(|e| {
+    /// Makes our `stream` (of the current context) wait for every `ready` event, or, with
+    /// `gpu`, for those of the devices on that GPU.
+    fn wait_ready(&self, stream: sys::CUstream, gpu: Option<usize>) -> Result<(), String> {
+        let mine = |k: &usize| gpu.is_none_or(|g| self.gpu_of[*k] == g);
+        (0..self.ready.len()).filter(mine).try_for_each(|k| {
             check(
                 // SAFETY: `context` of a CUDA backend's event is its CUevent (module doc).
-                unsafe { sys::cuStreamWaitEvent(stream, e.context() as sys::CUevent, 0) },
+                unsafe {
+                    sys::cuStreamWaitEvent(stream, self.ready[k].context() as sys::CUevent, 0)
+                },
                 "cuStreamWaitEvent",
             )
         })
     }
 
+    /// The `done` event of launcher `l` as a ggml event.
+    fn done(&self, l: usize) -> Event {
+        // SAFETY: a ggml event struct we own, alive as long as `self`.
+        unsafe { Event::from_ptr(&*self.launchers[l].done as *const _ as *mut _) }
+            .expect("non-null")
+    }
+
     /// Makes the backends' later work wait for the `done` events of the first `launchers`.
     fn release(&self, backends: &[Backend], launchers: usize) {
         for b in backends {
-            for l in &self.launchers[..launchers] {
-                // SAFETY: a ggml event struct we own, alive as long as `self`.
-                let done = unsafe { Event::from_ptr(&*l.done as *const _ as *mut _) };
-                b.event_wait(done.expect("non-null"));
+            for l in 0..launchers {
+                b.event_wait(self.done(l));
             }
+        }
+    }
+
+    /// Makes each backend's later work wait for the `done` event of its own GPU's launcher.
+    fn release_own(&self, backends: &[Backend]) {
+        for (b, &g) in backends.iter().zip(&self.gpu_of) {
+            b.event_wait(self.done(g));
         }
     }
 }
@@ -763,6 +929,8 @@ impl Drop for CudaAllReduce {
         for (d, e) in self.ready_devices.iter().zip(self.ready.drain(..)) {
             d.event_free(e);
         }
+        // (its kernels have ended with our streams)
+        self.mapped = None;
         for &(_, dev, _) in &self.ctxs {
             // SAFETY: releases the retain of `new`.
             unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };

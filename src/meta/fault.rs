@@ -3,6 +3,9 @@
 //!
 //! * `allreduce`: a launch of our AllReduce kernel fails before anything is queued, as a launch
 //!   the driver refuses (on our own path, and where the backend's AllReduce declined a cut);
+//! * `mapped_lost`: through host memory, the last GPU's launches of an AllReduce are left out
+//!   (outside a capture), as a GPU that stopped: the others give up waiting for it and the step
+//!   fails naming it;
 //! * `capture_end`: the driver will not end a step's capture. The capture is ended, and its
 //!   graph dropped, but the step is told the stream is still capturing: what a real refusal
 //!   leaves (the backend stops).
@@ -15,7 +18,7 @@ use crate::abi::log::{abort, log_error};
 use ggml_backend_rs_core::owned::lock;
 
 const VAR: &str = "GGML_META_CUDA_FAULT";
-const POINTS: &[&str] = &["allreduce", "capture_end"];
+const POINTS: &[&str] = &["allreduce", "mapped_lost", "capture_end"];
 
 fn injector() -> Option<&'static Mutex<Injector>> {
     static INJECTOR: OnceLock<Option<Mutex<Injector>>> = OnceLock::new();

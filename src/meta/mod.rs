@@ -52,6 +52,7 @@ pub mod facts;
 mod fault;
 mod graph_plan;
 mod host;
+mod mapped;
 mod reduction;
 mod scratch;
 pub mod slices;

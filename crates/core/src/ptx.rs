@@ -49,7 +49,7 @@ pub enum Epilogue {
 impl Epilogue {
     pub const ALL: [Epilogue; 3] = [Epilogue::Sum, Epilogue::Add, Epilogue::AddRmsNormMul];
 
-    fn tag(self) -> &'static str {
+    pub(crate) fn tag(self) -> &'static str {
         match self {
             Epilogue::Sum => "sum",
             Epilogue::Add => "add",
@@ -82,6 +82,19 @@ pub enum Param {
     First,
     /// `limit`: one past the last element or row.
     Limit,
+    /// The mapped kernels' own (`crate::mapped`): the pinned region as this GPU sees it, one
+    /// slot's bytes, the first flag, one GPU's flag array in bytes, the first error word, this
+    /// GPU's epoch counters (device memory, one per flag), its index and the GPUs' count, and
+    /// the wait's bound in nanoseconds.
+    Slots,
+    SlotBytes,
+    Flags,
+    FlagBytes,
+    Errors,
+    Counters,
+    Gpu,
+    Gpus,
+    Timeout,
 }
 
 impl Param {
@@ -98,6 +111,15 @@ impl Param {
             Param::Ncols => "ncols".into(),
             Param::First => "first".into(),
             Param::Limit => "limit".into(),
+            Param::Slots => "slots".into(),
+            Param::SlotBytes => "slot_bytes".into(),
+            Param::Flags => "flags".into(),
+            Param::FlagBytes => "flag_bytes".into(),
+            Param::Errors => "errors".into(),
+            Param::Counters => "counters".into(),
+            Param::Gpu => "gpu".into(),
+            Param::Gpus => "gpus".into(),
+            Param::Timeout => "timeout".into(),
         }
     }
 
@@ -136,11 +158,35 @@ pub fn params(n: usize, e: Epilogue) -> Vec<Param> {
 
 /// The PTX module for `n >= 1` partials, holding the entries of all three epilogues.
 pub fn ptx(n: usize) -> String {
+    module(n, Source::Peer)
+}
+
+/// Where a kernel reads the partials: in the devices' memory (peer access), or in the slots
+/// of the pinned host region after the exchange ([`crate::mapped`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Source {
+    Peer,
+    Mapped,
+}
+
+impl Source {
+    /// The load of a partial's value. A slot is read `.volatile`: another GPU wrote it during
+    /// this kernel, so no copy of it may come from a cache filled before.
+    fn load(self) -> &'static str {
+        match self {
+            Source::Peer => "ld.global.f32",
+            Source::Mapped => "ld.volatile.global.f32",
+        }
+    }
+}
+
+/// The module for `n >= 1` partials read from `src`, with one entry per epilogue.
+pub(crate) fn module(n: usize, src: Source) -> String {
     assert!(n >= 1, "an AllReduce kernel needs at least one partial");
     let mut s = String::from(".version 7.0\n.target sm_52\n.address_size 64\n");
     for e in Epilogue::ALL {
         s.push('\n');
-        s.push_str(&entry(n, e));
+        s.push_str(&entry(n, e, src));
     }
     s
 }
@@ -153,9 +199,16 @@ macro_rules! op {
 }
 pub(crate) use op;
 
-fn entry(n: usize, e: Epilogue) -> String {
+fn entry(n: usize, e: Epilogue, src: Source) -> String {
     let mut s = String::new();
-    let list: Vec<String> = params(n, e)
+    let (name, params) = match src {
+        Source::Peer => (kernel_name(n, e), params(n, e)),
+        Source::Mapped => (
+            crate::mapped::kernel_name(n, e),
+            crate::mapped::params(n, e),
+        ),
+    };
+    let list: Vec<String> = params
         .into_iter()
         .map(|p| format!("    .param {} {}", p.ptx_type(), p.name()))
         .collect();
@@ -165,8 +218,7 @@ fn entry(n: usize, e: Epilogue) -> String {
     let bound = if norm { ".maxntid 1024, 1, 1\n" } else { "" };
     let _ = write!(
         s,
-        ".visible .entry {}(\n{}\n)\n{bound}{{\n",
-        kernel_name(n, e),
+        ".visible .entry {name}(\n{}\n)\n{bound}{{\n",
         list.join(",\n")
     );
     let chain = n.saturating_sub(1).max(1);
@@ -215,9 +267,15 @@ fn entry(n: usize, e: Epilogue) -> String {
         // 32 warp partials, then the row's total (a slot of its own: see `row_body`)
         op!(s, ".shared .align 4 .f32 red[33];");
     }
-    for k in 0..n {
-        op!(s, "ld.param.u64 %a{k}, [p{k}];");
-        op!(s, "cvta.to.global.u64 %a{k}, %a{k};");
+    match src {
+        Source::Peer => {
+            for k in 0..n {
+                op!(s, "ld.param.u64 %a{k}, [p{k}];");
+                op!(s, "cvta.to.global.u64 %a{k}, %a{k};");
+            }
+        }
+        // the exchange, which leaves the slots' addresses in %a
+        Source::Mapped => crate::mapped::prologue(&mut s, n, e),
     }
     let nullable = |s: &mut String, out: &str, h: &str, param: &str| {
         for k in 0..n {
@@ -236,11 +294,15 @@ fn entry(n: usize, e: Epilogue) -> String {
         op!(s, "ld.param.u64 %wa, [w];");
         op!(s, "cvta.to.global.u64 %wa, %wa;");
         nullable(&mut s, "zo", "hz", "z");
-        row_body(&mut s, n);
+        row_body(&mut s, n, src);
     } else {
-        grid_body(&mut s, n, add);
+        grid_body(&mut s, n, add, src);
     }
-    s.push_str("DONE:\n    ret;\n}\n");
+    s.push_str("DONE:\n");
+    if src == Source::Mapped {
+        crate::mapped::finish(&mut s);
+    }
+    s.push_str("    ret;\n}\n");
     s
 }
 
@@ -262,10 +324,10 @@ pub(crate) fn reference_sum(s: &mut String, n: usize, first: usize, sums: usize)
 
 /// The work of element `i` (byte offset in `%off`): load the partials, sum them in reference
 /// order, store `S`; with `add`, `X = r[i] + S` into `%x` and stored.
-fn element(s: &mut String, n: usize, add: bool) {
+fn element(s: &mut String, n: usize, add: bool, src: Source) {
     for k in 0..n {
         op!(s, "add.u64 %e, %a{k}, %off;");
-        op!(s, "ld.global.f32 %v{k}, [%e];");
+        op!(s, "{} %v{k}, [%e];", src.load());
     }
     let sum = reference_sum(s, n, 0, 0);
     if add {
@@ -289,7 +351,7 @@ fn store(s: &mut String, n: usize, out: &str, h: &str, off: &str, value: &str) {
 }
 
 /// `Sum` and `Add`: the threads of the grid stride over the elements `[first, limit)`.
-fn grid_body(s: &mut String, n: usize, add: bool) {
+fn grid_body(s: &mut String, n: usize, add: bool, src: Source) {
     s.push_str(
         "    ld.param.u64 %i, [first];
     ld.param.u64 %limit, [limit];
@@ -308,7 +370,7 @@ LOOP:
     shl.b64 %off, %i, 2;
 ",
     );
-    element(s, n, add);
+    element(s, n, add, src);
     s.push_str("    add.u64 %i, %i, %stride;\n    bra LOOP;\n");
 }
 
@@ -356,8 +418,9 @@ fn address(s: &mut String, base: &str, trip_off: &str, j: usize) {
     op!(s, "add.u64 %e, %e, %t;");
 }
 
-/// One load of a trip's column: the register, and the tensor and trip offset of [`address`].
-type Load = (String, String, &'static str);
+/// One load of a trip's column: the register, the tensor and trip offset of [`address`], and
+/// the instruction.
+type Load = (String, String, &'static str, &'static str);
 
 /// The loads `of(j)` of the trip's columns: those of column `j` after the guard `%in{j}`, which
 /// ends the loads (the columns ascend: every later one is out of the row too) in a block
@@ -367,9 +430,9 @@ type Load = (String, String, &'static str);
 fn loads(s: &mut String, u: usize, tag: &str, of: impl Fn(usize) -> Vec<Load>) {
     for j in 0..u {
         op!(s, "@!%in{j} bra {tag}Z{j};");
-        for (reg, base, trip_off) in of(j) {
+        for (reg, base, trip_off, ld) in of(j) {
             address(s, &base, trip_off, j);
-            op!(s, "ld.global.f32 {reg}, [%e];");
+            op!(s, "{ld} {reg}, [%e];");
         }
     }
     op!(s, "bra {tag}L;");
@@ -396,12 +459,19 @@ fn store_column(s: &mut String, n: usize, out: &str, h: &str, j: usize, value: &
 /// `r`, see [`loads`]; `tag` names their labels), then per column in order `S`, `X = r + S` into `%x{j}`, their stores and `X²` into
 /// `%acc`. A column out of the row ends the trip (branch to `end`): the columns of a trip
 /// ascend, so every later one is out of the row too.
-fn pass1(s: &mut String, n: usize, u: usize, tag: &str, end: &str) {
+fn pass1(s: &mut String, n: usize, u: usize, tag: &str, end: &str, src: Source) {
     loads(s, u, tag, |j| {
         let mut v: Vec<Load> = (0..n)
-            .map(|k| (format!("%v{}", j * n + k), format!("%a{k}"), "%roff"))
+            .map(|k| {
+                (
+                    format!("%v{}", j * n + k),
+                    format!("%a{k}"),
+                    "%roff",
+                    src.load(),
+                )
+            })
             .collect();
-        v.push((format!("%rv{j}"), "%ra".into(), "%roff"));
+        v.push((format!("%rv{j}"), "%ra".into(), "%roff", "ld.global.f32"));
         v
     });
     // every input of the trip's elements is loaded: stores may now overwrite any of them
@@ -419,7 +489,7 @@ fn pass1(s: &mut String, n: usize, u: usize, tag: &str, end: &str) {
 /// `w` of the trip's columns into `%wt{j}`.
 fn weights(s: &mut String, u: usize, tag: &str) {
     loads(s, u, tag, |j| {
-        vec![(format!("%wt{j}"), "%wa".into(), "%wroff")]
+        vec![(format!("%wt{j}"), "%wa".into(), "%wroff", "ld.global.f32")]
     });
 }
 
@@ -460,7 +530,7 @@ fn pass2(s: &mut String, n: usize, u: usize, end: &str) {
 /// (same columns), and a thread sees its own stores in program order, so no barrier is needed
 /// between the passes. Both paths compute the same `Z`: `X` in a register is the value stored
 /// to (and read back from) that `x`.
-fn row_body(s: &mut String, n: usize) {
+fn row_body(s: &mut String, n: usize, src: Source) {
     let u = row_chunk(n);
     // %xb: the first non-null x (the launcher guarantees one)
     op!(s, "mov.u64 %xb, %xo{};", n - 1);
@@ -514,7 +584,7 @@ PASS1:
 ",
     );
     trip(s, u);
-    pass1(s, n, u, "P1", "STEP1");
+    pass1(s, n, u, "P1", "STEP1", src);
     s.push_str(
         "STEP1:
     add.u64 %cbase, %cbase, %cchunk;
@@ -523,7 +593,7 @@ FIT1:
 ",
     );
     trip(s, u);
-    pass1(s, n, u, "F1", "FITW");
+    pass1(s, n, u, "F1", "FITW", src);
     s.push_str("FITW:\n");
     weights(s, u, "FW");
     s.push_str("REDUCE:\n");
@@ -555,8 +625,8 @@ PASS2:
     trip(s, u);
     loads(s, u, "P2", |j| {
         vec![
-            (format!("%x{j}"), "%xb".into(), "%roff"),
-            (format!("%wt{j}"), "%wa".into(), "%wroff"),
+            (format!("%x{j}"), "%xb".into(), "%roff", "ld.global.f32"),
+            (format!("%wt{j}"), "%wa".into(), "%wroff", "ld.global.f32"),
         ]
     });
     pass2(s, n, u, "STEP2");
