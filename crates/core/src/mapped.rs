@@ -30,8 +30,9 @@
 //!    ahead, [`reached`]), with a system-scope fence after the last read, at most a bound
 //!    ([`Wait`]); past it, it writes the GPU it waited for into its error word and ends
 //!    without storing anything: the step fails, naming that GPU.
-//! 4. It sums its units of all slots in [`crate::exchange::reference_sum`] order (the same bits
-//!    as every other path, on every device) and stores the results on its GPU's members.
+//! 4. It sums its units of all partials in [`crate::exchange::reference_sum`] order (the same
+//!    bits as every other path, on every device), those of its GPU's members read where they
+//!    are and the others from their slots, and stores the results on its GPU's members.
 //! 5. It writes `e` into counter `b` and the counters of the other indices of step 2.
 //!
 //! So after every launch, every flag and counter of a GPU holds that launch's epoch, whatever
@@ -249,15 +250,16 @@ pub fn params(n: usize, e: Epilogue) -> Vec<Param> {
 }
 
 /// The PTX module of the mapped kernels for `n >= 1` members: one entry per epilogue, each
-/// the exchange ([`prologue`]) followed by the peer kernel's body over the slots (read
-/// `.volatile`) and the counters' update ([`finish`]).
+/// the exchange ([`prologue`]) followed by the peer kernel's body over this GPU's partials and
+/// the other GPUs' slots (read `.volatile`) and the counters' update ([`finish`]).
 pub fn ptx(n: usize) -> String {
     ptx::module(n, Source::Mapped)
 }
 
 /// Steps 1 to 3 of the protocol (module doc) as block `ctaid` of a launch runs them, leaving in
-/// `%a{k}` the address of member `k`'s slot of this epoch's parity, which the body then reads
-/// instead of the partials. The units a block copies are those its body reads: elements
+/// `%a{k}` where the body reads member `k`'s partial: its own memory where it is on this GPU,
+/// else its slot of this epoch's parity. With one GPU there is nothing to exchange: no copy,
+/// no flag, no wait. The units a block copies are those its body reads: elements
 /// `first + ctaid*ntid + tid`, then every `nctaid*ntid` further (`Sum`, `Add`, as
 /// `ptx::grid_body`); for `AddRmsNormMul` rows `first + ctaid`, then every `nctaid` further,
 /// each column `tid, tid + ntid, ...` (as `ptx::row_body`). Every register and label here has
@@ -269,7 +271,10 @@ pub fn ptx(n: usize) -> String {
 /// from a counter that moved with the others.
 pub(crate) fn prologue(s: &mut String, n: usize, e: Epilogue) {
     let norm = e == Epilogue::AddRmsNormMul;
-    op!(s, ".reg .pred %mdone, %mt0, %mok, %mlate, %mhp<{n}>;");
+    op!(
+        s,
+        ".reg .pred %mdone, %mt0, %mok, %mlate, %mone, %mhp<{n}>;"
+    );
     op!(
         s,
         ".reg .b32 %mc, %mep, %mnx, %mf, %mfail, %mtid, %mcta, %mntid, %mncta;"
@@ -278,7 +283,7 @@ pub(crate) fn prologue(s: &mut String, n: usize, e: Epilogue) {
         s,
         ".reg .b64 %mi, %mlimit, %mstride, %moff, %me, %mt, %mp<{n}>, %mbase, %msb, %mfl, \
          %mfb, %mnf, %merr, %mcnt, %mg, %mgpu, %mgpus, %mto, %mts, %mtn, %mfa, %mj, %mrow, \
-         %mcol, %mncols;"
+         %mcol, %mncols, %ms<{n}>;"
     );
     op!(s, ".reg .f32 %mv;");
     op!(s, ".shared .align 4 .u32 m_ep;");
@@ -332,8 +337,11 @@ M_EPOCH:
     for k in 0..n {
         op!(s, "add.u64 %me, %mt, {k};");
         op!(s, "mul.lo.u64 %me, %me, %msb;");
-        op!(s, "add.u64 %a{k}, %mbase, %me;");
+        op!(s, "add.u64 %ms{k}, %mbase, %me;");
     }
+    // (one GPU: nobody else reads the slots, and nobody to wait for)
+    op!(s, "setp.eq.u64 %mone, %mgpus, 1;");
+    op!(s, "@%mone bra M_LOCAL;");
     // 2. this GPU's members' partials into their slots, over the units the body reads
     if norm {
         s.push_str(
@@ -387,12 +395,13 @@ M_POST:
 ",
         );
     }
-    // then the flags (after a system fence and the whole block's copies), and thread 0 waits
-    // for the block of the same index on every other GPU
+    // then the flags, the block's own first, by thread 0 after the whole block's copies and a
+    // system fence (a barrier, then one thread's fence: cumulative), and thread 0 waits for the
+    // block of the same index on every other GPU
     s.push_str(
         "M_POSTED:
-    membar.sys;
     bar.sync 0;
+    @%mt0 membar.sys;
     mul.lo.u64 %mt, %mgpu, %mfb;
     add.u64 %mfa, %mfl, %mt;
 ",
@@ -455,8 +464,15 @@ M_WAITED:
     ld.shared.u32 %mfail, [m_fail];
     setp.ne.u32 %mlate, %mfail, 0;
     @%mlate bra M_FAILED;
+M_LOCAL:
 ",
     );
+    // the body reads this GPU's members' partials where they are, the others' slots
+    for k in 0..n {
+        op!(s, "mov.u64 %a{k}, %ms{k};");
+        op!(s, "@%mhp{k} mov.u64 %a{k}, %mp{k};");
+    }
+    s.push_str("M_BODY:\n");
 }
 
 /// The copy of unit `%moff` (bytes) of every partial given on this GPU into its slot.
@@ -464,7 +480,7 @@ fn copy(s: &mut String, n: usize) {
     for k in 0..n {
         op!(s, "add.u64 %me, %mp{k}, %moff;");
         op!(s, "@%mhp{k} ld.global.f32 %mv, [%me];");
-        op!(s, "add.u64 %me, %a{k}, %moff;");
+        op!(s, "add.u64 %me, %ms{k}, %moff;");
         op!(s, "@%mhp{k} st.volatile.global.f32 [%me], %mv;");
     }
 }
@@ -564,7 +580,8 @@ pub enum Stop {
     Failed,
 }
 
-/// One block of one GPU's launch for one cut.
+/// One block of one GPU's launch for one cut. (The model reads every partial from its slot;
+/// the kernel reads its own GPU's members' partials where they are: the same values.)
 #[derive(Debug)]
 pub struct Exchange<'a> {
     pub layout: &'a Layout,
@@ -1026,7 +1043,7 @@ mod tests {
                 let order = [
                     "M_EPOCH:",
                     post,
-                    "M_POSTED:\n    membar.sys;\n    bar.sync 0;",
+                    "M_POSTED:\n    bar.sync 0;\n    @%mt0 membar.sys;",
                     "M_FLAG:",
                     "st.volatile.global.u32 [%me], %mep;",
                     "M_POLL:",
@@ -1035,6 +1052,8 @@ mod tests {
                     "M_GDONE:\n    membar.sys;",
                     "M_WAITED:\n    bar.sync 0;",
                     "@%mlate bra M_FAILED;",
+                    "M_LOCAL:",
+                    "M_BODY:",
                     "\nDONE:",
                     "M_COUNT:",
                     "st.global.u32 [%me], %mep;",
@@ -1053,10 +1072,7 @@ mod tests {
                     .iter()
                     .position(|l| l.contains(".reg .pred %mdone"))
                     .unwrap();
-                let to = lines
-                    .iter()
-                    .position(|l| l.contains("bra M_FAILED"))
-                    .unwrap();
+                let to = lines.iter().position(|l| *l == "M_BODY:").unwrap();
                 let done = lines.iter().position(|l| *l == "DONE:").unwrap();
                 let failed = lines.iter().position(|l| *l == "M_FAILED:").unwrap();
                 let mut rest: Vec<&str> = lines[..from].to_vec();
