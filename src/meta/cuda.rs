@@ -82,6 +82,10 @@ struct Launcher {
     /// A ggml event around our `done` CUevent, so the CUDA backends can wait for it through
     /// their own `event_wait`.
     done: Box<ggml_backend_event>,
+    /// Launches on this launcher's physical GPU whose blocks wait for each other's: 1, or
+    /// with `GGML_META_MAPPED_APART=1` one per device there; and that GPU's multiprocessors.
+    together: u32,
+    sms: u32,
 }
 
 pub struct CudaAllReduce {
@@ -274,8 +278,26 @@ impl CudaAllReduce {
             .iter()
             .map(|&k| CString::new(name(n, k)).map_err(|e| e.to_string()))
             .collect::<Result<Vec<_>, _>>()?;
-        for (i, &(o, _, ctx)) in this.ctxs.iter().enumerate() {
+        for (i, &(o, dev, ctx)) in this.ctxs.iter().enumerate() {
             let _cur = CurrentCtx::enter(ctx)?;
+            let mut sms = 0;
+            check(
+                // SAFETY: out-pointer to a local; the device comes from cuDeviceGet.
+                unsafe {
+                    sys::cuDeviceGetAttribute(
+                        &mut sms,
+                        sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                        dev,
+                    )
+                },
+                "cuDeviceGetAttribute",
+            )?;
+            let together = this.ctxs.iter().filter(|&&(x, _, _)| x == o).count();
+            // (apart: a launcher per device, in order)
+            let device = match apart {
+                true => i,
+                false => ordinals.iter().position(|&x| x == o).unwrap_or(i),
+            };
             let mut module = ptr::null_mut();
             check(
                 // SAFETY: a NUL-terminated PTX image; the driver compiles it for this GPU.
@@ -288,9 +310,11 @@ impl CudaAllReduce {
                 module,
                 kernels: [ptr::null_mut(); 3],
                 done: Box::new(ggml_backend_event {
-                    device: devices[ordinals.iter().position(|&x| x == o).unwrap_or(i)].as_ptr(),
+                    device: devices[device].as_ptr(),
                     context: ptr::null_mut(),
                 }),
+                together: together as u32,
+                sms: sms.max(1) as u32,
             };
             // SAFETY: out-pointers to fields of `launcher`, which Drop releases when set.
             let r = unsafe {
@@ -515,7 +539,7 @@ impl CudaAllReduce {
                 };
             }
             let span = run.end - run.begin;
-            let (blocks, threads) = match kind {
+            let (mut blocks, threads) = match kind {
                 // a block per row, a multiple of 32 threads (whole warps) up to 1024
                 Kernel::AddRmsNormMul => (
                     span.min(MAX_BLOCKS as u64) as u32,
@@ -526,6 +550,24 @@ impl CudaAllReduce {
                     BLOCK,
                 ),
             };
+            if l.together > 1 {
+                // launches on one GPU that wait for each other must all be resident: at most
+                // their share of what the GPU holds at once (the kernels stride over the rest)
+                let mut per_sm = 0;
+                check(
+                    // SAFETY: out-pointer to a local; a kernel of our module.
+                    unsafe {
+                        sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                            &mut per_sm,
+                            l.kernels[k_index],
+                            threads as i32,
+                            0,
+                        )
+                    },
+                    "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                )?;
+                blocks = blocks.min((l.sms * per_sm.max(0) as u32 / l.together).max(1));
+            }
             check(
                 // SAFETY: `args` holds one pointer per kernel parameter, in the order of the
                 // module's `params` (u64 values, the f32 eps), alive for the call; the

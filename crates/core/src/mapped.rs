@@ -880,9 +880,11 @@ mod tests {
     fn launches_of_other_grids_keep_the_epochs_in_step() {
         // a cut's launches have the grid its kernel needs (a block per row for the norm):
         // consecutive launches of 5, 1, 3 and 2 blocks must still agree on their epochs
-        let steps = if cfg!(miri) { 5 } else { 41 };
+        let steps = if cfg!(miri) { 4 } else { 41 };
         run_steps(&[0, 1], &[5, 1, 3, 2], 11, steps);
-        run_steps(&[0, 1, 2], &[1, 4], 6, steps);
+        if !cfg!(miri) {
+            run_steps(&[0, 1, 2], &[1, 4], 6, steps);
+        }
     }
 
     #[test]
@@ -1022,7 +1024,9 @@ mod tests {
         text[text.find("{\n").unwrap() + 2..].lines().collect()
     }
 
+    // (not under miri: string work in safe code, minutes there; see `ptx`'s tests)
     #[test]
+    #[cfg_attr(miri, ignore)]
     fn every_kernel_is_the_exchange_then_the_peer_body_over_the_slots() {
         for n in [1, 2, 3, 4, 8] {
             let (module, peer_module) = (ptx(n), ptx::ptx(n));
