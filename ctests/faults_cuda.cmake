@@ -14,8 +14,9 @@
 #                                      fails: the step fails (-3) rather than keep partial sums
 #   faults/cuda/capture_end            the driver will not end the first capture: that decode
 #                                      fails, and so does every later one, naming the reason
-#   faults/cuda/mapped_allreduce_once  allreduce_once through host memory (GGML_META_ALLREDUCE=
-#                                      mapped)
+#   faults/cuda/mapped_allreduce_once  allreduce_once through host memory, a launch per device
+#                                      (GGML_META_ALLREDUCE=mapped, GGML_META_MAPPED_APART=1):
+#                                      the retry exchanges after the failed step's clear
 #   faults/cuda/mapped_lost            through host memory with a launch per device
 #                                      (GGML_META_MAPPED_APART=1, as two GPUs), the second
 #                                      device's first launch is left out, as a GPU that stopped:
@@ -33,7 +34,7 @@ set(cuda_fault_cases
     "allreduce_always|1|allreduce:1+||"
     "fallback_allreduce|0|allreduce:1|GGML_META_ALLREDUCE=backend,GGML_CUDA_ALLREDUCE=none|retry"
     "capture_end|1|capture_end:1||retry"
-    "mapped_allreduce_once|0|allreduce:1|GGML_META_ALLREDUCE=mapped|retry"
+    "mapped_allreduce_once|0|allreduce:1|GGML_META_ALLREDUCE=mapped,GGML_META_MAPPED_APART=1|retry"
     "mapped_lost|0|mapped_lost:1|GGML_META_ALLREDUCE=mapped,GGML_META_MAPPED_APART=1,GGML_META_MAPPED_TIMEOUT_MS=200|retry")
 foreach(entry IN LISTS cuda_fault_cases)
     string(REPLACE "|" ";" f "${entry}")

@@ -411,8 +411,9 @@ impl MetaBackend {
         plan.follow(g.uid());
         let mut status = run_step(m, &mut st, &mut plan, g.uid());
         st.plans.push(plan);
-        if let (GGML_STATUS_SUCCESS, Some(cuda)) = (status, m.reducer.cuda()) {
-            if let Err(e) = cuda.end_step(&m.simple) {
+        // (not where a capture could not be ended: the streams still record, and cannot wait)
+        if let (None, Some(cuda)) = (&st.broken, m.reducer.cuda()) {
+            if let Err(e) = cuda.end_step(&m.simple, status != GGML_STATUS_SUCCESS) {
                 log_error!(
                     "meta backend: {}: graph failed: {e}",
                     m.name.to_string_lossy()

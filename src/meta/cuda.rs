@@ -88,6 +88,40 @@ struct Launcher {
     sms: u32,
 }
 
+/// One launch's kernel arguments, in the order of its kernel's parameters.
+struct Args {
+    /// Which kernel (an index into `Kernel::ALL`).
+    kernel: usize,
+    /// Every parameter's value as u64 (0 at `eps_at`).
+    vals: [u64; MAX_PARAMS],
+    /// The f32 parameter (`eps`) and where it is.
+    eps: f32,
+    eps_at: Option<usize>,
+    /// Parameters of the kernel.
+    len: usize,
+}
+
+impl Args {
+    /// What `cuLaunchKernel` takes: a pointer to each parameter's value (at `eps_at`, to the
+    /// f32), valid while `self` is neither moved nor dropped.
+    fn pointers(&mut self) -> [*mut c_void; MAX_PARAMS] {
+        let eps = &mut self.eps as *mut f32 as *mut c_void;
+        let mut out = [ptr::null_mut(); MAX_PARAMS];
+        for (i, (o, v)) in out
+            .iter_mut()
+            .zip(&mut self.vals)
+            .enumerate()
+            .take(self.len)
+        {
+            *o = match self.eps_at == Some(i) {
+                true => eps,
+                false => v as *mut u64 as *mut c_void,
+            };
+        }
+        out
+    }
+}
+
 pub struct CudaAllReduce {
     /// Per simple device: the ggml event recorded on its backend after its partial is ready.
     ready: Vec<Event>,
@@ -218,8 +252,7 @@ impl CudaAllReduce {
         };
         // Through host memory, `GGML_META_MAPPED_APART=1` gives each device a launch of its
         // own, as if on a GPU of its own: how two GPUs exchange, measured and tested on one
-        // (its launches must then be resident together, which small grids are; the waits are
-        // bounded all the same).
+        // (the launches on one GPU then share what it holds at once: `resident_blocks`).
         let apart = force_mapped && std::env::var("GGML_META_MAPPED_APART").is_ok_and(|v| v == "1");
         for &o in &ordinals {
             if !apart && this.ctxs.iter().any(|&(x, _, _)| x == o) {
@@ -465,7 +498,6 @@ impl CudaAllReduce {
                     .collect()
             }
         };
-        let params = &self.params[k_index];
         // (an injected fault: the last GPU's launches left out, outside a capture only, where
         // they would stay left out of every replay)
         let last = self.launchers.len() - 1;
@@ -474,12 +506,152 @@ impl CudaAllReduce {
             && capture_status(self.launchers[last].stream)
                 == sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
             && super::fault::fires("mapped_lost").is_some();
+        // (blocks per launch, threads per block): one grid for every launch of a chunk, as the
+        // exchange needs (block b of every GPU takes the same units)
+        let threads = match kind {
+            // a block per row, a multiple of 32 threads (whole warps) up to 1024
+            Kernel::AddRmsNormMul => ncols.next_multiple_of(32).clamp(32, 1024) as u32,
+            _ => BLOCK,
+        };
+        let most = match &self.mapped {
+            None => MAX_BLOCKS,
+            Some(_) => self.resident_blocks(k_index, threads)?,
+        };
+        let grid = |span: u64| match kind {
+            Kernel::AddRmsNormMul => span.min(most as u64) as u32,
+            _ => span.div_ceil(BLOCK as u64).clamp(1, most as u64) as u32,
+        };
         self.record_ready(backends);
-        let data = |t: &Tensor| t.data() as u64;
         let cur = CurrentCtx::enter(self.launchers[0].ctx)?;
-        let mut current = 0;
         let mut started = vec![false; self.launchers.len()];
-        for (run, shift) in &launches {
+        let queued = self.queue_launches(&cur, &launches, &mut started, lost, |run, shift| {
+            let args = self.args(k_index, targets, epi, run, shift, ncols);
+            (args, grid(run.end - run.begin), threads)
+        });
+        // whatever failed, the launches queued so far are waited for: a kernel left running
+        // would exchange with the next step's
+        let recorded = self
+            .launchers
+            .iter()
+            .zip(&started)
+            .filter(|(_, &s)| s)
+            .try_for_each(|(l, _)| {
+                cur.switch(l.ctx)?;
+                check(
+                    // SAFETY: our event and stream, in this context.
+                    unsafe { sys::cuEventRecord(l.done.context as sys::CUevent, l.stream) },
+                    "cuEventRecord",
+                )
+            });
+        drop(cur);
+        match &self.mapped {
+            None => self.release(backends, self.launchers.len()),
+            // a device's results come from its own GPU's launch only
+            Some(_) => self.release_own(backends),
+        }
+        queued.and(recorded)
+    }
+
+    /// The arguments of launch `run` of kernel `k_index` (an AllReduce of `targets` with
+    /// epilogue `epi`), its tensors' addresses moved by `shift` bytes (its chunk's start).
+    fn args(
+        &self,
+        k_index: usize,
+        targets: &[Tensor],
+        epi: Option<&Epilogue>,
+        run: &Launch,
+        shift: u64,
+        ncols: u64,
+    ) -> Args {
+        let norm = epi.and_then(|e| e.norm.as_ref());
+        let data = |t: &Tensor| t.data() as u64;
+        // output slot `s` of this launch is device `run.writes[s]` (a local one first: the
+        // kernel reads its own results back from slot 0); inputs come from the first written
+        // device's copies
+        let at = |t: &Tensor| data(t) + shift;
+        let out = |ts: &[Tensor], s: usize| run.writes.get(s).map_or(0, |&k| at(&ts[k]));
+        let home = run.writes[0];
+        let own = |k: usize| self.gpu_of[k] == run.gpu;
+        let mapped = self.mapped.as_ref();
+        let exchange = |f: fn(&Mapped, usize) -> u64| mapped.map_or(0, |m| f(m, run.gpu));
+        let params = &self.params[k_index];
+        let mut args = Args {
+            kernel: k_index,
+            vals: [0; MAX_PARAMS],
+            eps: norm.map_or(0.0, |m| m.eps),
+            eps_at: params.iter().position(|&p| p == Param::Eps),
+            len: params.len(),
+        };
+        for (v, p) in args.vals.iter_mut().zip(params) {
+            *v = match *p {
+                // (through host memory, a launch is given only its own GPU's partials)
+                Param::Partial(k) if mapped.is_some() && !own(k) => 0,
+                Param::Partial(k) => at(&targets[k]),
+                Param::SumOut(s) if epi.is_none_or(|e| e.keeps_sum) => out(targets, s),
+                Param::SumOut(_) => 0,
+                Param::Residual => epi.map_or(0, |e| at(&e.residual[home])),
+                Param::AddOut(s) => epi.map_or(0, |e| out(&e.add_out, s)),
+                Param::Weight => norm.map_or(0, |m| data(&m.weight[home])),
+                Param::NormOut(s) => norm.map_or(0, |m| out(&m.out, s)),
+                // (passed as `eps`, see `pointers`)
+                Param::Eps => 0,
+                Param::Ncols => ncols,
+                Param::First => run.begin,
+                Param::Limit => run.end,
+                Param::Slots => exchange(|m, g| m.views[g].region),
+                Param::SlotBytes => exchange(|m, _| m.layout.slot_bytes() as u64),
+                Param::Flags => exchange(|m, g| m.views[g].region + m.layout.flag(0, 0) as u64),
+                Param::FlagBytes => exchange(|m, _| m.layout.flag_bytes() as u64),
+                Param::Errors => exchange(|m, g| m.views[g].region + m.layout.error(0) as u64),
+                Param::Counters => exchange(|m, g| m.views[g].counters),
+                Param::Gpu => run.gpu as u64,
+                Param::Gpus => self.launchers.len() as u64,
+                Param::Timeout => exchange(|m, _| m.timeout_ns),
+            };
+        }
+        args
+    }
+
+    /// The most blocks a launch through host memory may have: what every GPU holds at once of
+    /// this kernel, shared by the launches on it that wait for each other, so that every block
+    /// of every launch runs at the same time and no wait depends on the order in which a GPU
+    /// starts blocks.
+    fn resident_blocks(&self, k_index: usize, threads: u32) -> Result<u32, String> {
+        let mut most = MAX_BLOCKS;
+        for l in &self.launchers {
+            let mut per_sm = 0;
+            check(
+                // SAFETY: out-pointer to a local; a kernel of our module (the occupancy of a
+                // function needs no current context).
+                unsafe {
+                    sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                        &mut per_sm,
+                        l.kernels[k_index],
+                        threads as i32,
+                        0,
+                    )
+                },
+                "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+            )?;
+            most = most.min((l.sms * per_sm.max(0) as u32 / l.together).max(1));
+        }
+        Ok(most)
+    }
+
+    /// Queues `launches` in order, each after its GPU's ready events (all of them, or through
+    /// host memory its own devices'), marking in `started` the launchers used; `lost` leaves the
+    /// last GPU's out (an injected fault). `make` gives a launch's arguments, blocks and threads.
+    fn queue_launches(
+        &self,
+        cur: &CurrentCtx,
+        launches: &[(Launch, u64)],
+        started: &mut [bool],
+        lost: bool,
+        make: impl Fn(&Launch, u64) -> (Args, u32, u32),
+    ) -> Result<(), String> {
+        let last = self.launchers.len() - 1;
+        let mut current = 0;
+        for (run, shift) in launches {
             let l = &self.launchers[run.gpu];
             if run.gpu != current {
                 cur.switch(l.ctx)?;
@@ -491,92 +663,17 @@ impl CudaAllReduce {
             if run.end == run.begin || (lost && run.gpu == last) {
                 continue;
             }
-            // output slot `s` of this launch is device `run.writes[s]` (a local one first: the
-            // kernel reads its own results back from slot 0); inputs come from the first
-            // written device's copies
-            let at = |t: &Tensor| data(t) + shift;
-            let out = |ts: &[Tensor], s: usize| run.writes.get(s).map_or(0, |&k| at(&ts[k]));
-            let home = run.writes[0];
-            let own = |k: usize| self.gpu_of[k] == run.gpu;
-            let mapped = self.mapped.as_ref();
-            let exchange = |f: fn(&Mapped, usize) -> u64| mapped.map_or(0, |m| f(m, run.gpu));
-            let mut vals = [0u64; MAX_PARAMS];
-            let mut eps = 0f32;
-            for (v, p) in vals.iter_mut().zip(params) {
-                *v = match *p {
-                    // (through host memory, a launch is given only its own GPU's partials)
-                    Param::Partial(k) if mapped.is_some() && !own(k) => 0,
-                    Param::Partial(k) => at(&targets[k]),
-                    Param::SumOut(s) if epi.is_none_or(|e| e.keeps_sum) => out(targets, s),
-                    Param::SumOut(_) => 0,
-                    Param::Residual => epi.map_or(0, |e| at(&e.residual[home])),
-                    Param::AddOut(s) => epi.map_or(0, |e| out(&e.add_out, s)),
-                    Param::Weight => norm.map_or(0, |m| data(&m.weight[home])),
-                    Param::NormOut(s) => norm.map_or(0, |m| out(&m.out, s)),
-                    Param::Eps => {
-                        eps = norm.map_or(0.0, |m| m.eps);
-                        0
-                    }
-                    Param::Ncols => ncols,
-                    Param::First => run.begin,
-                    Param::Limit => run.end,
-                    Param::Slots => exchange(|m, g| m.views[g].region),
-                    Param::SlotBytes => exchange(|m, _| m.layout.slot_bytes() as u64),
-                    Param::Flags => exchange(|m, g| m.views[g].region + m.layout.flag(0, 0) as u64),
-                    Param::FlagBytes => exchange(|m, _| m.layout.flag_bytes() as u64),
-                    Param::Errors => exchange(|m, g| m.views[g].region + m.layout.error(0) as u64),
-                    Param::Counters => exchange(|m, g| m.views[g].counters),
-                    Param::Gpu => run.gpu as u64,
-                    Param::Gpus => self.launchers.len() as u64,
-                    Param::Timeout => exchange(|m, _| m.timeout_ns),
-                };
-            }
-            let mut args = [ptr::null_mut::<c_void>(); MAX_PARAMS];
-            for ((a, v), p) in args.iter_mut().zip(vals.iter_mut()).zip(params) {
-                *a = match p {
-                    Param::Eps => &mut eps as *mut f32 as *mut c_void,
-                    _ => v as *mut u64 as *mut c_void,
-                };
-            }
-            let span = run.end - run.begin;
-            let (mut blocks, threads) = match kind {
-                // a block per row, a multiple of 32 threads (whole warps) up to 1024
-                Kernel::AddRmsNormMul => (
-                    span.min(MAX_BLOCKS as u64) as u32,
-                    ncols.next_multiple_of(32).clamp(32, 1024) as u32,
-                ),
-                _ => (
-                    span.div_ceil(BLOCK as u64).clamp(1, MAX_BLOCKS as u64) as u32,
-                    BLOCK,
-                ),
-            };
-            if l.together > 1 {
-                // launches on one GPU that wait for each other must all be resident: at most
-                // their share of what the GPU holds at once (the kernels stride over the rest)
-                let mut per_sm = 0;
-                check(
-                    // SAFETY: out-pointer to a local; a kernel of our module.
-                    unsafe {
-                        sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                            &mut per_sm,
-                            l.kernels[k_index],
-                            threads as i32,
-                            0,
-                        )
-                    },
-                    "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-                )?;
-                blocks = blocks.min((l.sms * per_sm.max(0) as u32 / l.together).max(1));
-            }
+            let (mut args, blocks, threads) = make(run, *shift);
+            let mut ptrs = args.pointers();
             check(
-                // SAFETY: `args` holds one pointer per kernel parameter, in the order of the
-                // module's `params` (u64 values, the f32 eps), alive for the call; the
-                // addresses are f32 data of the targets' size (rows of `ncols` for the weight)
-                // on peer-accessible devices or, through host memory, on this GPU, with the
-                // region and counters of `mapped` (up to MAX_BLOCKS blocks: one flag each).
+                // SAFETY: `ptrs` holds one pointer per kernel parameter, in the order of the
+                // module's `params` (u64 values, the f32 eps), into `args`, alive for the call;
+                // the addresses are f32 data of the targets' size (rows of `ncols` for the
+                // weight) on peer-accessible devices or, through host memory, on this GPU, with
+                // the region and counters of `mapped` (up to MAX_BLOCKS blocks: one flag each).
                 unsafe {
                     sys::cuLaunchKernel(
-                        l.kernels[k_index],
+                        l.kernels[args.kernel],
                         blocks,
                         1,
                         1,
@@ -585,50 +682,34 @@ impl CudaAllReduce {
                         1,
                         0,
                         l.stream,
-                        args.as_mut_ptr(),
+                        ptrs.as_mut_ptr(),
                         ptr::null_mut(),
                     )
                 },
                 "cuLaunchKernel",
             )?;
         }
-        for (l, _) in self.launchers.iter().zip(&started).filter(|(_, &s)| s) {
-            cur.switch(l.ctx)?;
-            check(
-                // SAFETY: our event and stream, in this context.
-                unsafe { sys::cuEventRecord(l.done.context as sys::CUevent, l.stream) },
-                "cuEventRecord",
-            )?;
-        }
-        drop(cur);
-        match &self.mapped {
-            None => self.release(backends, self.launchers.len()),
-            // a device's results come from its own GPU's launch only
-            Some(_) => self.release_own(backends),
-        }
         Ok(())
     }
 
-    /// After a step has been queued: through host memory, waits for it to end and fails it,
-    /// naming the GPU, where one of its GPUs gave up waiting for another (and makes the
-    /// exchange whole again for the next step). The kernels can tell it only when they have
-    /// run, and ggml's `synchronize` returns nothing, so the step's compute waits here. Peer
-    /// access has nothing to wait for.
-    pub fn end_step(&self, backends: &[Backend]) -> Result<(), String> {
+    /// After a step has been queued (`failed`: not all of it): through host memory, waits for
+    /// it to end and fails it, naming the GPU, where one of its GPUs gave up waiting for another;
+    /// after a failure of either kind, makes the exchange whole again for the next step. The
+    /// kernels can tell it only when they have run, and ggml's `synchronize` returns nothing,
+    /// so the step's compute waits here. Peer access has nothing to wait for.
+    pub fn end_step(&self, backends: &[Backend], failed: bool) -> Result<(), String> {
         let Some(m) = &self.mapped else {
             return Ok(());
         };
         for b in backends {
             b.synchronize();
         }
-        match m.lost() {
-            None => Ok(()),
-            Some(why) => {
-                self.synchronize_streams();
-                m.clear()?;
-                Err(why)
-            }
+        let lost = m.lost();
+        if failed || lost.is_some() {
+            self.synchronize_streams();
+            m.clear()?;
         }
+        lost.map_or(Ok(()), Err)
     }
 
     /// Waits for everything queued on our streams.

@@ -140,11 +140,7 @@ impl Mapped {
             let r = unsafe { sys::cuMemAlloc_v2(&mut view.counters, words * 4) };
             check(r, "cuMemAlloc")?;
             this.views.push(view);
-            check(
-                // SAFETY: the counters just allocated, `words` u32s.
-                unsafe { sys::cuMemsetD32_v2(this.views.last().unwrap().counters, 0, words) },
-                "cuMemsetD32",
-            )?;
+            zero(this.views.last().unwrap().counters, words)?;
         }
         Ok(this)
     }
@@ -184,14 +180,23 @@ impl Mapped {
         let cur = CurrentCtx::enter(self.views[0].ctx)?;
         for v in &self.views {
             cur.switch(v.ctx)?;
-            check(
-                // SAFETY: a GPU's counters, allocated in `new`.
-                unsafe { sys::cuMemsetD32_v2(v.counters, 0, self.layout.words_per_gpu()) },
-                "cuMemsetD32",
-            )?;
+            zero(v.counters, self.layout.words_per_gpu())?;
         }
         Ok(())
     }
+}
+
+/// Zeroes `words` u32s of device memory at `at` (of the current context) before returning: a
+/// memset is queued on the legacy default stream, which our non-blocking streams do not wait
+/// for, so it is waited for here, before any kernel can read the memory.
+fn zero(at: sys::CUdeviceptr, words: usize) -> Result<(), String> {
+    // SAFETY: device memory of `words` u32s, allocated by the caller in this context.
+    check(unsafe { sys::cuMemsetD32_v2(at, 0, words) }, "cuMemsetD32")?;
+    check(
+        // SAFETY: the legacy default stream of the current context.
+        unsafe { sys::cuStreamSynchronize(ptr::null_mut()) },
+        "cuStreamSynchronize",
+    )
 }
 
 impl Drop for Mapped {
