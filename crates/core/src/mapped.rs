@@ -374,20 +374,21 @@ M_NEXT:
 ",
         );
     } else {
-        s.push_str(
-            "    ld.param.u64 %mi, [first];
-    ld.param.u64 %mlimit, [limit];
-    mul.wide.u32 %mt, %mcta, %mntid;
-    add.u64 %mi, %mi, %mt;
-    cvt.u64.u32 %mt, %mtid;
-    add.u64 %mi, %mi, %mt;
-    mul.wide.u32 %mstride, %mncta, %mntid;
-M_POST:
-    setp.ge.u64 %mdone, %mi, %mlimit;
-    @%mdone bra M_POSTED;
-    shl.b64 %moff, %mi, 2;
-",
-        );
+        op!(s, "ld.param.u64 %mi, [first];");
+        op!(s, "ld.param.u64 %mlimit, [limit];");
+        let r = ptx::Stride {
+            i: "%mi",
+            limit: "%mlimit",
+            stride: "%mstride",
+            off: "%moff",
+            t: "%mt",
+            done: "%mdone",
+            ctaid: "%mcta",
+            ntid: "%mntid",
+            tid: "%mtid",
+            nctaid: "%mncta",
+        };
+        ptx::element_loop(s, &r, "M_POST", "M_POSTED");
         copy(s, n);
         s.push_str(
             "    add.u64 %mi, %mi, %mstride;

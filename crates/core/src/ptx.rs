@@ -350,6 +350,50 @@ fn store(s: &mut String, n: usize, out: &str, h: &str, off: &str, value: &str) {
     }
 }
 
+/// The registers of an [`element_loop`]: the element, its limit, the stride, its byte offset,
+/// a scratch register and predicate, and the block's `ctaid`, `ntid`, `tid`, `nctaid`.
+pub(crate) struct Stride {
+    pub i: &'static str,
+    pub limit: &'static str,
+    pub stride: &'static str,
+    pub off: &'static str,
+    pub t: &'static str,
+    pub done: &'static str,
+    pub ctaid: &'static str,
+    pub ntid: &'static str,
+    pub tid: &'static str,
+    pub nctaid: &'static str,
+}
+
+/// The elements a thread takes in `Sum` and `Add`: from `first + ctaid*ntid + tid` (`r.i` holds
+/// `first`), every `nctaid*ntid` further, below `r.limit`; the loop's head at `label`, leaving
+/// for `exit`, with the element's byte offset in `r.off`. The exchange through host memory
+/// (`crate::mapped`) copies the partials over the same loop, so a block posts exactly the
+/// elements its body reads.
+pub(crate) fn element_loop(s: &mut String, r: &Stride, label: &str, exit: &str) {
+    let Stride {
+        i,
+        limit,
+        stride,
+        off,
+        t,
+        done,
+        ctaid,
+        ntid,
+        tid,
+        nctaid,
+    } = r;
+    op!(s, "mul.wide.u32 {t}, {ctaid}, {ntid};");
+    op!(s, "add.u64 {i}, {i}, {t};");
+    op!(s, "cvt.u64.u32 {t}, {tid};");
+    op!(s, "add.u64 {i}, {i}, {t};");
+    op!(s, "mul.wide.u32 {stride}, {nctaid}, {ntid};");
+    let _ = writeln!(s, "{label}:");
+    op!(s, "setp.ge.u64 {done}, {i}, {limit};");
+    op!(s, "@{done} bra {exit};");
+    op!(s, "shl.b64 {off}, {i}, 2;");
+}
+
 /// `Sum` and `Add`: the threads of the grid stride over the elements `[first, limit)`.
 fn grid_body(s: &mut String, n: usize, add: bool, src: Source) {
     s.push_str(
@@ -359,17 +403,21 @@ fn grid_body(s: &mut String, n: usize, add: bool, src: Source) {
     mov.u32 %r1, %ntid.x;
     mov.u32 %r2, %tid.x;
     mov.u32 %r3, %nctaid.x;
-    mul.wide.u32 %t, %r0, %r1;
-    add.u64 %i, %i, %t;
-    cvt.u64.u32 %t, %r2;
-    add.u64 %i, %i, %t;
-    mul.wide.u32 %stride, %r3, %r1;
-LOOP:
-    setp.ge.u64 %done, %i, %limit;
-    @%done bra DONE;
-    shl.b64 %off, %i, 2;
 ",
     );
+    let r = Stride {
+        i: "%i",
+        limit: "%limit",
+        stride: "%stride",
+        off: "%off",
+        t: "%t",
+        done: "%done",
+        ctaid: "%r0",
+        ntid: "%r1",
+        tid: "%r2",
+        nctaid: "%r3",
+    };
+    element_loop(s, &r, "LOOP", "DONE");
     element(s, n, add, src);
     s.push_str("    add.u64 %i, %i, %stride;\n    bra LOOP;\n");
 }
