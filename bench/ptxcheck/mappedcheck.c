@@ -17,6 +17,11 @@
 // Configurations: members on their own GPUs (2, 3, 4 and 8), two members on one GPU (one launch
 // for both, as CUDA0,CUDA0), and two on one GPU with a third on another.
 //
+// The epilogues (`add`, `add_rms_mul`) are checked against the peer kernel's entries
+// (allreduce_x<n>.ptx), bit for bit: X and Z of every member through host memory must be the
+// peer kernel's, for a decode row, rows longer than a block's trip, and rows of one warp, with
+// each GPU's launch given only its own members.
+//
 // Usage: mappedcheck DIR. Prints one line per case ("ok ..." or "FAIL ...") and exits 1 on any
 // failure. bench/ptxcheck/run.sh compiles and runs it.
 //
@@ -323,6 +328,182 @@ static int one_config(const char *dir, int members, const int *gpu_of, size_t le
     return bad;
 }
 
+// A kernel's arguments, in its parameters' order: u64 values and the one f32 (eps).
+struct args {
+    uint64_t v[64];
+    float eps;
+    void *p[64];
+    int n;
+};
+
+static void arg(struct args *a, uint64_t x) {
+    a->v[a->n] = x;
+    a->p[a->n] = &a->v[a->n];
+    a->n++;
+}
+
+static void arg_eps(struct args *a, float e) {
+    a->eps = e;
+    a->p[a->n] = &a->eps;
+    a->n++;
+}
+
+// The epilogues (`add`: X = r + S; `add_rms_mul`: Z = rms_norm(X) * w as well) through host
+// memory against the peer kernel's, bit for bit: the peer kernel over every partial on this GPU
+// gives the reference X (and Z); each GPU's mapped launch, given only its own members' partials
+// and outputs (in `writes` order: its members in order), must store the same bits for each of
+// its members. Rows of `ncols`; three steps of new partials; the norm's launches have the peer
+// launch's threads (its row sum is a tree over the block) and fewer blocks than rows.
+static int epilogue_config(const char *dir, int members, const int *gpu_of, size_t rows, size_t ncols) {
+    const size_t len = rows * ncols;
+    int gpus = 0;
+    for (int k = 0; k < members; k++) gpus = gpu_of[k] + 1 > gpus ? gpu_of[k] + 1 : gpus;
+    char name[96];
+    snprintf(name, sizeof name, "allreduce_x%d.ptx", members);
+    CUmodule peer = load_module(dir, name);
+    snprintf(name, sizeof name, "mapped_x%d.ptx", members);
+    CUmodule mapped = load_module(dir, name);
+    const struct layout l = layout_of(members, gpus, len, WORDS);
+    void *host;
+    CK(cuMemHostAlloc(&host, l.bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+    memset(host, 0, l.bytes);
+    CUdeviceptr region;
+    CK(cuMemHostGetDevicePointer(&region, host, 0));
+    CUdeviceptr part[MAX_MEMBERS], x[MAX_MEMBERS], z[MAX_MEMBERS], counters[MAX_MEMBERS], r, w, xr, zr;
+    CUstream stream[MAX_MEMBERS];
+    for (int k = 0; k < members; k++) {
+        CK(cuMemAlloc(&part[k], len * 4));
+        CK(cuMemAlloc(&x[k], len * 4));
+        CK(cuMemAlloc(&z[k], len * 4));
+    }
+    for (int g = 0; g < gpus; g++) {
+        CK(cuMemAlloc(&counters[g], (size_t) WORDS * 4));
+        CK(cuMemsetD32(counters[g], 0, WORDS));
+        CK(cuStreamCreate(&stream[g], CU_STREAM_NON_BLOCKING));
+    }
+    CK(cuMemAlloc(&r, len * 4));
+    CK(cuMemAlloc(&w, ncols * 4));
+    CK(cuMemAlloc(&xr, len * 4));
+    CK(cuMemAlloc(&zr, len * 4));
+    float *h = malloc(len * 4), *want = malloc(len * 4), *got = malloc(len * 4);
+    for (size_t i = 0; i < len; i++) h[i] = value(99, 0, i);
+    CK(cuMemcpyHtoD(r, h, len * 4));
+    for (size_t c = 0; c < ncols; c++) h[c] = 1.0f + value(98, 0, c);
+    CK(cuMemcpyHtoD(w, h, ncols * 4));
+    const float eps = 1e-5f;
+    const unsigned threads = (unsigned) (ncols + 31) / 32 * 32 > 1024 ? 1024 : (unsigned) (ncols + 31) / 32 * 32;
+    int bad = 0;
+    for (int norm = 0; norm < 2 && !bad; norm++) {
+        const char *tag = norm ? "add_rms_mul" : "add";
+        CUfunction fp, fm;
+        snprintf(name, sizeof name, "ggml_meta_allreduce_%s_f32_x%d", tag, members);
+        CK(cuModuleGetFunction(&fp, peer, name));
+        snprintf(name, sizeof name, "ggml_meta_allreduce_mapped_%s_f32_x%d", tag, members);
+        CK(cuModuleGetFunction(&fm, mapped, name));
+        const uint64_t limit = norm ? rows : len;
+        for (int step = 0; step < 3 && !bad; step++) {
+            for (int k = 0; k < members; k++) {
+                for (size_t i = 0; i < len; i++) h[i] = value(step + 10 * norm, k, i);
+                CK(cuMemcpyHtoD(part[k], h, len * 4));
+                CK(cuMemsetD32(x[k], 0x7fc00000u, len));
+                CK(cuMemsetD32(z[k], 0x7fc00000u, len));
+            }
+            // the reference: the peer kernel, every partial here, X (and Z) into xr (zr)
+            struct args a = {0};
+            for (int k = 0; k < members; k++) arg(&a, part[k]);
+            for (int k = 0; k < members; k++) arg(&a, 0);
+            arg(&a, r);
+            for (int k = 0; k < members; k++) arg(&a, k == 0 ? xr : 0);
+            if (norm) {
+                arg(&a, w);
+                for (int k = 0; k < members; k++) arg(&a, k == 0 ? zr : 0);
+                arg_eps(&a, eps);
+                arg(&a, ncols);
+            }
+            arg(&a, 0);
+            arg(&a, limit);
+            const unsigned pblocks = norm ? (unsigned) (rows < 1024 ? rows : 1024) : (unsigned) ((len + 255) / 256 < 1024 ? (len + 255) / 256 : 1024);
+            CK(cuLaunchKernel(fp, pblocks, 1, 1, norm ? threads : THREADS, 1, 1, 0, NULL, a.p, NULL));
+            CK(cuCtxSynchronize());
+            // through host memory: a launch per GPU, its own members only
+            const unsigned mblocks = norm ? (unsigned) (rows < 3 ? rows : 3) : 5;
+            static struct args m[MAX_MEMBERS];
+            for (int g = 0; g < gpus; g++) {
+                memset(&m[g], 0, sizeof m[g]);
+                int own[MAX_MEMBERS], n_own = 0;
+                for (int k = 0; k < members; k++)
+                    if (gpu_of[k] == g) own[n_own++] = k;
+                for (int k = 0; k < members; k++) arg(&m[g], gpu_of[k] == g ? part[k] : 0);
+                for (int k = 0; k < members; k++) arg(&m[g], 0);
+                arg(&m[g], r);
+                for (int j = 0; j < members; j++) arg(&m[g], j < n_own ? x[own[j]] : 0);
+                if (norm) {
+                    arg(&m[g], w);
+                    for (int j = 0; j < members; j++) arg(&m[g], j < n_own ? z[own[j]] : 0);
+                    arg_eps(&m[g], eps);
+                    arg(&m[g], ncols);
+                }
+                arg(&m[g], region);
+                arg(&m[g], l.slot_bytes);
+                arg(&m[g], region + l.flags_at);
+                arg(&m[g], l.flag_bytes);
+                arg(&m[g], region + l.errors_at);
+                arg(&m[g], counters[g]);
+                arg(&m[g], (uint64_t) g);
+                arg(&m[g], (uint64_t) gpus);
+                arg(&m[g], 2000000000ull);
+                arg(&m[g], 0);
+                arg(&m[g], limit);
+                CK(cuLaunchKernel(fm, mblocks, 1, 1, norm ? threads : THREADS, 1, 1, 0, stream[g], m[g].p, NULL));
+            }
+            CK(cuCtxSynchronize());
+            for (int pass = 0; pass < 1 + norm && !bad; pass++) {
+                CK(cuMemcpyDtoH(want, pass ? zr : xr, len * 4));
+                for (int k = 0; k < members && !bad; k++) {
+                    CK(cuMemcpyDtoH(got, pass ? z[k] : x[k], len * 4));
+                    if (memcmp(got, want, len * 4) != 0) {
+                        size_t i = 0;
+                        while (i < len && memcmp(&got[i], &want[i], 4) == 0) i++;
+                        printf("FAIL %s x%d rows %zu ncols %zu step %d member %d: %s[%zu] %.9g, peer %.9g\n", tag,
+                               members, rows, ncols, step, k, pass ? "z" : "x", i, (double) got[i], (double) want[i]);
+                        bad = 1;
+                    }
+                }
+            }
+        }
+    }
+    for (int g = 0; g < gpus && !bad; g++) {
+        uint32_t e;
+        memcpy(&e, (uint8_t *) host + l.errors_at + 4 * (size_t) g, 4);
+        if (e != 0) { printf("FAIL epilogues x%d: GPU %d's error word %u\n", members, g, e); bad = 1; }
+    }
+    if (!bad) {
+        printf("ok epilogues x%d gpus", members);
+        for (int k = 0; k < members; k++) printf("%s%d", k ? "," : " ", gpu_of[k]);
+        printf(" rows %zu ncols %zu: add and add_rms_mul, 3 steps each, the peer kernel's bits\n", rows, ncols);
+    }
+    free(h);
+    free(want);
+    free(got);
+    for (int k = 0; k < members; k++) {
+        CK(cuMemFree(part[k]));
+        CK(cuMemFree(x[k]));
+        CK(cuMemFree(z[k]));
+    }
+    for (int g = 0; g < gpus; g++) {
+        CK(cuMemFree(counters[g]));
+        CK(cuStreamDestroy(stream[g]));
+    }
+    CK(cuMemFree(r));
+    CK(cuMemFree(w));
+    CK(cuMemFree(xr));
+    CK(cuMemFree(zr));
+    CK(cuMemFreeHost(host));
+    CK(cuModuleUnload(peer));
+    CK(cuModuleUnload(mapped));
+    return bad;
+}
+
 static double now_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -447,6 +628,15 @@ int main(int argc, char **argv) {
         bad |= one_config(argv[1], 8, own8, len);
         bad |= one_config(argv[1], 2, one_gpu, len);
         bad |= one_config(argv[1], 3, mixed, len);
+    }
+    // the epilogues against the peer kernel: a decode row, rows longer than a block's trip,
+    // and rows of one warp
+    static const size_t shapes[][2] = {{1, 4096}, {7, 8200}, {5, 32}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        bad |= epilogue_config(argv[1], 2, own2, shapes[si][0], shapes[si][1]);
+        bad |= epilogue_config(argv[1], 4, own4, shapes[si][0], shapes[si][1]);
+        bad |= epilogue_config(argv[1], 3, mixed, shapes[si][0], shapes[si][1]);
+        bad |= epilogue_config(argv[1], 2, one_gpu, shapes[si][0], shapes[si][1]);
     }
     CK(cuDevicePrimaryCtxRelease(dev));
     printf("mappedcheck: %s\n", bad ? "FAILED" : "all cases ok");
