@@ -18,7 +18,7 @@ use ggml_backend_rs_core::mapped::{Layout, Topology};
 
 /// Values of one slot: the most of a partial one launch exchanges (4 MiB); a larger partial
 /// goes in chunks of this many values, or of whole rows as many as fit.
-pub const SLOT_VALUES: usize = 1 << 20;
+const SLOT_VALUES: usize = 1 << 20;
 
 /// How long a block waits for another GPU before the step fails naming it, unless
 /// `GGML_META_MAPPED_TIMEOUT_MS` says otherwise. Far above the skew between GPUs within a
