@@ -932,9 +932,13 @@ impl CudaAllReduce {
     }
 
     /// Makes our `stream` (of the current context) wait for every `ready` event, or, with
-    /// `gpu`, for those of the devices on that GPU.
+    /// `gpu` (a launcher), for those of the devices on that launcher's physical GPU: its
+    /// launch may wait for other GPUs' flags, and while it waits its blocks hold the GPU, so
+    /// every device's work on the same GPU (another launcher's, `GGML_META_MAPPED_APART`) must
+    /// be done before it starts.
     fn wait_ready(&self, stream: sys::CUstream, gpu: Option<usize>) -> Result<(), String> {
-        let mine = |k: &usize| gpu.is_none_or(|g| self.gpu_of[*k] == g);
+        let ordinal = |launcher: usize| self.ctxs[launcher].0;
+        let mine = |k: &usize| gpu.is_none_or(|g| ordinal(self.gpu_of[*k]) == ordinal(g));
         (0..self.ready.len()).filter(mine).try_for_each(|k| {
             check(
                 // SAFETY: `context` of a CUDA backend's event is its CUevent (module doc).
