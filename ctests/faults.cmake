@@ -17,7 +17,10 @@
 # model's weights, 2 the KV cache, 3 the compute buffer, 4 the first AllReduce scratch memory of
 # ours (upstream allocates none there); compute 30 of TESTGPU1 falls in a decode step after the
 # prompt (the second or third: the versions' graphs differ); a layer split's TESTGPU1 computes once per step, so its compute 3 is the
-# second step. Each case demands the "injected fault" line, so a shift cannot pass unseen.
+# second step; copies 1 and 2 are our meta backend's question whether the test devices copy
+# between each other (one each way, when its first plan is built; upstream asks nothing), so
+# copy 5 is the third copy of an AllReduce in ours. Each case demands the "injected fault" line,
+# so a shift cannot pass unseen.
 
 set(fault_model tiny-gqa-f32)
 set(fault_gguf "${model_dir}/${fault_model}.gguf")

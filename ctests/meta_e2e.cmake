@@ -15,6 +15,8 @@
 #                                         cuts gives the copies path's bits (those nodes in the
 #                                         graph), and its plan says which cuts took them
 #   meta/fusion/<model>/tgpu2_staged_vs_copies  the same for the staged path over test devices
+#   meta/fusion/tiny-gqa-f32/tgpu2_no_peer_copy_staged  test devices that decline copies between
+#                                         each other: the staged path chosen unasked, and said
 
 if(CMAKE_SCRIPT_MODE_FILE)
     # cmake -DEXES=<exe;exe> -DARGS=<a;b> -DEXPECT=<regex> -P meta_e2e.cmake
@@ -302,3 +304,21 @@ foreach(item tiny-gqa-f32:rms tiny-moe-f32:rms qwen3-f32:rms cohere2-f32:add)
         -D "WORK_DIR=${model_dir}/meta-fusion-staged-${model}" -P "${run}")
     ctests_use_model(${model} ${test})
 endforeach()
+
+# Devices whose backends decline asynchronous copies between each other (ggml-vulkan between two
+# GPUs; here the test devices with GGML_BACKEND_RS_TESTGPU_NO_PEER_COPY=1): the meta backend
+# finds it out when it starts, says so, and stages its AllReduces through the host unasked.
+# Run A, the copies path with every copy through the host, gives the same bits.
+set(args --model "${model_dir}/tiny-gqa-f32.gguf" ${meta_common} --split-mode tensor --test-device
+    --devices TESTGPU0,TESTGPU1)
+set(test meta/fusion/tiny-gqa-f32/tgpu2_no_peer_copy_staged)
+add_test(NAME ${test} COMMAND "${CMAKE_COMMAND}"
+    -D "DRIVER_A=$<TARGET_FILE:llama_driver>" -D "ARGS_A=${args}" -D "ARGS_B=${args};--verbose"
+    -D "ENV_A=GGML_META_ALLREDUCE=copies;GGML_BACKEND_RS_TESTGPU_NO_PEER_COPY=1"
+    -D "EXPECT_A=TESTGPU[01]: declines copies from another test device"
+    -D "ENV_B=GGML_META_DEBUG=1;GGML_BACKEND_RS_TESTGPU_NO_PEER_COPY=1"
+    -D "EXPECT_B=device 1 .TESTGPU1. copies from device 0 .TESTGPU0. only through the host.*AllReduce +[0-9]+ of '[^']+' .[0-9]+ bytes.: Staged [+] add, rms_norm, mul"
+    -D "COMPARE=$<TARGET_FILE:compare_logits>" -D "TOL=0"
+    -D "WORK_DIR=${model_dir}/meta-no-peer-copy" -P "${run}")
+set_tests_properties(${test} PROPERTIES ENVIRONMENT "GGML_BACKEND_RS_TESTGPU_GET_ROWS=1")
+ctests_use_model(tiny-gqa-f32 ${test})

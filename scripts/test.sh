@@ -5,7 +5,8 @@
 #   class F, ggml 0.26.0 (pin llama-cpp-sys-2 0.1.161, the default): every tree — shared
 #     (with the valgrind tests), static (the tests whose outcome depends on how the library is
 #     linked: ctest label "linkage"), and shared with the backends as run-time modules
-#     (GGML_BACKEND_DL); cargo test links the static tree's libraries.
+#     (GGML_BACKEND_DL, with the Vulkan module, run on Mesa's CPU driver lavapipe); cargo test
+#     links the static tree's libraries.
 #   class E, ggml 0.25.3 (pin llama-cpp-python-0.3.36, PyPI's sdist): the shared tree, with its
 #     differential, meta, plugin, fault and valgrind tests, and llama.cpp's own llama-server,
 #     llama-completion and llama-bench built on it; ggml 0.24.0 (pin 0.1.159), the same
@@ -114,8 +115,14 @@ filter=()
 # the choice among scored variants is checked in the shared trees (api/plugin); all 14 CPU
 # variants (-DGGML_CPU_ALL_VARIANTS=ON, ctests/dl handles both) would cost ten minutes here.
 # Its reference builds only upstream's libggml-base, libggml and libllama.
+# The Vulkan module too (ggml-vulkan, compiled once here and loaded by both loaders): tensor
+# parallelism over Vulkan devices on Mesa's CPU driver, ours, upstream's and the shared tree's
+# plugin in upstream's host (ctests/dl, "Vulkan"). ggml-vulkan 0.26 needs Vulkan 1.4 headers.
+vulkan_include=$(./scripts/vulkan-headers.sh)
 tree build/dl $pin_main "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_DL=ON \
-    "-DGGML_BACKEND_RS_LINKED_DRIVER=$root/build/shared/ctests/llama_driver"
+    "-DGGML_BACKEND_RS_LINKED_DRIVER=$root/build/shared/ctests/llama_driver" \
+    -DGGML_VULKAN=ON "-DVulkan_INCLUDE_DIR=$vulkan_include" \
+    "-DGGML_BACKEND_RS_TP_PLUGIN=$root/build/shared/libggml-backend-rs-tp.so"
 
 # 0.9.11, shared: the older ABI's exports, layouts and headers, the scheduler and meta device
 # against its pristine build, its libllama end to end, the memory tests and faults under valgrind.

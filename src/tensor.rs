@@ -327,6 +327,24 @@ pub fn copy(src: Tensor, dst: Tensor) {
     }
 }
 
+/// Whether `backend_dst` queued the copy of `src` into `dst` (same layout) after the work
+/// already submitted to `backend_src`; `false` where it has no asynchronous copy or declines
+/// this one (ggml-vulkan between two GPUs, ggml-cuda from memory it does not know), and nothing
+/// was copied.
+pub fn copy_queued(
+    backend_src: Option<Backend>,
+    backend_dst: Backend,
+    src: Tensor,
+    dst: Tensor,
+) -> bool {
+    let Some(f) = backend_dst.iface().cpy_tensor_async else {
+        return false;
+    };
+    let src_ptr = backend_src.map_or(std::ptr::null_mut(), |b| b.as_ptr());
+    // SAFETY: vtable entry of a live backend with live tensors; callers give same-layout ones.
+    unsafe { f(src_ptr, backend_dst.as_ptr(), src.as_ptr(), dst.as_ptr()) }
+}
+
 /// Copy queued after the work already submitted to `backend_src`; falls back to a
 /// synchronous copy after both backends have drained their queues.
 pub fn copy_async(backend_src: Option<Backend>, backend_dst: Backend, src: Tensor, dst: Tensor) {
@@ -336,15 +354,8 @@ pub fn copy_async(backend_src: Option<Backend>, backend_dst: Backend, src: Tenso
         src.name_string(),
         dst.name_string()
     );
-    if src == dst {
+    if src == dst || copy_queued(backend_src, backend_dst, src, dst) {
         return;
-    }
-    if let Some(f) = backend_dst.iface().cpy_tensor_async {
-        let src_ptr = backend_src.map_or(std::ptr::null_mut(), |b| b.as_ptr());
-        // SAFETY: vtable entry of a live backend with live, same-layout tensors.
-        if unsafe { f(src_ptr, backend_dst.as_ptr(), src.as_ptr(), dst.as_ptr()) } {
-            return;
-        }
     }
     if let Some(b) = backend_src {
         b.synchronize();

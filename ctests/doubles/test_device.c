@@ -14,7 +14,9 @@
 // GGML_BACKEND_RS_TESTGPU_GET_ROWS=1, both with GGML_BACKEND_RS_TESTGPU_ALL_OPS=1), so graphs
 // that use them are split between a TESTGPU and the CPU.
 // GGML_BACKEND_RS_TESTGPU_NO_FLASH_ATTN=1 refuses GGML_OP_FLASH_ATTN_EXT as well (as CUDA
-// does for head sizes it has no kernel for). GGML_BACKEND_RS_TESTGPU_ALLREDUCE=1 (or =decline)
+// does for head sizes it has no kernel for). GGML_BACKEND_RS_TESTGPU_NO_PEER_COPY=1 declines
+// asynchronous copies from one test device to another (as ggml-vulkan between two GPUs) and
+// says so on stderr, once. GGML_BACKEND_RS_TESTGPU_ALLREDUCE=1 (or =decline)
 // makes the registry offer the backend AllReduce of the ggml version (see "the backend's own
 // AllReduce" below). Two devices with async + events make libllama enable pipeline
 // parallelism (scheduler n_copies > 1) for a layer split over both.
@@ -326,12 +328,24 @@ static void tb_synchronize(ggml_backend_t b) {
     (void) b;
     trace(TEST_DEVICE_OP_SYNC);
 }
+static bool env_is_1(const char * name);
 static bool tb_cpy_async(ggml_backend_t src, ggml_backend_t dst, const struct ggml_tensor * s, struct ggml_tensor * d) {
     (void) src; (void) dst;
     // host -> device and device -> device copies complete immediately: a valid (if eager)
     // asynchronous copy
     ggml_backend_buffer_t sb = s->view_src ? s->view_src->buffer : s->buffer;
     ggml_backend_buffer_t db = d->view_src ? d->view_src->buffer : d->buffer;
+    // GGML_BACKEND_RS_TESTGPU_NO_PEER_COPY=1: copies between two test devices are declined, as
+    // ggml-vulkan declines them between two GPUs (the caller copies through the host)
+    if (sb && db && is_testgpu_buft(sb->buft) && is_testgpu_buft(db->buft) && sb->buft != db->buft &&
+        env_is_1("GGML_BACKEND_RS_TESTGPU_NO_PEER_COPY")) {
+        static bool said = false;
+        if (!said) {
+            said = true;
+            fprintf(stderr, "%s: declines copies from another test device\n", testgpu_names[dev_index(dst->device)]);
+        }
+        return false;
+    }
     if (sb && db && is_testgpu_buft(db->buft) && (ggml_backend_buffer_is_host(sb) || is_testgpu_buft(sb->buft))) {
         if (fault(FAULT_COPY, dev_index(dst->device))) return false;
         trace(TEST_DEVICE_OP_COPY);

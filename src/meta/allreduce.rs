@@ -15,9 +15,11 @@
 //! * **host**: devices whose memory the host reads and writes (CPU backends), up to
 //!   [`host::HOST_MAX`] bytes per partial: the host sums after the sub-graphs ([`host`]);
 //! * **staged**: devices whose copies between each other go through the host anyway (a backend
-//!   without asynchronous copies, e.g. RPC servers, each its own machine): the host fetches the
-//!   partials with asynchronous reads, sums them as the host path does and writes the results
-//!   back ([`host::reduce_staged`]), one wait per cut instead of a copy and an add per exchange;
+//!   without asynchronous copies, e.g. RPC servers, each its own machine; or backends that
+//!   decline them between the devices, e.g. ggml-vulkan between two GPUs, found out by the first
+//!   plan with copies: [`CopyPlan::declined_copy`]): the host fetches the partials with
+//!   asynchronous reads, sums them as the host path does and writes the results back
+//!   ([`host::reduce_staged`]), one wait per cut instead of a copy and an add per exchange;
 //! * **copies**: any backend — asynchronous copies between devices and in-place adds, staged as
 //!   `exchange::schedule` says (butterfly for powers of two, gather-and-add otherwise)
 //!   (`copies`);
@@ -54,10 +56,10 @@
 //! the AllReduce before — the last reader of that slot set.
 
 use std::ffi::c_void;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use super::backend_allreduce::BackendAllReduce;
-use super::copies::{plan_copies, CopyPlan};
+use super::copies::{plan_copies, CopyPlan, Declined};
 use super::cuda::CudaAllReduce;
 use super::direct::{plan_direct, DirectPlan};
 use super::epilogue::Epilogue;
@@ -81,9 +83,11 @@ pub struct Reducer {
     /// Whether a cut's AllReduce may take over the nodes behind it ([`Epilogue`];
     /// `GGML_META_FUSE=0` turns it off, for measurement).
     fuse: bool,
-    /// Whether copies between the devices go through the host anyway (a simple backend has no
-    /// asynchronous copy and its memory is not the host's): the staged path is then preferred.
-    through_host: bool,
+    /// Whether copies between the devices go through the host anyway (a backend has no
+    /// asynchronous copy and its memory is not the host's, or declines a copy between two of
+    /// the devices: [`CopyPlan::declined_copy`]): the staged path is then preferred to the
+    /// copies path. Unset until the first plan with copies has asked the backends.
+    through_host: OnceLock<bool>,
 }
 
 // SAFETY: function pointers and handles of objects shared with C; plans use them under the
@@ -189,11 +193,17 @@ impl Reducer {
             None
         };
         let fuse = std::env::var("GGML_META_FUSE").map_or(true, |v| v != "0");
-        let through_host = n > 1
+        // A backend without asynchronous copies whose memory is not the host's: known now.
+        // Others may still decline them between devices: the first plan with copies asks.
+        let through_host = OnceLock::new();
+        if n > 1
             && backends.iter().any(|&b| {
                 b.iface().cpy_tensor_async.is_none()
                     && !crate::backend::default_buffer_type(b, "meta AllReduce").is_host()
-            });
+            })
+        {
+            let _ = through_host.set(true);
+        }
         Reducer {
             through_host,
             fuse,
@@ -241,7 +251,7 @@ impl Reducer {
             }
             None if host_ok => Path::Host,
             None if backend_ok => Path::Backend,
-            None if self.through_host && staged_ok => Path::Staged,
+            None if self.through_host.get() == Some(&true) && staged_ok => Path::Staged,
             None => Path::Copies,
         }
     }
@@ -323,7 +333,40 @@ pub struct Planned {
 
 /// Builds the reductions of a plan: `cuts[c]` are the per-device targets of cut `c` and what
 /// its AllReduce could take over; [`Planned::fused`] says where it does.
+///
+/// The first plan with cuts on the copies path, where no path is forced and the backends have no
+/// AllReduce of their own, asks the backends in its scratch whether they copy between the devices
+/// asynchronously ([`CopyPlan::declined_copy`]); where they do not, it says so and is made
+/// again, with the staged path for those cuts. Later plans know.
 pub fn plan(
+    r: &Reducer,
+    backends: &[Backend],
+    cuts: Vec<(Vec<Tensor>, Option<Epilogue>)>,
+) -> Result<Planned, OutOfMemory> {
+    let ask = r.forced.is_none() && !r.has_backend && r.through_host.get().is_none();
+    let again = ask.then(|| cuts.clone());
+    let planned = plan_paths(r, backends, cuts)?;
+    let on_copies = planned.reductions.iter().any(|x| x.path == Path::Copies);
+    let (Some(cuts), Some(copies), true) = (again, planned.copies.as_ref(), on_copies) else {
+        return Ok(planned);
+    };
+    let declined = copies.declined_copy(backends);
+    let _ = r.through_host.set(declined.is_some());
+    let Some(Declined { from, to }) = declined else {
+        return Ok(planned);
+    };
+    log_info!(
+        "meta backend: device {to} ({}) copies from device {from} ({}) only through the host: \
+         the AllReduces of f32 tensors that no other path takes are staged through the host",
+        backends[to].name_string(),
+        backends[from].name_string()
+    );
+    drop(planned);
+    plan_paths(r, backends, cuts)
+}
+
+/// [`plan`] with what the reducer knows now.
+fn plan_paths(
     r: &Reducer,
     backends: &[Backend],
     cuts: Vec<(Vec<Tensor>, Option<Epilogue>)>,
@@ -520,6 +563,13 @@ impl Planned {
             .as_mut()
             .expect("a copy plan for every cut on the copies or backend path");
         let c = red.copies.expect("copies planned for this cut");
-        cp.run(c, backends, r.events.as_deref(), runner)
+        // Devices that copy between each other only through the host may not wait for each
+        // other's events either (ggml-vulkan's events stay on their device): ggml's copies
+        // wait for both sides anyway, and the stages are ordered by synchronizing.
+        let events = r
+            .events
+            .as_deref()
+            .filter(|_| r.through_host.get() != Some(&true));
+        cp.run(c, backends, events, runner)
     }
 }

@@ -6,6 +6,7 @@
 use super::arena::GraphArena;
 use super::reduction::{OutOfMemory, Path, Reduction, RunAll};
 use super::scratch::{add_node, chain_graph, scratch_header, slot_size, Refresh, Scratch};
+use crate::abi::log::ggml_assert;
 use crate::abi::*;
 use ggml_backend_rs_core::exchange::{self, Loc};
 
@@ -185,5 +186,68 @@ impl CopyPlan {
             }
         }
         GGML_STATUS_SUCCESS
+    }
+}
+
+/// A pair of devices whose backends cannot copy between each other asynchronously: every copy
+/// of the copies path from `from` to `to` waits for both devices and goes through the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Declined {
+    pub from: usize,
+    pub to: usize,
+}
+
+/// Elements of the tensor [`CopyPlan::declined_copy`] copies between the devices.
+const PROBE_ELEMENTS: usize = 16;
+
+impl CopyPlan {
+    /// The first pair of devices between which `backends` decline an asynchronous copy, found
+    /// by asking for one small copy each way between this plan's scratch slots (nothing else
+    /// uses them yet); `None` when every pair copies asynchronously or both ends are host
+    /// memory (the host then copies with memcpy). Waits for the copies it queued.
+    ///
+    /// A backend may have `cpy_tensor_async` and still decline it between devices (ggml-vulkan
+    /// between two GPUs: "Async copy only works within the same device"), so the entry point's
+    /// presence says nothing: the backends are asked.
+    pub(super) fn declined_copy(&self, backends: &[Backend]) -> Option<Declined> {
+        let n = backends.len();
+        let host: Vec<bool> = backends
+            .iter()
+            .map(|&b| crate::backend::default_buffer_type(b, "meta AllReduce").is_host())
+            .collect();
+        let bytes = PROBE_ELEMENTS * std::mem::size_of::<f32>();
+        ggml_assert!(
+            self.scratch.slot_bytes >= bytes,
+            "meta AllReduce: scratch slots of {} bytes",
+            self.scratch.slot_bytes
+        );
+        let mut headers = Headers::new();
+        let probes: Vec<Tensor> = (0..n)
+            .map(|j| {
+                let mut h = ggml_tensor::zeroed();
+                h.type_ = GGML_TYPE_F32;
+                h.ne = [PROBE_ELEMENTS as i64, 1, 1, 1];
+                h.nb = [std::mem::size_of::<f32>(), bytes, bytes, bytes];
+                self.scratch.place(&mut h, j, 0);
+                headers.push(h).1
+            })
+            .collect();
+        let declined = (0..n)
+            .flat_map(|from| (0..n).map(move |to| Declined { from, to }))
+            .filter(|p| p.from != p.to && !(host[p.from] && host[p.to]))
+            .find(|p| {
+                !crate::tensor::copy_queued(
+                    Some(backends[p.from]),
+                    backends[p.to],
+                    probes[p.from],
+                    probes[p.to],
+                )
+            });
+        // the probes' copies are done before their headers go
+        for b in backends {
+            b.synchronize();
+        }
+        drop(headers);
+        declined
     }
 }

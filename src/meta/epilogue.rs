@@ -7,6 +7,7 @@ use crate::abi::*;
 /// What a cut's AllReduce computes besides the sum, in place of the nodes right after the cut
 /// (`plan::Fusion`), per device. Our CUDA kernel and the host path run it; on other paths the
 /// nodes stay in the sub-graphs.
+#[derive(Clone)]
 pub struct Epilogue {
     /// The residual added to the sum: each device's copy of the mirrored operand.
     pub residual: Vec<Tensor>,
@@ -18,6 +19,7 @@ pub struct Epilogue {
 }
 
 /// `rms_norm(residual + sum) * weight`, per device.
+#[derive(Clone)]
 pub struct NormEpilogue {
     /// One row of `ncols` values on each device.
     pub weight: Vec<Tensor>,

@@ -141,10 +141,11 @@ pub struct Staging {
 }
 
 /// [`reduce`] for devices whose memory the host reaches only through the backends (RPC
-/// servers): the partials (and the epilogue's residual and weight, from device 0) are fetched
-/// with asynchronous reads, summed by the host with the same arithmetic, and the results sent
-/// back with asynchronous writes. One wait per cut; the next cut's first wait also covers this
-/// cut's writes, whose data `staging` keeps until then.
+/// servers, GPUs that do not copy between each other): the partials (and the epilogue's residual
+/// and weight, from the first device in host memory, else device 0) are fetched with
+/// asynchronous reads, summed by the host with the same arithmetic, and the results sent back
+/// with asynchronous writes. One wait per cut; the next cut's first wait also covers this cut's
+/// writes, whose data `staging` keeps until then.
 pub fn reduce_staged(
     backends: &[Backend],
     targets: &[Tensor],
@@ -179,12 +180,17 @@ pub fn reduce_staged(
     for (j, (&b, &t)) in backends.iter().zip(targets).enumerate() {
         get(b, t, &mut st.parts[j], len);
     }
+    // The epilogue's residual and weight are the same on every device: read from one whose
+    // memory is the host's where there is one (a copy in memory, not a device's round trip).
+    let near = |ts: &[Tensor]| (0..n).find(|&j| crate::tensor::is_host(ts[j])).unwrap_or(0);
     if let Some(e) = epi {
-        get(backends[0], e.residual[0], &mut st.residual, len);
+        let j = near(&e.residual);
+        get(backends[j], e.residual[j], &mut st.residual, len);
         st.x.resize(len, 0.0);
     }
     if let Some(m) = norm {
-        get(backends[0], m.weight[0], &mut st.weight, ncols);
+        let j = near(&m.weight);
+        get(backends[j], m.weight[j], &mut st.weight, ncols);
         st.z.resize(len, 0.0);
     }
     for b in backends {
