@@ -35,7 +35,7 @@ fn main() {
         println!("cargo:rustc-link-arg={lib}");
     }
     println!("cargo:rustc-link-arg=-Wl,--end-group");
-    // The registry looks the builtin list (libggml.a) up at run time: keep and export it.
-    println!("cargo:rustc-link-arg=-Wl,--undefined=ggml_backend_rs_builtin_regs");
+    // The builtin list (libggml.a, kept by ggml.c's reference to it) is handed to the registry
+    // by its constructor; exported too, as the static CMake consumers do.
     println!("cargo:rustc-link-arg=-Wl,--export-dynamic-symbol=ggml_backend_rs_builtin_regs");
 }

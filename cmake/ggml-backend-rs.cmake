@@ -41,11 +41,12 @@ set(GGML_BACKEND_RS_ROOT "${root}" CACHE INTERNAL "ggml-backend-rs repository")
 unset(root)
 include("${CMAKE_CURRENT_LIST_DIR}/ggml-version.cmake")
 
-# A static program holds the builtin list (libggml.a's ggml_backend_rs_builtin_regs), which the
-# Rust registry looks up at run time: keep it (nothing else refers to it) and export it.
-# (Compiler-driver flags: also what the installed package config and .pc hand to consumers.)
+# A static program holds the builtin list (libggml.a's ggml_backend_rs_builtin_regs; ggml.c's
+# object refers to it, see _ggml_backend_rs_keep_builtins), which its constructor hands to the
+# Rust registry. Exported too, so a registry used before that constructor runs (another
+# constructor's call) still finds it by name. (Compiler-driver flags: also what the installed
+# package config and .pc hand to consumers; a program linked without them works the same.)
 set(GGML_BACKEND_RS_STATIC_EXPORTS
-    "-Wl,--undefined=ggml_backend_rs_builtin_regs"
     "-Wl,--export-dynamic-symbol=ggml_backend_rs_builtin_regs" CACHE INTERNAL "")
 
 # Native libraries the Rust staticlib needs (`--print native-static-libs` on Linux).
@@ -156,6 +157,24 @@ function(ggml_backend_rs_add_plugin)
         PREFIX "lib" LINK_DEPENDS "${archive};${map}")
     include(GNUInstallDirs)
     install(TARGETS ggml-backend-rs-tp LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}")
+endfunction()
+
+# Static ggml-base: its ggml.c refers to libggml.a's builtin list, so that a program linking the
+# archives by path, with no link option of ours (cargo, Meson, a Makefile), keeps the list
+# (cmake/ggml-backend-rs-keep-builtins.h says why). ggml.c's object is in every such program.
+function(_ggml_backend_rs_keep_builtins)
+    get_target_property(dir ggml-base SOURCE_DIR)
+    set(ggml_c "${dir}/ggml.c")
+    get_target_property(sources ggml-base SOURCES)
+    if(NOT "ggml.c" IN_LIST sources AND NOT ggml_c IN_LIST sources)
+        message(FATAL_ERROR "ggml-backend-rs: ggml-base has no source ggml.c; "
+                            "is this a supported llama.cpp (ggml ${GGML_BACKEND_RS_GGML_VERSION})?")
+    endif()
+    set(header "${GGML_BACKEND_RS_ROOT}/cmake/ggml-backend-rs-keep-builtins.h")
+    set_property(SOURCE "${ggml_c}" TARGET_DIRECTORY ggml-base APPEND PROPERTY
+        COMPILE_OPTIONS -include "${header}")
+    set_property(SOURCE "${ggml_c}" TARGET_DIRECTORY ggml-base APPEND PROPERTY
+        OBJECT_DEPENDS "${header}")
 endfunction()
 
 # Removes the sources whose file name is in the remaining arguments from `target`.
@@ -269,6 +288,7 @@ function(ggml_backend_rs_splice)
         set_property(TARGET ggml-base APPEND PROPERTY INTERFACE_LINK_DEPENDS "${archive}")
         target_link_libraries(ggml-base INTERFACE ${GGML_BACKEND_RS_NATIVE_LIBS})
         add_dependencies(ggml-base ggml_backend_rs_cargo)
+        _ggml_backend_rs_keep_builtins()
     else()
         target_link_libraries(ggml-base PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,ggml_backend_rs::static>")
     endif()
