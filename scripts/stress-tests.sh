@@ -18,7 +18,7 @@ jobs="${JOBS:-4}"
 trees=("$@")
 if [[ ${#trees[@]} -eq 0 ]]; then
     for t in build/shared build/static build/dl build/shared-0.9.11 build/shared-0.25.3 \
-             build/shared-0.24.0; do
+             build/shared-0.24.0 build/shared-0.19.0; do
         [[ -f "$t/CTestTestfile.cmake" ]] && trees+=("$t")
     done
 fi

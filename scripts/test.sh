@@ -11,6 +11,7 @@
 #     differential, meta, plugin, fault and valgrind tests, and llama.cpp's own llama-server,
 #     llama-completion and llama-bench built on it; ggml 0.24.0 (pin 0.1.159), the same
 #     ABI with one scheduler pass of its own: the shared tree's ABI, scheduler and plugin tests.
+#   class D, ggml 0.19.0 (pin 0.1.156): the shared tree without valgrind.
 #   class A, ggml 0.9.11 (pin 0.1.146): the shared tree, with its differential, meta, plugin,
 #     fault and valgrind tests (the static and DL trees exercise no code of ours that differs per
 #     class).
@@ -22,7 +23,7 @@
 # program's unit tests (bench/gpubench, Python) and the generated headers' check.
 #
 #   ./scripts/test.sh              build dirs: build/shared, build/static, build/dl (0.26),
-#                                  build/shared-0.25.3, build/shared-0.24.0 and
+#                                  build/shared-0.25.3, build/shared-0.24.0, build/shared-0.19.0 and
 #                                  build/shared-0.9.11 (kept between runs)
 #   ./scripts/test.sh --quick [RE] one tree (build/shared, or build/shared-<ggml> with PIN=<pin>
 #                                  of another release) and its ctests matching the regular expression
@@ -43,6 +44,7 @@ cargo_dir="$root/build/cargo"
 pin_main=0.1.161                  # ggml 0.26.0: build/shared, build/static, build/dl
 pin_e=llama-cpp-python-0.3.36     # ggml 0.25.3: build/shared-0.25.3
 pin_e_old=0.1.159                 # ggml 0.24.0: build/shared-0.24.0
+pin_d=0.1.156                     # ggml 0.19.0: build/shared-0.19.0
 pin_old=0.1.146                   # ggml 0.9.11: build/shared-0.9.11
 
 # LLAMA_CPP_DIR is always passed, empty for "the pin", so a tree configured with a tree before
@@ -74,6 +76,7 @@ if [[ "${1:-}" == "--quick" ]]; then
             "$pin_old") dir=build/shared-0.9.11 rpc=() ;;
             "$pin_e") dir=build/shared-0.25.3 ;;
             "$pin_e_old") dir=build/shared-0.24.0 ;;
+            "$pin_d") dir=build/shared-0.19.0 ;;
         esac
     fi
     tree "$dir" "$pin" "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=ON "${rpc[@]}"
@@ -88,7 +91,7 @@ fi
 step "cargo fmt --check, clippy (every release, the fuzz targets)"
 cargo fmt --check
 cargo clippy --all-targets --target-dir build/cargo-clippy -- -D warnings
-for release in ggml-0-25-3 ggml-0-24-0 ggml-0-9-11; do
+for release in ggml-0-25-3 ggml-0-24-0 ggml-0-19-0 ggml-0-9-11; do
     cargo clippy --all-targets --target-dir build/cargo-clippy --no-default-features \
         --features "$release" -- -D warnings
 done
@@ -145,7 +148,13 @@ tree build/shared-0.25.3 $pin_e "" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_RS_VALG
 filter=(-R '^(abi_|ggml_version/|headers/|differential/(llama/|sched_split)|sched/|e2e/|plugin/class/)')
 tree build/shared-0.24.0 $pin_e_old "" -DBUILD_SHARED_LIBS=ON -DGGML_RPC=OFF \
     "-DGGML_BACKEND_RS_OTHER_CLASS_TREES=$root/build/shared;$root/build/shared-0.25.3"
-filter=()
+
+# Class D, 0.19.0: class E's layouts but three facts, and a scheduler of its own. Every test of
+# a shared tree but valgrind's (about two minutes): ABI, scheduler differential, tensor mode over
+# every model of the matrix, faults, the plugin; its plugin and the other classes' refused both
+# ways.
+tree build/shared-0.19.0 $pin_d "" -DBUILD_SHARED_LIBS=ON -DGGML_RPC=OFF \
+    "-DGGML_BACKEND_RS_OTHER_CLASS_TREES=$root/build/shared;$root/build/shared-0.25.3;$root/build/shared-0.9.11"
 
 # llama-cpp-python as a Python user builds it, with the splice (README, "llama-cpp-python"): pip
 # builds its sdist's llama.cpp (ggml 0.25.3) from PyPI with our backend layer, reusing the crate

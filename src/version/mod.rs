@@ -5,8 +5,8 @@
 //! the ABI facts (`crate::abi::facts`, cargo features); Cargo.toml's `[features]` says which
 //! facts each release has. A class module imports the core and `abi` only.
 //!
-//! Cargo picks the release (feature `ggml-0-26-0`, the default, `ggml-0-25-3`, `ggml-0-24-0`
-//! or `ggml-0-9-11`); CMake enables the one that matches the llama.cpp tree it builds
+//! Cargo picks the release (feature `ggml-0-26-0`, the default, `ggml-0-25-3`, `ggml-0-24-0`,
+//! `ggml-0-19-0` or `ggml-0-9-11`); CMake enables the one that matches the llama.cpp tree it builds
 //! (cmake/ggml-version.cmake, which holds the same class table for the C programs). Each module
 //! also carries `layout_check`, the compile-time proof of the class's layouts against the C
 //! compiler's view of upstream's headers. This file is the only `cfg` on a release but for
@@ -21,7 +21,13 @@ macro_rules! one_release {
         );
     };
 }
-one_release!("ggml-0-9-11", "ggml-0-24-0", "ggml-0-25-3", "ggml-0-26-0");
+one_release!(
+    "ggml-0-9-11",
+    "ggml-0-19-0",
+    "ggml-0-24-0",
+    "ggml-0-25-3",
+    "ggml-0-26-0"
+);
 
 /// The llama.cpp tree's own ggml version, when CMake builds a tree whose version no class
 /// lists but whose headers equal a listed release's (cmake/ggml-version.cmake); the plugin
@@ -36,6 +42,11 @@ pub const UNLISTED_RELEASE: Option<&str> = match option_env!("GGML_BACKEND_RS_UN
 mod class_a;
 #[cfg(feature = "ggml-0-9-11")]
 pub use class_a::*;
+
+#[cfg(feature = "ggml-0-19-0")]
+mod class_d;
+#[cfg(feature = "ggml-0-19-0")]
+pub use class_d::*;
 
 #[cfg(any(feature = "ggml-0-24-0", feature = "ggml-0-25-3"))]
 mod class_e;

@@ -67,6 +67,18 @@ pub const VERSIONS: &[Version] = &[
         ],
     },
     Version {
+        name: "0.19.0",
+        feature: "ggml-0-19-0",
+        own: &[
+            "ggml_backend_meta_device",
+            "ggml_backend_meta_split_axis_name",
+            "ggml_backend_meta_alloc_ctx_tensors_from_buft",
+            "ggml_backend_comm_init_t",
+            "ggml_backend_comm_free_t",
+            "ggml_backend_comm_allreduce_tensor_t",
+        ],
+    },
+    Version {
         name: "0.24.0",
         feature: "ggml-0-24-0",
         own: CLASS_E_OWN,
