@@ -11,7 +11,8 @@
 #     differential, meta, plugin, fault and valgrind tests, and llama.cpp's own llama-server,
 #     llama-completion and llama-bench built on it; ggml 0.24.0 (pin 0.1.159), the same
 #     ABI with one scheduler pass of its own: the shared tree's ABI, scheduler and plugin tests.
-#   class D, ggml 0.19.0 (pin 0.1.156): the shared tree without valgrind.
+#   classes D, ggml 0.19.0 (pin 0.1.156), and C, ggml 0.18.0 (pin 0.1.154): shared trees, their
+#     ABI, scheduler, plugin and fault tests, and tensor mode on one model.
 #   class A, ggml 0.9.11 (pin 0.1.146): the shared tree, with its differential, meta, plugin,
 #     fault and valgrind tests (the static and DL trees exercise no code of ours that differs per
 #     class).
@@ -23,7 +24,8 @@
 # program's unit tests (bench/gpubench, Python) and the generated headers' check.
 #
 #   ./scripts/test.sh              build dirs: build/shared, build/static, build/dl (0.26),
-#                                  build/shared-0.25.3, build/shared-0.24.0, build/shared-0.19.0 and
+#                                  build/shared-0.25.3, build/shared-0.24.0, build/shared-0.19.0,
+#                                  build/shared-0.18.0 and
 #                                  build/shared-0.9.11 (kept between runs)
 #   ./scripts/test.sh --quick [RE] one tree (build/shared, or build/shared-<ggml> with PIN=<pin>
 #                                  of another release) and its ctests matching the regular expression
@@ -45,7 +47,12 @@ pin_main=0.1.161                  # ggml 0.26.0: build/shared, build/static, bui
 pin_e=llama-cpp-python-0.3.36     # ggml 0.25.3: build/shared-0.25.3
 pin_e_old=0.1.159                 # ggml 0.24.0: build/shared-0.24.0
 pin_d=0.1.156                     # ggml 0.19.0: build/shared-0.19.0
+pin_c=0.1.154                     # ggml 0.18.0: build/shared-0.18.0
 pin_old=0.1.146                   # ggml 0.9.11: build/shared-0.9.11
+
+# The reduced test sets of the older releases' trees (below; scripts/stress-tests.sh reads them).
+filter_0_24='^(abi_|ggml_version/|headers/|differential/(llama/|sched_split)|sched/|e2e/|plugin/class/)'
+filter_c_d='^(abi_|ggml_version/|headers/|differential/(llama/|sched_split|meta/tiny-gqa-f32/)|sched/|e2e/|meta/e2e/tiny-gqa-f32/|faults/upstream/|plugin/class/)'
 
 # LLAMA_CPP_DIR is always passed, empty for "the pin", so a tree configured with a tree before
 # goes back to its pin.
@@ -77,6 +84,7 @@ if [[ "${1:-}" == "--quick" ]]; then
             "$pin_e") dir=build/shared-0.25.3 ;;
             "$pin_e_old") dir=build/shared-0.24.0 ;;
             "$pin_d") dir=build/shared-0.19.0 ;;
+            "$pin_c") dir=build/shared-0.18.0 ;;
         esac
     fi
     tree "$dir" "$pin" "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=ON "${rpc[@]}"
@@ -91,7 +99,7 @@ fi
 step "cargo fmt --check, clippy (every release, the fuzz targets)"
 cargo fmt --check
 cargo clippy --all-targets --target-dir build/cargo-clippy -- -D warnings
-for release in ggml-0-25-3 ggml-0-24-0 ggml-0-19-0 ggml-0-9-11; do
+for release in ggml-0-25-3 ggml-0-24-0 ggml-0-19-0 ggml-0-18-0 ggml-0-9-11; do
     cargo clippy --all-targets --target-dir build/cargo-clippy --no-default-features \
         --features "$release" -- -D warnings
 done
@@ -145,16 +153,23 @@ tree build/shared-0.25.3 $pin_e "" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_RS_VALG
 # copies only where a node reads them). Its exports, layouts, headers and prototypes, the version
 # check, its scheduler against its pristine build and end to end (the pipeline configuration
 # exercises that pass), and its plugin refused by the other classes' hosts.
-filter=(-R '^(abi_|ggml_version/|headers/|differential/(llama/|sched_split)|sched/|e2e/|plugin/class/)')
+filter=(-R "$filter_0_24")
 tree build/shared-0.24.0 $pin_e_old "" -DBUILD_SHARED_LIBS=ON -DGGML_RPC=OFF \
     "-DGGML_BACKEND_RS_OTHER_CLASS_TREES=$root/build/shared;$root/build/shared-0.25.3"
 
-# Class D, 0.19.0: class E's layouts but three facts, and a scheduler of its own. Every test of
-# a shared tree but valgrind's (about two minutes): ABI, scheduler differential, tensor mode over
-# every model of the matrix, faults, the plugin; its plugin and the other classes' refused both
-# ways.
+# Class D, 0.19.0: class E's layouts but three facts, and a scheduler of its own; class C,
+# 0.18.0: class D's layouts without a device's mmap_support, its scheduler but for the graph
+# size. A reduced set, for CI's time (each whole set, about 475 tests and two minutes, passes
+# too): ABI, the header probe, the scheduler against its pristine build and end to end, tensor
+# mode on one model against split none (CPU and test devices) and bit for bit against upstream's
+# meta backend, upstream's aborts on a device out of memory, and the plugin and every other
+# class's refused both ways.
+filter=(-R "$filter_c_d")
 tree build/shared-0.19.0 $pin_d "" -DBUILD_SHARED_LIBS=ON -DGGML_RPC=OFF \
     "-DGGML_BACKEND_RS_OTHER_CLASS_TREES=$root/build/shared;$root/build/shared-0.25.3;$root/build/shared-0.9.11"
+tree build/shared-0.18.0 $pin_c "" -DBUILD_SHARED_LIBS=ON -DGGML_RPC=OFF \
+    "-DGGML_BACKEND_RS_OTHER_CLASS_TREES=$root/build/shared;$root/build/shared-0.25.3;$root/build/shared-0.9.11;$root/build/shared-0.19.0"
+filter=()
 
 # llama-cpp-python as a Python user builds it, with the splice (README, "llama-cpp-python"): pip
 # builds its sdist's llama.cpp (ggml 0.25.3) from PyPI with our backend layer, reusing the crate

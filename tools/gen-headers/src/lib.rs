@@ -67,16 +67,14 @@ pub const VERSIONS: &[Version] = &[
         ],
     },
     Version {
+        name: "0.18.0",
+        feature: "ggml-0-18-0",
+        own: CLASS_C_D_OWN,
+    },
+    Version {
         name: "0.19.0",
         feature: "ggml-0-19-0",
-        own: &[
-            "ggml_backend_meta_device",
-            "ggml_backend_meta_split_axis_name",
-            "ggml_backend_meta_alloc_ctx_tensors_from_buft",
-            "ggml_backend_comm_init_t",
-            "ggml_backend_comm_free_t",
-            "ggml_backend_comm_allreduce_tensor_t",
-        ],
+        own: CLASS_C_D_OWN,
     },
     Version {
         name: "0.24.0",
@@ -104,6 +102,17 @@ pub const VERSIONS: &[Version] = &[
             "ggml_backend_comm_allreduce_tensor_t",
         ],
     },
+];
+
+/// What classes C and D must have: class E's meta API and communicator, without the functions
+/// 0.24 added.
+const CLASS_C_D_OWN: &[&str] = &[
+    "ggml_backend_meta_device",
+    "ggml_backend_meta_split_axis_name",
+    "ggml_backend_meta_alloc_ctx_tensors_from_buft",
+    "ggml_backend_comm_init_t",
+    "ggml_backend_comm_free_t",
+    "ggml_backend_comm_allreduce_tensor_t",
 ];
 
 /// What class E's two releases must have: class F's meta API and communicator, with class
