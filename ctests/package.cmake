@@ -93,5 +93,4 @@ if(NOT SHARED)
         -o "${WORK_DIR}/consumer-path" "-I${prefix}/include" -Wl,--start-group ${archives}
         -Wl,--end-group ${system} ${extra})
     run("run the consumer (archives by path, one group)" "${WORK_DIR}/consumer-path")
-
 endif()
