@@ -19,7 +19,7 @@ trees=("$@")
 if [[ ${#trees[@]} -eq 0 ]]; then
     for t in build/shared build/static build/dl build/shared-0.9.11 build/shared-0.25.3 \
              build/shared-0.24.0 build/shared-0.19.0 \
-             build/shared-0.18.0; do
+             build/shared-0.18.0 build/shared-0.13.1; do
         [[ -f "$t/CTestTestfile.cmake" ]] && trees+=("$t")
     done
 fi
@@ -31,13 +31,14 @@ fi
 for round in $(seq 1 "$rounds"); do
     for t in "${trees[@]}"; do
         # the tests scripts/test.sh runs in each tree: the static tree's "linkage" tests (the
-        # rest is the shared tree's code), the reduced sets of 0.24.0, 0.19.0 and 0.18.0
+        # rest is the shared tree's code), the reduced sets of 0.24.0, 0.19.0, 0.18.0 and 0.13.1
         filter=()
         case "$(basename "$t")" in
             static) filter=(-L linkage) ;;
             shared-0.24.0) filter=(-R "$(sed -n "s/^filter_0_24='\(.*\)'$/\1/p" scripts/test.sh)") ;;
             shared-0.19.0|shared-0.18.0)
                 filter=(-R "$(sed -n "s/^filter_c_d='\(.*\)'$/\1/p" scripts/test.sh)") ;;
+            shared-0.13.1) filter=(-R "$(sed -n "s/^filter_b='\(.*\)'$/\1/p" scripts/test.sh)") ;;
         esac
         start=$SECONDS
         if ! ctest --test-dir "$t" --output-on-failure -j "$jobs" "${filter[@]}" > "$t/stress-round-$round.log" 2>&1; then

@@ -11,8 +11,9 @@
 #     differential, meta, plugin, fault and valgrind tests, and llama.cpp's own llama-server,
 #     llama-completion and llama-bench built on it; ggml 0.24.0 (pin 0.1.159), the same
 #     ABI with one scheduler pass of its own: the shared tree's ABI, scheduler and plugin tests.
-#   classes D, ggml 0.19.0 (pin 0.1.156), and C, ggml 0.18.0 (pin 0.1.154): shared trees, their
-#     ABI, scheduler, plugin and fault tests, and tensor mode on one model.
+#   classes D, ggml 0.19.0 (pin 0.1.156), C, ggml 0.18.0 (pin 0.1.154), and B, ggml 0.13.1 (pin
+#     0.1.153): shared trees, their ABI, scheduler, plugin and fault tests, and tensor mode on
+#     one model (B: and on the hybrid model, whose gated delta net takes its state flattened).
 #   class A, ggml 0.9.11 (pin 0.1.146): the shared tree, with its differential, meta, plugin,
 #     fault and valgrind tests (the static and DL trees exercise no code of ours that differs per
 #     class).
@@ -25,7 +26,7 @@
 #
 #   ./scripts/test.sh              build dirs: build/shared, build/static, build/dl (0.26),
 #                                  build/shared-0.25.3, build/shared-0.24.0, build/shared-0.19.0,
-#                                  build/shared-0.18.0 and
+#                                  build/shared-0.18.0, build/shared-0.13.1 and
 #                                  build/shared-0.9.11 (kept between runs)
 #   ./scripts/test.sh --quick [RE] one tree (build/shared, or build/shared-<ggml> with PIN=<pin>
 #                                  of another release) and its ctests matching the regular expression
@@ -48,11 +49,13 @@ pin_e=llama-cpp-python-0.3.36     # ggml 0.25.3: build/shared-0.25.3
 pin_e_old=0.1.159                 # ggml 0.24.0: build/shared-0.24.0
 pin_d=0.1.156                     # ggml 0.19.0: build/shared-0.19.0
 pin_c=0.1.154                     # ggml 0.18.0: build/shared-0.18.0
+pin_b=0.1.153                     # ggml 0.13.1: build/shared-0.13.1
 pin_old=0.1.146                   # ggml 0.9.11: build/shared-0.9.11
 
 # The reduced test sets of the older releases' trees (below; scripts/stress-tests.sh reads them).
 filter_0_24='^(abi_|ggml_version/|headers/|differential/(llama/|sched_split)|sched/|e2e/|plugin/class/)'
 filter_c_d='^(abi_|ggml_version/|headers/|differential/(llama/|sched_split|meta/tiny-gqa-f32/)|sched/|e2e/|meta/e2e/tiny-gqa-f32/|faults/upstream/|plugin/class/)'
+filter_b='^(abi_|ggml_version/|headers/|differential/(llama/|sched_split|meta/(tiny-gqa|qwen35)-f32/)|sched/|e2e/|meta/e2e/(tiny-gqa|qwen35)-f32/|faults/upstream/|plugin/(class/|llama/qwen35-f32/))'
 
 # LLAMA_CPP_DIR is always passed, empty for "the pin", so a tree configured with a tree before
 # goes back to its pin.
@@ -85,6 +88,7 @@ if [[ "${1:-}" == "--quick" ]]; then
             "$pin_e_old") dir=build/shared-0.24.0 ;;
             "$pin_d") dir=build/shared-0.19.0 ;;
             "$pin_c") dir=build/shared-0.18.0 ;;
+            "$pin_b") dir=build/shared-0.13.1 ;;
         esac
     fi
     tree "$dir" "$pin" "${LLAMA_CPP_DIR:-}" -DBUILD_SHARED_LIBS=ON "${rpc[@]}"
@@ -99,7 +103,7 @@ fi
 step "cargo fmt --check, clippy (every release, the fuzz targets)"
 cargo fmt --check
 cargo clippy --all-targets --target-dir build/cargo-clippy -- -D warnings
-for release in ggml-0-25-3 ggml-0-24-0 ggml-0-19-0 ggml-0-18-0 ggml-0-9-11; do
+for release in ggml-0-25-3 ggml-0-24-0 ggml-0-19-0 ggml-0-18-0 ggml-0-13-1 ggml-0-9-11; do
     cargo clippy --all-targets --target-dir build/cargo-clippy --no-default-features \
         --features "$release" -- -D warnings
 done
@@ -169,6 +173,13 @@ tree build/shared-0.19.0 $pin_d "" -DBUILD_SHARED_LIBS=ON -DGGML_RPC=OFF \
     "-DGGML_BACKEND_RS_OTHER_CLASS_TREES=$root/build/shared;$root/build/shared-0.25.3;$root/build/shared-0.9.11"
 tree build/shared-0.18.0 $pin_c "" -DBUILD_SHARED_LIBS=ON -DGGML_RPC=OFF \
     "-DGGML_BACKEND_RS_OTHER_CLASS_TREES=$root/build/shared;$root/build/shared-0.25.3;$root/build/shared-0.9.11;$root/build/shared-0.19.0"
+
+# Class B, 0.13.1: class C's layouts on class A's op enum, class C's scheduler but for flash
+# attention (it follows its sinks), and gated_delta_net's state flattened. The same reduced set,
+# with the hybrid model's tensor mode (its gated delta net) in the linked library and the plugin.
+filter=(-R "$filter_b")
+tree build/shared-0.13.1 $pin_b "" -DBUILD_SHARED_LIBS=ON -DGGML_RPC=OFF \
+    "-DGGML_BACKEND_RS_OTHER_CLASS_TREES=$root/build/shared;$root/build/shared-0.25.3;$root/build/shared-0.9.11;$root/build/shared-0.18.0"
 filter=()
 
 # llama-cpp-python as a Python user builds it, with the splice (README, "llama-cpp-python"): pip

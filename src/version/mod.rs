@@ -6,11 +6,11 @@
 //! facts each release has. A class module imports the core and `abi` only.
 //!
 //! Cargo picks the release (feature `ggml-0-26-0`, the default, `ggml-0-25-3`, `ggml-0-24-0`,
-//! `ggml-0-19-0`, `ggml-0-18-0` or `ggml-0-9-11`); CMake enables the one that matches the llama.cpp tree it builds
-//! (cmake/ggml-version.cmake, which holds the same class table for the C programs). Each module
-//! also carries `layout_check`, the compile-time proof of the class's layouts against the C
-//! compiler's view of upstream's headers. This file is the only `cfg` on a release but for
-//! class E's one scheduler difference (`class_e::GRAPH_INPUTS`).
+//! `ggml-0-19-0`, `ggml-0-18-0`, `ggml-0-13-1` or `ggml-0-9-11`); CMake enables the one that
+//! matches the llama.cpp tree it builds (cmake/ggml-version.cmake, which holds the same class
+//! table for the C programs). Each module also carries `layout_check`, the compile-time proof of
+//! the class's layouts against the C compiler's view of upstream's headers. This file is the
+//! only `cfg` on a release but for class E's one scheduler difference (`class_e::GRAPH_INPUTS`).
 
 macro_rules! one_release {
     ($($f:literal),*) => {
@@ -23,6 +23,7 @@ macro_rules! one_release {
 }
 one_release!(
     "ggml-0-9-11",
+    "ggml-0-13-1",
     "ggml-0-18-0",
     "ggml-0-19-0",
     "ggml-0-24-0",
@@ -43,6 +44,11 @@ pub const UNLISTED_RELEASE: Option<&str> = match option_env!("GGML_BACKEND_RS_UN
 mod class_a;
 #[cfg(feature = "ggml-0-9-11")]
 pub use class_a::*;
+
+#[cfg(feature = "ggml-0-13-1")]
+mod class_b;
+#[cfg(feature = "ggml-0-13-1")]
+pub use class_b::*;
 
 #[cfg(feature = "ggml-0-18-0")]
 mod class_c;

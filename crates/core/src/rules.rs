@@ -1198,7 +1198,8 @@ fn flash_attn(op_params: &[i32; 16], srcs: &[Option<Src>]) -> Result<Derived, Ru
 }
 
 /// q, k [S, H_k, tokens, seqs], v [S, H, tokens, seqs], gate [1 or S, H, ..], beta [1, H, ..],
-/// state [S, S, H, seqs] → [S·H, tokens·seqs + S·seqs]: the output rows, then the new states
+/// state [S, S, H, seqs] (ggml 0.13: [S·S·H, K, seqs]) → [S·H, tokens·seqs + K·S·seqs]: the
+/// output rows, then the new states
 /// (see [`crate::packed`]). Each v head is computed on its own from its q/k head (head
 /// h mod H_k), its gate, beta and state, so a head split works when every device holds, for
 /// each of its v heads, that head's q/k head at the local position the kernel will read.
@@ -1223,8 +1224,17 @@ fn gated_delta_net(srcs: &[Option<Src>]) -> Result<Derived, RuleError> {
     };
     let vd = by_heads("v", v, 1)?;
     let qd = by_heads("q", q, 1)?;
-    for (what, x, axis) in [("gate", g, 1), ("beta", b, 1), ("state", st, 2)] {
-        if !by_heads(what, x, axis)?.places_like(&vd) {
+    // the state holds S·S values per head: [S, S, H, seqs], split by heads (dimension 2), or,
+    // as ggml 0.13 takes it, flattened to [S·S·H, K, seqs] and split along dimension 0
+    let s = v.ne[0];
+    let (state_axis, per_head) = if st.ne[0] == s { (2, 1) } else { (0, s * s) };
+    let per_head_values = vd.widened(0, per_head);
+    for (what, x, axis, like) in [
+        ("gate", g, 1, &vd),
+        ("beta", b, 1, &vd),
+        ("state", st, state_axis, &per_head_values),
+    ] {
+        if !by_heads(what, x, axis)?.places_like(like) {
             return Err(RuleError::DeltaNetHeads {
                 what,
                 split: x.split.clone(),
@@ -1852,6 +1862,23 @@ pub(crate) mod tests {
         bad[5] = src(Split::Mirrored, [4, 4, 4, 1]);
         assert!(matches!(
             derive(Op::GatedDeltaNet, &p, ne, &bad, 2),
+            Err(RuleError::DeltaNetHeads { what: "state", .. })
+        ));
+        // ggml 0.13's flattened state [S·S·H, K, seqs]: v's head segments in blocks of S·S = 16
+        let two = |axis: usize, ne: Vec<i64>| Split::Dim(DimSplit { axis, n: 2, ne });
+        let mut flat = ok.clone();
+        flat[5] = src(two(0, vec![16, 16, 16, 16]), [64, 2, 1, 1]);
+        assert_eq!(derive(Op::GatedDeltaNet, &p, ne, &flat, 2).unwrap(), r);
+        // split in blocks of S values, not S·S: heads torn apart
+        flat[5] = src(two(0, vec![4, 4, 4, 4]), [64, 2, 1, 1]);
+        assert!(matches!(
+            derive(Op::GatedDeltaNet, &p, ne, &flat, 2),
+            Err(RuleError::DeltaNetHeads { what: "state", .. })
+        ));
+        // split along the snapshot slots
+        flat[5] = src(two(1, vec![1, 1]), [64, 2, 1, 1]);
+        assert!(matches!(
+            derive(Op::GatedDeltaNet, &p, ne, &flat, 2),
             Err(RuleError::DeltaNetHeads { what: "state", .. })
         ));
         let mirrored: Vec<Option<Src>> = ok

@@ -67,14 +67,19 @@ pub const VERSIONS: &[Version] = &[
         ],
     },
     Version {
+        name: "0.13.1",
+        feature: "ggml-0-13-1",
+        own: CLASS_B_C_D_OWN,
+    },
+    Version {
         name: "0.18.0",
         feature: "ggml-0-18-0",
-        own: CLASS_C_D_OWN,
+        own: CLASS_B_C_D_OWN,
     },
     Version {
         name: "0.19.0",
         feature: "ggml-0-19-0",
-        own: CLASS_C_D_OWN,
+        own: CLASS_B_C_D_OWN,
     },
     Version {
         name: "0.24.0",
@@ -104,9 +109,9 @@ pub const VERSIONS: &[Version] = &[
     },
 ];
 
-/// What classes C and D must have: class E's meta API and communicator, without the functions
-/// 0.24 added.
-const CLASS_C_D_OWN: &[&str] = &[
+/// What classes B, C and D must have: class E's meta API and communicator, without the
+/// functions 0.24 added.
+const CLASS_B_C_D_OWN: &[&str] = &[
     "ggml_backend_meta_device",
     "ggml_backend_meta_split_axis_name",
     "ggml_backend_meta_alloc_ctx_tensors_from_buft",
