@@ -88,6 +88,8 @@ pub struct Reducer {
     /// the devices: [`CopyPlan::declined_copy`]): the staged path is then preferred to the
     /// copies path. Unset until the first plan with copies has asked the backends.
     through_host: OnceLock<bool>,
+    /// Per simple backend, whether its memory is the host's.
+    host_memory: Vec<bool>,
 }
 
 // SAFETY: function pointers and handles of objects shared with C; plans use them under the
@@ -193,14 +195,18 @@ impl Reducer {
             None
         };
         let fuse = std::env::var("GGML_META_FUSE").map_or(true, |v| v != "0");
+        let host_memory: Vec<bool> = backends
+            .iter()
+            .map(|&b| crate::backend::default_buffer_type(b, "meta AllReduce").is_host())
+            .collect();
         // A backend without asynchronous copies whose memory is not the host's: known now.
         // Others may still decline them between devices: the first plan with copies asks.
         let through_host = OnceLock::new();
         if n > 1
-            && backends.iter().any(|&b| {
-                b.iface().cpy_tensor_async.is_none()
-                    && !crate::backend::default_buffer_type(b, "meta AllReduce").is_host()
-            })
+            && backends
+                .iter()
+                .zip(&host_memory)
+                .any(|(b, &host)| b.iface().cpy_tensor_async.is_none() && !host)
         {
             let _ = through_host.set(true);
         }
@@ -213,6 +219,7 @@ impl Reducer {
             forced,
             events,
             devices: devices.to_vec(),
+            host_memory,
         }
     }
 
@@ -350,7 +357,7 @@ pub fn plan(
     let (Some(cuts), Some(copies), true) = (again, planned.copies.as_ref(), on_copies) else {
         return Ok(planned);
     };
-    let declined = copies.declined_copy(backends);
+    let declined = copies.declined_copy(backends, &r.host_memory);
     let _ = r.through_host.set(declined.is_some());
     let Some(Declined { from, to }) = declined else {
         return Ok(planned);

@@ -204,17 +204,18 @@ impl CopyPlan {
     /// The first pair of devices between which `backends` decline an asynchronous copy, found
     /// by asking for one small copy each way between this plan's scratch slots (nothing else
     /// uses them yet); `None` when every pair copies asynchronously or both ends are host
-    /// memory (the host then copies with memcpy). Waits for the copies it queued.
+    /// memory (`host_memory`, per backend: the host then copies with memcpy). Waits for the
+    /// copies it queued.
     ///
     /// A backend may have `cpy_tensor_async` and still decline it between devices (ggml-vulkan
     /// between two GPUs: "Async copy only works within the same device"), so the entry point's
     /// presence says nothing: the backends are asked.
-    pub(super) fn declined_copy(&self, backends: &[Backend]) -> Option<Declined> {
+    pub(super) fn declined_copy(
+        &self,
+        backends: &[Backend],
+        host_memory: &[bool],
+    ) -> Option<Declined> {
         let n = backends.len();
-        let host: Vec<bool> = backends
-            .iter()
-            .map(|&b| crate::backend::default_buffer_type(b, "meta AllReduce").is_host())
-            .collect();
         let bytes = PROBE_ELEMENTS * std::mem::size_of::<f32>();
         ggml_assert!(
             self.scratch.slot_bytes >= bytes,
@@ -234,7 +235,7 @@ impl CopyPlan {
             .collect();
         let declined = (0..n)
             .flat_map(|from| (0..n).map(move |to| Declined { from, to }))
-            .filter(|p| p.from != p.to && !(host[p.from] && host[p.to]))
+            .filter(|p| p.from != p.to && !(host_memory[p.from] && host_memory[p.to]))
             .find(|p| {
                 !crate::tensor::copy_queued(
                     Some(backends[p.from]),
