@@ -28,7 +28,9 @@
 //        mappedcheck --time DIR
 // Microseconds per step (every GPU's launch and a wait for all, from the host, so launch costs
 // included) for two members on one GPU (one launch), on two and on four GPUs run as launches
-// on one GPU, for a decode row of 4096 values and a pp512 tensor (512 rows).
+// on one GPU, for a decode row of 4096 values and a pp512 tensor (512 rows); then the copy
+// engines' transport (out to pinned host memory and back, then a sum) beside two launches as two
+// GPUs, for partials of 16 KiB to 8 MiB.
 
 #define _POSIX_C_SOURCE 200809L
 
@@ -586,6 +588,78 @@ static void time_peer(const char *dir, size_t len) {
     CK(cuModuleUnload(mod));
 }
 
+// The copy-engine alternative for large partials, on the same loop: each member copies its
+// partial into its slot of pinned host memory (cuMemcpyDtoHAsync on a stream of its own),
+// then, once every member's copy is done (events), copies the others' partials back
+// (cuMemcpyHtoDAsync) and sums on its own stream with the peer kernel's plain sum (two members:
+// its partial and the other's). Members on one GPU, as the one-GPU proxy with a launch per
+// device; the transport is what differs from the mapped kernel, whose rows above it sits beside.
+struct engine_run {
+    int members;
+    size_t bytes;
+    CUstream stream[MAX_MEMBERS];
+    CUevent out_done[MAX_MEMBERS];
+    CUdeviceptr part[MAX_MEMBERS], recv[MAX_MEMBERS], out[MAX_MEMBERS];
+    void *host;
+    CUfunction sum;
+    unsigned blocks;
+    uint64_t v[MAX_MEMBERS][6];
+    void *args[MAX_MEMBERS][6];
+};
+
+static void engine_step(void *arg) {
+    struct engine_run *e = arg;
+    char *host = e->host;
+    for (int k = 0; k < e->members; k++) {
+        CK(cuMemcpyDtoHAsync(host + (size_t) k * e->bytes, e->part[k], e->bytes, e->stream[k]));
+        CK(cuEventRecord(e->out_done[k], e->stream[k]));
+    }
+    for (int k = 0; k < e->members; k++) {
+        const int other = (k + 1) % e->members;
+        CK(cuStreamWaitEvent(e->stream[k], e->out_done[other], 0));
+        CK(cuMemcpyHtoDAsync(e->recv[k], host + (size_t) other * e->bytes, e->bytes, e->stream[k]));
+        CK(cuLaunchKernel(e->sum, e->blocks, 1, 1, 256, 1, 1, 0, e->stream[k], e->args[k], NULL));
+    }
+    CK(cuCtxSynchronize());
+}
+
+static void time_engine(const char *dir, size_t len) {
+    struct engine_run e;
+    memset(&e, 0, sizeof e);
+    e.members = 2;
+    e.bytes = len * 4;
+    CUmodule mod = load_module(dir, "allreduce_x2.ptx");
+    CK(cuModuleGetFunction(&e.sum, mod, "ggml_meta_allreduce_sum_f32_x2"));
+    CK(cuMemHostAlloc(&e.host, e.bytes * (size_t) e.members, CU_MEMHOSTALLOC_PORTABLE));
+    e.blocks = (unsigned) ((len + 255) / 256 < 1024 ? (len + 255) / 256 : 1024);
+    for (int k = 0; k < e.members; k++) {
+        CK(cuStreamCreate(&e.stream[k], CU_STREAM_NON_BLOCKING));
+        CK(cuEventCreate(&e.out_done[k], CU_EVENT_DISABLE_TIMING));
+        CK(cuMemAlloc(&e.part[k], e.bytes));
+        CK(cuMemAlloc(&e.recv[k], e.bytes));
+        CK(cuMemAlloc(&e.out[k], e.bytes));
+        CK(cuMemsetD32(e.part[k], 0, len));
+        // the sum kernel writes both of its outputs: the second goes to a scratch of its own
+        CUdeviceptr scratch = e.recv[k];
+        uint64_t v[6] = {(uint64_t) e.part[k], (uint64_t) e.recv[k], (uint64_t) e.out[k],
+                         (uint64_t) scratch, 0, len};
+        memcpy(e.v[k], v, sizeof v);
+        for (int i = 0; i < 6; i++) e.args[k][i] = &e.v[k][i];
+    }
+    const double us = median_step_us(engine_step, &e);
+    printf("time copy engine x2 gpus one, a stream each, len %zu (%zu bytes): %.2f us per step\n",
+           len, len * 4, us);
+    for (int k = 0; k < e.members; k++) {
+        CK(cuMemFree(e.part[k]));
+        CK(cuMemFree(e.recv[k]));
+        CK(cuMemFree(e.out[k]));
+        CK(cuEventDestroy(e.out_done[k]));
+        CK(cuStreamDestroy(e.stream[k]));
+    }
+    CK(cuMemFreeHost(e.host));
+    CK(cuModuleUnload(mod));
+}
+
 int main(int argc, char **argv) {
     const int timing = argc == 3 && strcmp(argv[1], "--time") == 0;
     if (argc != 2 && !timing) {
@@ -613,6 +687,13 @@ int main(int argc, char **argv) {
             time_config(argv[2], 2, one_gpu2, len, blocks);
             time_config(argv[2], 2, own2, len, blocks);
             time_config(argv[2], 4, own4, len, blocks);
+        }
+        // where the copy engines and the mapped kernel (two launches as two GPUs) cross: a
+        // partial from a decode row (16 KiB) to a pp512 cut (8 MiB), by factors of 4
+        for (size_t len = 4096; len <= 512 * 4096; len *= 4) {
+            const int blocks = len > 4096 ? 128 : 8;
+            time_engine(argv[2], len);
+            time_config(argv[2], 2, own2, len, blocks);
         }
         CK(cuDevicePrimaryCtxRelease(dev));
         return 0;
