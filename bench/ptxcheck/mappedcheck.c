@@ -639,10 +639,10 @@ static void time_engine(const char *dir, size_t len) {
         CK(cuMemAlloc(&e.recv[k], e.bytes));
         CK(cuMemAlloc(&e.out[k], e.bytes));
         CK(cuMemsetD32(e.part[k], 0, len));
-        // the sum kernel writes both of its outputs: the second goes to a scratch of its own
-        CUdeviceptr scratch = e.recv[k];
+        // the sum kernel writes two outputs; the second, unused, goes back over the received
+        // partial (element by element, each read before it is written)
         uint64_t v[6] = {(uint64_t) e.part[k], (uint64_t) e.recv[k], (uint64_t) e.out[k],
-                         (uint64_t) scratch, 0, len};
+                         (uint64_t) e.recv[k], 0, len};
         memcpy(e.v[k], v, sizeof v);
         for (int i = 0; i < 6; i++) e.args[k][i] = &e.v[k][i];
     }
