@@ -125,6 +125,14 @@ function(ggml_backend_rs_add_reference llama_cpp_dir)
             set(asan OFF)
         endif()
         list(APPEND backend_args -DGGML_SANITIZE_ADDRESS=${asan} -DLLAMA_SANITIZE_ADDRESS=${asan})
+        # libllama's model sources batched as the spliced build's are (cmake/unity-models.cmake);
+        # passed either way so that turning it off reaches an existing reference too.
+        if(GGML_BACKEND_RS_UNITY_MODELS)
+            list(APPEND backend_args
+                "-DCMAKE_PROJECT_llama.cpp_INCLUDE=${CMAKE_CURRENT_FUNCTION_LIST_DIR}/unity-models.cmake")
+        else()
+            list(APPEND backend_args "-DCMAKE_PROJECT_llama.cpp_INCLUDE=")
+        endif()
         ExternalProject_Add(ggml_reference
             SOURCE_DIR "${llama_cpp_dir}"
             BINARY_DIR "${build_dir}"
