@@ -49,6 +49,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use cudarc::driver::sys;
 
+use super::engines::{Engines, SLOT_BYTES};
 use super::epilogue::Epilogue;
 use super::mapped::{DriverTopology, Mapped};
 use crate::abi::log::{log_error, log_info};
@@ -137,6 +138,12 @@ pub struct CudaAllReduce {
     /// The exchange through host memory, where the GPUs do not read each other's memory
     /// (or `GGML_META_ALLREDUCE=mapped`); `None`: they read each other's partials directly.
     mapped: Option<Mapped>,
+    /// Through host memory, for partials of at least `engines_min` bytes: the exchange by the
+    /// copy engines, where there is more than one launcher. Only with `GGML_META_ENGINES_MIN`
+    /// (bytes) set: not measured on a GPU yet, so off by default (`bench/engines-gpu.sh`
+    /// measures it against the mapped kernel and checks its bits).
+    engines: Option<Engines>,
+    engines_min: Option<u64>,
     /// Per `Kernel::ALL` item: its parameters in order (`ptx::params`), made once.
     params: [Vec<Param>; 3],
     /// An injected `capture_end` fault (`fault`) ended a capture that the step is to take as
@@ -247,6 +254,10 @@ impl CudaAllReduce {
             gpu_of: Vec::with_capacity(n),
             one_shot_max,
             mapped: None,
+            engines: None,
+            engines_min: std::env::var("GGML_META_ENGINES_MIN")
+                .ok()
+                .and_then(|v| v.parse().ok()),
             params: Kernel::ALL.map(|k| ptx::params(n, k)),
             capture_left_open: AtomicBool::new(false),
         };
@@ -386,12 +397,20 @@ impl CudaAllReduce {
             this.launchers.push(launcher);
             r?;
         }
+        let engines = match this.engines_min {
+            Some(min) if this.mapped.is_some() && this.launchers.len() > 1 => {
+                let ctxs: Vec<_> = this.launchers.iter().map(|l| l.ctx).collect();
+                this.engines = Some(Engines::new(n, &ctxs)?);
+                format!(", by the copy engines from {min} bytes a partial")
+            }
+            _ => String::new(),
+        };
         let how = match this.mapped {
             None => "reading each other's memory",
             Some(_) => "through host memory",
         };
         log_info!(
-            "meta backend: own CUDA AllReduce over {} {how}: {why} ({} launch(es) per AllReduce)",
+            "meta backend: own CUDA AllReduce over {} {how}{engines}: {why} ({} launch(es) per AllReduce)",
             devices
                 .iter()
                 .map(|d| d.name_string())
@@ -465,16 +484,20 @@ impl CudaAllReduce {
         if let Some(injected) = super::fault::fires("allreduce") {
             return Err(injected);
         }
-        let norm = epi.and_then(|e| e.norm.as_ref());
-        let kind = match (epi, norm) {
-            (None, _) => Kernel::Sum,
-            (Some(_), None) => Kernel::Add,
-            (Some(_), Some(_)) => Kernel::AddRmsNormMul,
-        };
-        let k_index = Kernel::ALL.iter().position(|&k| k == kind).unwrap_or(0);
-        let len = targets[0].nelements() as u64;
-        let ncols = norm.map_or(1, |m| m.weight[0].nelements() as u64).max(1);
-        let units = len / ncols;
+        let shape = Shape::of(targets, epi);
+        let Shape {
+            k_index,
+            ncols,
+            units,
+            ..
+        } = shape;
+        if let (Some(e), Some(min)) = (&self.engines, self.engines_min) {
+            let gpus = self.launchers.len();
+            let how = host_mapped::transport(gpus, units, ncols * 4, min, SLOT_BYTES as u64);
+            if let host_mapped::Transport::Engines { rows } = how {
+                return self.enqueue_engines(e, backends, targets, epi, shape, rows);
+            }
+        }
         // each launch, and the bytes its tensors' addresses move by (a chunk's first unit)
         let launches: Vec<(Launch, u64)> = match &self.mapped {
             None => {
@@ -508,41 +531,34 @@ impl CudaAllReduce {
             && super::fault::fires("mapped_lost").is_some();
         // (blocks per launch, threads per block): one grid for every launch of a chunk, as the
         // exchange needs (block b of every GPU takes the same units)
-        let threads = match kind {
-            // a block per row, a multiple of 32 threads (whole warps) up to 1024
-            Kernel::AddRmsNormMul => ncols.next_multiple_of(32).clamp(32, 1024) as u32,
-            _ => BLOCK,
-        };
+        let threads = shape.threads();
         let most = match &self.mapped {
             None => MAX_BLOCKS,
             Some(_) => self.resident_blocks(k_index, threads)?,
         };
-        let grid = |span: u64| match kind {
-            Kernel::AddRmsNormMul => span.min(most as u64) as u32,
-            _ => span.div_ceil(BLOCK as u64).clamp(1, most as u64) as u32,
-        };
         self.record_ready(backends);
         let cur = CurrentCtx::enter(self.launchers[0].ctx)?;
         let mut started = vec![false; self.launchers.len()];
+        let source = match self.mapped {
+            None => Source::Peers,
+            Some(_) => Source::Own,
+        };
         let queued = self.queue_launches(&cur, &launches, &mut started, lost, |run, shift| {
-            let args = self.args(k_index, targets, epi, run, shift, ncols);
-            (args, grid(run.end - run.begin), threads)
+            let args = self.args(
+                &self.params,
+                k_index,
+                targets,
+                epi,
+                run,
+                shift,
+                ncols,
+                source,
+            );
+            (args, shape.grid(run.end - run.begin, most), threads)
         });
         // whatever failed, the launches queued so far are waited for: a kernel left running
         // would exchange with the next step's
-        let recorded = self
-            .launchers
-            .iter()
-            .zip(&started)
-            .filter(|(_, &s)| s)
-            .try_for_each(|(l, _)| {
-                cur.switch(l.ctx)?;
-                check(
-                    // SAFETY: our event and stream, in this context.
-                    unsafe { sys::cuEventRecord(l.done.context as sys::CUevent, l.stream) },
-                    "cuEventRecord",
-                )
-            });
+        let recorded = self.record_done(&cur, &started);
         drop(cur);
         match &self.mapped {
             None => self.release(backends, self.launchers.len()),
@@ -552,16 +568,171 @@ impl CudaAllReduce {
         queued.and(recorded)
     }
 
-    /// The arguments of launch `run` of kernel `k_index` (an AllReduce of `targets` with
-    /// epilogue `epi`), its tensors' addresses moved by `shift` bytes (its chunk's start).
+    /// Records the `done` event of every launcher marked in `started` on its stream.
+    fn record_done(&self, cur: &CurrentCtx, started: &[bool]) -> Result<(), String> {
+        self.launchers
+            .iter()
+            .zip(started)
+            .filter(|(_, &s)| s)
+            .try_for_each(|(l, _)| {
+                cur.switch(l.ctx)?;
+                check(
+                    // SAFETY: our event and stream, in this context.
+                    unsafe { sys::cuEventRecord(l.done.context as sys::CUevent, l.stream) },
+                    "cuEventRecord",
+                )
+            })
+    }
+
+    /// An AllReduce through host memory by the copy engines ([`Engines`], whose module doc
+    /// gives the order of the copies and events): chunk by chunk of `rows_per_chunk` rows
+    /// (`core::mapped::engine_chunks`), every GPU
+    /// copies its members' partials out to their host slots, then the other members' in to
+    /// its scratch, and sums for its own members with the peer kernel. Every backend then waits
+    /// for every GPU, so the next AllReduce overwrites no host slot still being read.
+    fn enqueue_engines(
+        &self,
+        e: &Engines,
+        backends: &[Backend],
+        targets: &[Tensor],
+        epi: Option<&Epilogue>,
+        shape: Shape,
+        rows_per_chunk: u64,
+    ) -> Result<(), String> {
+        let row = shape.ncols * 4;
+        let own = |g: usize| (0..targets.len()).filter(move |&k| self.gpu_of[k] == g);
+        let others = |g: usize| (0..self.launchers.len()).filter(move |&h| h != g);
+        let wait = |stream: sys::CUstream, event: sys::CUevent| {
+            check(
+                // SAFETY: our stream waits for an event of ours (another GPU's: allowed).
+                unsafe { sys::cuStreamWaitEvent(stream, event, 0) },
+                "cuStreamWaitEvent",
+            )
+        };
+        self.record_ready(backends);
+        let cur = CurrentCtx::enter(self.launchers[0].ctx)?;
+        let mut started = vec![false; self.launchers.len()];
+        let mut queue = || -> Result<(), String> {
+            for (first, rows) in host_mapped::engine_chunks(shape.units, rows_per_chunk) {
+                let (shift, bytes) = (first * row, (rows * row) as usize);
+                for (g, l) in self.launchers.iter().enumerate() {
+                    cur.switch(l.ctx)?;
+                    if !std::mem::replace(&mut started[g], true) {
+                        self.wait_ready(l.stream, Some(g))?;
+                    }
+                    if first > 0 {
+                        others(g).try_for_each(|h| wait(l.stream, e.sides[h].copied_in))?;
+                    }
+                    for k in own(g) {
+                        check(
+                            // SAFETY: `bytes` of member k's partial from this chunk's start
+                            // (within the tensor: whole rows of it) into its host slot
+                            // (SLOT_BYTES, at least `bytes`), on our stream.
+                            unsafe {
+                                sys::cuMemcpyDtoHAsync_v2(
+                                    e.host_slot(k),
+                                    targets[k].data() as u64 + shift,
+                                    bytes,
+                                    l.stream,
+                                )
+                            },
+                            "cuMemcpyDtoHAsync",
+                        )?;
+                    }
+                    check(
+                        // SAFETY: our event and stream, in this context.
+                        unsafe { sys::cuEventRecord(e.sides[g].copied_out, l.stream) },
+                        "cuEventRecord",
+                    )?;
+                }
+                for (g, l) in self.launchers.iter().enumerate() {
+                    cur.switch(l.ctx)?;
+                    others(g).try_for_each(|h| wait(l.stream, e.sides[h].copied_out))?;
+                    for k in (0..targets.len()).filter(|&k| self.gpu_of[k] != g) {
+                        check(
+                            // SAFETY: `bytes` from member k's host slot into its slot of this
+                            // GPU's scratch (both SLOT_BYTES), on our stream.
+                            unsafe {
+                                sys::cuMemcpyHtoDAsync_v2(
+                                    e.scratch_slot(g, k),
+                                    e.host_slot(k),
+                                    bytes,
+                                    l.stream,
+                                )
+                            },
+                            "cuMemcpyHtoDAsync",
+                        )?;
+                    }
+                    check(
+                        // SAFETY: our event and stream, in this context.
+                        unsafe { sys::cuEventRecord(e.sides[g].copied_in, l.stream) },
+                        "cuEventRecord",
+                    )?;
+                    let source = Source::Scratch(e.scratch_slot(g, 0), SLOT_BYTES as u64);
+                    for run in launch::launches(&self.gpu_of, rows, Shot::One) {
+                        if run.gpu != g || run.end == run.begin {
+                            continue;
+                        }
+                        let k_index = shape.k_index;
+                        let mut args = self.args(
+                            &e.params,
+                            k_index,
+                            targets,
+                            epi,
+                            &run,
+                            shift,
+                            shape.ncols,
+                            source,
+                        );
+                        let mut ptrs = args.pointers();
+                        check(
+                            // SAFETY: `ptrs` holds one pointer per parameter of the peer
+                            // kernel, in the order of `e.params`, into `args`, alive for the
+                            // call; every partial is in this GPU's memory (its members' own,
+                            // the others' in its scratch), the outputs are its members'.
+                            unsafe {
+                                sys::cuLaunchKernel(
+                                    e.sides[g].kernels[k_index],
+                                    shape.grid(run.end - run.begin, MAX_BLOCKS),
+                                    1,
+                                    1,
+                                    shape.threads(),
+                                    1,
+                                    1,
+                                    0,
+                                    l.stream,
+                                    ptrs.as_mut_ptr(),
+                                    ptr::null_mut(),
+                                )
+                            },
+                            "cuLaunchKernel",
+                        )?;
+                    }
+                }
+            }
+            Ok(())
+        };
+        let queued = queue();
+        let recorded = self.record_done(&cur, &started);
+        drop(cur);
+        self.release(backends, self.launchers.len());
+        queued.and(recorded)
+    }
+
+    /// The arguments of launch `run` of kernel `k_index` (parameters `params`, an AllReduce of
+    /// `targets` with epilogue `epi`), its tensors' addresses moved by `shift` bytes (its
+    /// chunk's start), the partials found as `source` says.
+    #[allow(clippy::too_many_arguments)]
     fn args(
         &self,
+        params: &[Vec<Param>; 3],
         k_index: usize,
         targets: &[Tensor],
         epi: Option<&Epilogue>,
         run: &Launch,
         shift: u64,
         ncols: u64,
+        source: Source,
     ) -> Args {
         let norm = epi.and_then(|e| e.norm.as_ref());
         let data = |t: &Tensor| t.data() as u64;
@@ -574,7 +745,14 @@ impl CudaAllReduce {
         let own = |k: usize| self.gpu_of[k] == run.gpu;
         let mapped = self.mapped.as_ref();
         let exchange = |f: fn(&Mapped, usize) -> u64| mapped.map_or(0, |m| f(m, run.gpu));
-        let params = &self.params[k_index];
+        let partial = |k: usize| match source {
+            _ if own(k) => at(&targets[k]),
+            Source::Peers => at(&targets[k]),
+            // (the mapped kernel is given only its own GPU's partials)
+            Source::Own => 0,
+            Source::Scratch(base, slot) => base + k as u64 * slot,
+        };
+        let params = &params[k_index];
         let mut args = Args {
             kernel: k_index,
             vals: [0; MAX_PARAMS],
@@ -584,9 +762,7 @@ impl CudaAllReduce {
         };
         for (v, p) in args.vals.iter_mut().zip(params) {
             *v = match *p {
-                // (through host memory, a launch is given only its own GPU's partials)
-                Param::Partial(k) if mapped.is_some() && !own(k) => 0,
-                Param::Partial(k) => at(&targets[k]),
+                Param::Partial(k) => partial(k),
                 Param::SumOut(s) if epi.is_none_or(|e| e.keeps_sum) => out(targets, s),
                 Param::SumOut(_) => 0,
                 Param::Residual => epi.map_or(0, |e| at(&e.residual[home])),
@@ -727,6 +903,63 @@ impl CudaAllReduce {
             }
         }
     }
+}
+
+/// What an AllReduce computes: its kernel, and the units (elements, or rows of `ncols` with
+/// the norm) it sums.
+#[derive(Clone, Copy)]
+struct Shape {
+    kind: Kernel,
+    /// The kernel's index in `Kernel::ALL`.
+    k_index: usize,
+    ncols: u64,
+    units: u64,
+}
+
+impl Shape {
+    fn of(targets: &[Tensor], epi: Option<&Epilogue>) -> Shape {
+        let norm = epi.and_then(|e| e.norm.as_ref());
+        let kind = match (epi, norm) {
+            (None, _) => Kernel::Sum,
+            (Some(_), None) => Kernel::Add,
+            (Some(_), Some(_)) => Kernel::AddRmsNormMul,
+        };
+        let ncols = norm.map_or(1, |m| m.weight[0].nelements() as u64).max(1);
+        Shape {
+            kind,
+            k_index: Kernel::ALL.iter().position(|&k| k == kind).unwrap_or(0),
+            ncols,
+            units: targets[0].nelements() as u64 / ncols,
+        }
+    }
+
+    /// Threads per block: with the norm a block per row, a multiple of 32 threads (whole
+    /// warps) up to 1024; else [`BLOCK`].
+    fn threads(&self) -> u32 {
+        match self.kind {
+            Kernel::AddRmsNormMul => self.ncols.next_multiple_of(32).clamp(32, 1024) as u32,
+            _ => BLOCK,
+        }
+    }
+
+    /// Blocks of a launch over `span` units, at most `most`.
+    fn grid(&self, span: u64, most: u32) -> u32 {
+        match self.kind {
+            Kernel::AddRmsNormMul => span.min(most as u64) as u32,
+            _ => span.div_ceil(BLOCK as u64).clamp(1, most as u64) as u32,
+        }
+    }
+}
+
+/// Where a launch finds the partials of the members on other GPUs.
+#[derive(Clone, Copy)]
+enum Source {
+    /// In their own memory (peer access).
+    Peers,
+    /// Nowhere: the mapped kernel exchanges them itself through host memory.
+    Own,
+    /// In this GPU's scratch: its address and the bytes of a member's slot.
+    Scratch(u64, u64),
 }
 
 /// The launches of an AllReduce through host memory: `units` in chunks of up to `chunk`
@@ -1056,8 +1289,9 @@ impl Drop for CudaAllReduce {
         for (d, e) in self.ready_devices.iter().zip(self.ready.drain(..)) {
             d.event_free(e);
         }
-        // (its kernels have ended with our streams)
+        // (its kernels and copies have ended with our streams)
         self.mapped = None;
+        self.engines = None;
         for &(_, dev, _) in &self.ctxs {
             // SAFETY: releases the retain of `new`.
             unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };

@@ -14,7 +14,8 @@
 //! * [`slices`]: per-device tensors and the memory of each device's slices;
 //! * [`transfer`]: host <-> meta tensor transfers, one routine for every direction and queue;
 //! * `arena`: graph metadata; [`allreduce`]: the AllReduce, one file per path — `backend_allreduce`
-//!   (the simple backends' own), `cuda` (our kernels, driver loaded at run time), `host`
+//!   (the simple backends' own), `cuda` (our kernels, driver loaded at run time; with `mapped`
+//!   and `engines`, the exchange through host memory by kernel or by the copy engines), `host`
 //!   (devices in host memory, and the staged path), `copies`, `direct` — around what they share
 //!   (`reduction`, [`epilogue`], `scratch`), with [`exchange`] (the copy/add schedule and
 //!   summation order);
@@ -47,6 +48,7 @@ mod cuda;
 pub mod device;
 pub mod device_iface;
 mod direct;
+mod engines;
 pub mod epilogue;
 pub mod facts;
 mod fault;

@@ -1,0 +1,179 @@
+//! The memory of our CUDA AllReduce through host memory by the copy engines, for large
+//! partials (prefill) where the GPUs cannot read each other's memory: pinned host slots, one per
+//! member, and on every GPU a scratch of the same slots, two events and the peer kernels.
+//!
+//! `cuda` queues it, chunk by chunk, on each GPU's stream:
+//! 1. chunks after the first: wait for every other GPU's `copied_in` (it has read the host
+//!    slots this chunk overwrites);
+//! 2. copy the GPU's own members' partials out into their host slots, record `copied_out`;
+//!
+//! and once every GPU has queued those:
+//! 3. wait for every other GPU's `copied_out`, copy the other members' partials in to its
+//!    scratch, record `copied_in`;
+//! 4. the peer kernel over its own members: every partial is now in its own memory, summed in
+//!    the peer path's order, so every device gets the bits the other paths give.
+//!
+//! No kernel waits for another GPU: the copies and the events order everything, so a lost GPU
+//! fails the step through the driver, never a spin. Between AllReduces every backend waits for
+//! every GPU's `done`, so no GPU overwrites a host slot another still reads.
+
+use std::ffi::{c_void, CString};
+use std::ptr;
+
+use cudarc::driver::sys;
+
+use super::cuda::{check, CurrentCtx};
+use ggml_backend_rs_core::ptx::{self, Epilogue as Kernel, Param};
+
+/// Bytes of one slot: a larger partial goes in chunks of whole rows.
+pub const SLOT_BYTES: usize = 4 << 20;
+
+/// One GPU's side: its scratch (a slot per member), its events and the peer kernels.
+pub struct Side {
+    ctx: sys::CUcontext,
+    pub scratch: sys::CUdeviceptr,
+    pub copied_out: sys::CUevent,
+    pub copied_in: sys::CUevent,
+    module: sys::CUmodule,
+    /// One entry per `Kernel::ALL` item, in that order.
+    pub kernels: [sys::CUfunction; 3],
+}
+
+/// The host slots and every GPU's side of one meta backend's AllReduce by copy engines.
+pub struct Engines {
+    /// The first GPU's context, current when the host slots are freed.
+    ctx: sys::CUcontext,
+    host: *mut c_void,
+    members: usize,
+    /// One per distinct GPU, in the order of `cuda`'s launchers.
+    pub sides: Vec<Side>,
+    /// Per `Kernel::ALL` item: the peer kernel's parameters in order.
+    pub params: [Vec<Param>; 3],
+}
+
+impl Engines {
+    /// The exchange of `members` partials over the GPUs whose retained primary contexts are
+    /// `ctxs` (a GPU may appear more than once: a launch per device on one GPU).
+    pub fn new(members: usize, ctxs: &[sys::CUcontext]) -> Result<Engines, String> {
+        let mut this = Engines {
+            ctx: ctxs[0],
+            host: ptr::null_mut(),
+            members,
+            sides: Vec::with_capacity(ctxs.len()),
+            params: Kernel::ALL.map(|k| ptx::params(members, k)),
+        };
+        let cur = CurrentCtx::enter(ctxs[0])?;
+        check(
+            // SAFETY: out-pointer to a field; freed in Drop. Portable: pinned for every context,
+            // so every GPU's copy engines reach it.
+            unsafe {
+                sys::cuMemHostAlloc(
+                    &mut this.host,
+                    SLOT_BYTES * members,
+                    sys::CU_MEMHOSTALLOC_PORTABLE,
+                )
+            },
+            "cuMemHostAlloc",
+        )?;
+        let code = CString::new(ptx::ptx(members)).map_err(|e| e.to_string())?;
+        let names = Kernel::ALL
+            .iter()
+            .map(|&k| CString::new(ptx::kernel_name(members, k)).map_err(|e| e.to_string()))
+            .collect::<Result<Vec<_>, _>>()?;
+        for &ctx in ctxs {
+            cur.switch(ctx)?;
+            let mut side = Side {
+                ctx,
+                scratch: 0,
+                copied_out: ptr::null_mut(),
+                copied_in: ptr::null_mut(),
+                module: ptr::null_mut(),
+                kernels: [ptr::null_mut(); 3],
+            };
+            // SAFETY: out-pointers to fields of `side`, which Drop releases when set; the PTX
+            // image is NUL-terminated.
+            let r = unsafe {
+                check(
+                    sys::cuMemAlloc_v2(&mut side.scratch, SLOT_BYTES * members),
+                    "cuMemAlloc",
+                )
+                .and_then(|_| {
+                    let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+                    check(
+                        sys::cuEventCreate(&mut side.copied_out, flags),
+                        "cuEventCreate",
+                    )?;
+                    check(
+                        sys::cuEventCreate(&mut side.copied_in, flags),
+                        "cuEventCreate",
+                    )
+                })
+                .and_then(|_| {
+                    check(
+                        sys::cuModuleLoadData(&mut side.module, code.as_ptr() as *const c_void),
+                        "cuModuleLoadData",
+                    )
+                })
+                .and_then(|_| {
+                    side.kernels
+                        .iter_mut()
+                        .zip(&names)
+                        .try_for_each(|(k, name)| {
+                            check(
+                                sys::cuModuleGetFunction(k, side.module, name.as_ptr()),
+                                "cuModuleGetFunction",
+                            )
+                        })
+                })
+            };
+            this.sides.push(side);
+            r?;
+        }
+        Ok(this)
+    }
+
+    /// The host slot of member `k`.
+    pub fn host_slot(&self, k: usize) -> *mut c_void {
+        debug_assert!(k < self.members);
+        // SAFETY: in bounds of the allocation (`members` slots).
+        unsafe { (self.host as *mut u8).add(k * SLOT_BYTES) as *mut c_void }
+    }
+
+    /// Member `k`'s slot in GPU `g`'s scratch.
+    pub fn scratch_slot(&self, g: usize, k: usize) -> sys::CUdeviceptr {
+        debug_assert!(k < self.members);
+        self.sides[g].scratch + (k * SLOT_BYTES) as u64
+    }
+}
+
+impl Drop for Engines {
+    fn drop(&mut self) {
+        // (the copies and kernels that use it have ended: `cuda` synchronizes its streams first)
+        let Ok(cur) = CurrentCtx::enter(self.ctx) else {
+            return;
+        };
+        for s in self.sides.drain(..) {
+            if cur.switch(s.ctx).is_err() {
+                continue;
+            }
+            // SAFETY: objects created in `new` in this context; errors at teardown are ignored.
+            unsafe {
+                if s.scratch != 0 {
+                    sys::cuMemFree_v2(s.scratch);
+                }
+                for e in [s.copied_out, s.copied_in] {
+                    if !e.is_null() {
+                        sys::cuEventDestroy_v2(e);
+                    }
+                }
+                if !s.module.is_null() {
+                    sys::cuModuleUnload(s.module);
+                }
+            }
+        }
+        if !self.host.is_null() && cur.switch(self.ctx).is_ok() {
+            // SAFETY: allocated in `new` with cuMemHostAlloc.
+            unsafe { sys::cuMemFreeHost(self.host) };
+        }
+    }
+}
