@@ -400,8 +400,18 @@ impl CudaAllReduce {
         let engines = match this.engines_min {
             Some(min) if this.mapped.is_some() && this.launchers.len() > 1 => {
                 let ctxs: Vec<_> = this.launchers.iter().map(|l| l.ctx).collect();
-                this.engines = Some(Engines::new(n, &ctxs)?);
-                format!(", by the copy engines from {min} bytes a partial")
+                // (an opt-in transport: where it cannot be set up, the mapped kernel takes
+                // every cut rather than the whole AllReduce being given up)
+                match Engines::new(n, &ctxs) {
+                    Ok(e) => {
+                        this.engines = Some(e);
+                        format!(", by the copy engines from {min} bytes a partial")
+                    }
+                    Err(e) => {
+                        log_error!("meta backend: no copy-engine exchange ({e}): the kernel takes every cut");
+                        String::new()
+                    }
+                }
             }
             _ => String::new(),
         };
