@@ -694,28 +694,15 @@ impl CudaAllReduce {
                             shape.ncols,
                             source,
                         );
-                        let mut ptrs = args.pointers();
-                        check(
-                            // SAFETY: `ptrs` holds one pointer per parameter of the peer
-                            // kernel, in the order of `e.params`, into `args`, alive for the
-                            // call; every partial is in this GPU's memory (its members' own,
-                            // the others' in its scratch), the outputs are its members'.
-                            unsafe {
-                                sys::cuLaunchKernel(
-                                    e.sides[g].kernels[k_index],
-                                    shape.grid(run.end - run.begin, MAX_BLOCKS),
-                                    1,
-                                    1,
-                                    shape.threads(),
-                                    1,
-                                    1,
-                                    0,
-                                    l.stream,
-                                    ptrs.as_mut_ptr(),
-                                    ptr::null_mut(),
-                                )
-                            },
-                            "cuLaunchKernel",
+                        let blocks = shape.grid(run.end - run.begin, MAX_BLOCKS);
+                        // (the peer kernel: every partial is in this GPU's memory, its members'
+                        // own and the others' in its scratch; the outputs are its members')
+                        launch_kernel(
+                            e.sides[g].kernels[k_index],
+                            blocks,
+                            shape.threads(),
+                            l.stream,
+                            &mut args,
                         )?;
                     }
                 }
@@ -850,30 +837,7 @@ impl CudaAllReduce {
                 continue;
             }
             let (mut args, blocks, threads) = make(run, *shift);
-            let mut ptrs = args.pointers();
-            check(
-                // SAFETY: `ptrs` holds one pointer per kernel parameter, in the order of the
-                // module's `params` (u64 values, the f32 eps), into `args`, alive for the call;
-                // the addresses are f32 data of the targets' size (rows of `ncols` for the
-                // weight) on peer-accessible devices or, through host memory, on this GPU, with
-                // the region and counters of `mapped` (up to MAX_BLOCKS blocks: one flag each).
-                unsafe {
-                    sys::cuLaunchKernel(
-                        l.kernels[args.kernel],
-                        blocks,
-                        1,
-                        1,
-                        threads,
-                        1,
-                        1,
-                        0,
-                        l.stream,
-                        ptrs.as_mut_ptr(),
-                        ptr::null_mut(),
-                    )
-                },
-                "cuLaunchKernel",
-            )?;
+            launch_kernel(l.kernels[args.kernel], blocks, threads, l.stream, &mut args)?;
         }
         Ok(())
     }
@@ -1215,6 +1179,42 @@ impl CudaAllReduce {
             b.event_wait(self.done(g));
         }
     }
+}
+
+/// Launches `kernel` of our modules on `stream` (of the current context), `blocks` blocks of
+/// `threads` threads, with `args` (made by `args` for this kernel's parameters).
+fn launch_kernel(
+    kernel: sys::CUfunction,
+    blocks: u32,
+    threads: u32,
+    stream: sys::CUstream,
+    args: &mut Args,
+) -> Result<(), String> {
+    let mut ptrs = args.pointers();
+    check(
+        // SAFETY: `ptrs` holds one pointer per kernel parameter, in the order of the kernel's
+        // `params` (u64 values, the f32 eps), into `args`, alive for the call; the addresses
+        // in it are f32 data of the targets' size (rows of `ncols` for the weight) that the
+        // kernel may read where it runs: on peer-accessible devices, in this GPU's memory (the
+        // copy engines' scratch), or, through host memory, the region and counters of `mapped`
+        // (up to MAX_BLOCKS blocks: one flag each).
+        unsafe {
+            sys::cuLaunchKernel(
+                kernel,
+                blocks,
+                1,
+                1,
+                threads,
+                1,
+                1,
+                0,
+                stream,
+                ptrs.as_mut_ptr(),
+                ptr::null_mut(),
+            )
+        },
+        "cuLaunchKernel",
+    )
 }
 
 /// Where `stream` stands in a capture (INVALIDATED also when the driver cannot say).
