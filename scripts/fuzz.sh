@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing (libFuzzer through the libfuzzer-sys crate, on stable Rust: the
 # sanitizer-coverage instrumentation is a set of stable `-C` options). Builds the targets of
-# fuzz/ and runs each for SECONDS (default 30) over its committed corpus (fuzz/corpus/<target>,
-# read only: new inputs go to build/fuzz/corpus/<target>). Fails on any crash, panic, input that
-# takes longer than 10 s (a hang) or more than 2 GiB, and prints each target's executions.
+# fuzz/ and runs each for SECONDS (default 30), JOBS of them at a time (default: the cores),
+# over its committed corpus (fuzz/corpus/<target>, read only: new inputs go to
+# build/fuzz/corpus/<target>). Fails on any crash, panic, input that takes longer than 10 s (a
+# hang) or more than 2 GiB, and prints each target's executions.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]        default: every target of fuzz/Cargo.toml
 #   scripts/fuzz.sh --merge TARGET               fold build/fuzz/corpus/TARGET into the
@@ -33,16 +34,39 @@ targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
     mapfile -t targets < <(sed -n 's/^name = "\([a-z_]*\)"$/\1/p' fuzz/Cargo.toml | grep -v '^ggml')
 fi
-for t in "${targets[@]}"; do
+# One target's run; its log is $out/<target>.log. Fails, printing the log's tail, on a finding.
+fuzz_one() {
+    local t=$1 log="$out/$1.log"
     mkdir -p "$out/corpus/$t" "$out/artifacts/$t" "fuzz/corpus/$t"
-    log="$out/$t.log"
     if ! "$bin/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
             -artifact_prefix="$out/artifacts/$t/" -print_final_stats=1 \
             "$out/corpus/$t" "fuzz/corpus/$t" > "$log" 2>&1; then
         tail -40 "$log"
         echo "fuzz: $t failed; the input is in $out/artifacts/$t/" >&2
-        exit 1
+        return 1
     fi
+}
+
+# The targets side by side, as many at a time as there are cores (JOBS): each one runs its
+# SECONDS whatever runs beside it (libFuzzer's run is one process on one core).
+jobs="${JOBS:-$(nproc)}"
+failed=0
+running=0
+for t in "${targets[@]}"; do
+    if (( running >= jobs )); then
+        wait -n || failed=1
+        running=$((running - 1))
+    fi
+    fuzz_one "$t" &
+    running=$((running + 1))
+done
+while (( running > 0 )); do
+    wait -n || failed=1
+    running=$((running - 1))
+done
+(( failed == 0 )) || exit 1
+for t in "${targets[@]}"; do
+    log="$out/$t.log"
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1)

@@ -214,8 +214,9 @@ GGML_BACKEND_RS_TEST_LIBS="$(cat build/static/rust-test-libs.txt)" GGML_BACKEND_
     cargo test --release "${cargo_features[@]}" --target-dir "$root/build/cargo-test"
 
 # Coverage-guided fuzzing, bounded: every target of fuzz/ (the RPC client's decoding and a byte
-# stream fed to it, split states from C, view mapping) for 20 s over its committed corpus; any
-# crash, panic, hang or excess memory fails the run (scripts/fuzz.sh).
+# stream fed to it, split states from C, view mapping) for 20 s over its committed corpus, as
+# many at a time as there are cores; any crash, panic, hang or excess memory fails the run
+# (scripts/fuzz.sh).
 step "fuzzing: each target 20 s"
 ./scripts/fuzz.sh 20
 

@@ -26,7 +26,7 @@ use super::cuda::{check, CurrentCtx};
 use ggml_backend_rs_core::ptx::{self, Epilogue as Kernel, Param};
 
 /// Bytes of one slot: a larger partial goes in chunks of whole rows.
-pub const SLOT_BYTES: usize = 4 << 20;
+pub(super) const SLOT_BYTES: usize = 4 << 20;
 
 /// One GPU's side: its scratch (a slot per member), its events and the peer kernels.
 pub struct Side {
