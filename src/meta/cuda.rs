@@ -138,12 +138,11 @@ pub struct CudaAllReduce {
     /// The exchange through host memory, where the GPUs do not read each other's memory
     /// (or `GGML_META_ALLREDUCE=mapped`); `None`: they read each other's partials directly.
     mapped: Option<Mapped>,
-    /// Through host memory, for partials of at least `engines_min` bytes: the exchange by the
+    /// Through host memory, for partials of at least `Engines::min` bytes: the exchange by the
     /// copy engines, where there is more than one launcher. Only with `GGML_META_ENGINES_MIN`
     /// (bytes) set: not measured on a GPU yet, so off by default (`bench/engines-gpu.sh`
     /// measures it against the mapped kernel and checks its bits).
     engines: Option<Engines>,
-    engines_min: Option<u64>,
     /// Per `Kernel::ALL` item: its parameters in order (`ptx::params`), made once.
     params: [Vec<Param>; 3],
     /// An injected `capture_end` fault (`fault`) ended a capture that the step is to take as
@@ -255,9 +254,6 @@ impl CudaAllReduce {
             one_shot_max,
             mapped: None,
             engines: None,
-            engines_min: std::env::var("GGML_META_ENGINES_MIN")
-                .ok()
-                .and_then(|v| v.parse().ok()),
             params: Kernel::ALL.map(|k| ptx::params(n, k)),
             capture_left_open: AtomicBool::new(false),
         };
@@ -397,12 +393,15 @@ impl CudaAllReduce {
             this.launchers.push(launcher);
             r?;
         }
-        let engines = match this.engines_min {
+        let engines_min = std::env::var("GGML_META_ENGINES_MIN")
+            .ok()
+            .and_then(|v| v.parse().ok());
+        let engines = match engines_min {
             Some(min) if this.mapped.is_some() && this.launchers.len() > 1 => {
                 let ctxs: Vec<_> = this.launchers.iter().map(|l| l.ctx).collect();
                 // (an opt-in transport: where it cannot be set up, the mapped kernel takes
                 // every cut rather than the whole AllReduce being given up)
-                match Engines::new(n, &ctxs) {
+                match Engines::new(n, &ctxs, min) {
                     Ok(e) => {
                         this.engines = Some(e);
                         format!(", by the copy engines from {min} bytes a partial")
@@ -501,9 +500,9 @@ impl CudaAllReduce {
             units,
             ..
         } = shape;
-        if let (Some(e), Some(min)) = (&self.engines, self.engines_min) {
+        if let Some(e) = &self.engines {
             let gpus = self.launchers.len();
-            let how = host_mapped::transport(gpus, units, ncols * 4, min, SLOT_BYTES as u64);
+            let how = host_mapped::transport(gpus, units, ncols * 4, e.min, SLOT_BYTES as u64);
             if let host_mapped::Transport::Engines { rows } = how {
                 return self.enqueue_engines(e, backends, targets, epi, shape, rows);
             }

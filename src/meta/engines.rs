@@ -45,6 +45,8 @@ pub struct Engines {
     ctx: sys::CUcontext,
     host: *mut c_void,
     members: usize,
+    /// Bytes a partial from which a cut goes this way (`GGML_META_ENGINES_MIN`).
+    pub min: u64,
     /// One per distinct GPU, in the order of `cuda`'s launchers.
     pub sides: Vec<Side>,
     /// Per `Kernel::ALL` item: the peer kernel's parameters in order.
@@ -52,13 +54,15 @@ pub struct Engines {
 }
 
 impl Engines {
-    /// The exchange of `members` partials over the GPUs whose retained primary contexts are
-    /// `ctxs` (a GPU may appear more than once: a launch per device on one GPU).
-    pub fn new(members: usize, ctxs: &[sys::CUcontext]) -> Result<Engines, String> {
+    /// The exchange of `members` partials of at least `min` bytes over the GPUs whose retained
+    /// primary contexts are `ctxs` (a GPU may appear more than once: a launch per device on one
+    /// GPU).
+    pub fn new(members: usize, ctxs: &[sys::CUcontext], min: u64) -> Result<Engines, String> {
         let mut this = Engines {
             ctx: ctxs[0],
             host: ptr::null_mut(),
             members,
+            min,
             sides: Vec::with_capacity(ctxs.len()),
             params: Kernel::ALL.map(|k| ptx::params(members, k)),
         };
