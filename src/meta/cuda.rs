@@ -54,6 +54,7 @@ use super::epilogue::Epilogue;
 use super::mapped::{DriverTopology, Mapped};
 use crate::abi::log::{log_error, log_info};
 use crate::abi::*;
+use ggml_backend_rs_core::engines;
 use ggml_backend_rs_core::launch::{self, Launch, Shot};
 use ggml_backend_rs_core::mapped as host_mapped;
 use ggml_backend_rs_core::ptx::{self, Epilogue as Kernel, Param};
@@ -502,8 +503,8 @@ impl CudaAllReduce {
         } = shape;
         if let Some(e) = &self.engines {
             let gpus = self.launchers.len();
-            let how = host_mapped::transport(gpus, units, ncols * 4, e.min, SLOT_BYTES as u64);
-            if let host_mapped::Transport::Engines { rows } = how {
+            let how = engines::transport(gpus, units, ncols * 4, e.min, SLOT_BYTES as u64);
+            if let engines::Transport::Engines { rows } = how {
                 return self.enqueue_engines(e, backends, targets, epi, shape, rows);
             }
         }
@@ -593,12 +594,11 @@ impl CudaAllReduce {
             })
     }
 
-    /// An AllReduce through host memory by the copy engines ([`Engines`], whose module doc
-    /// gives the order of the copies and events): chunk by chunk of `rows_per_chunk` rows
-    /// (`core::mapped::engine_chunks`), every GPU
-    /// copies its members' partials out to their host slots, then the other members' in to
-    /// its scratch, and sums for its own members with the peer kernel. Every backend then waits
-    /// for every GPU, so the next AllReduce overwrites no host slot still being read.
+    /// An AllReduce through host memory by the copy engines ([`Engines`]): the ops of
+    /// `core::engines::schedule` over the launchers' GPUs, issued in its order, chunk `c` being
+    /// rows `rows_per_chunk * c ..` of the partials; each op's `unsafe` is its driver call
+    /// alone, the order and the events are the schedule's. Every backend then waits for every
+    /// GPU, so the next AllReduce overwrites no host slot still being read.
     fn enqueue_engines(
         &self,
         e: &Engines,
@@ -609,100 +609,105 @@ impl CudaAllReduce {
         rows_per_chunk: u64,
     ) -> Result<(), String> {
         let row = shape.ncols * 4;
-        let own = |g: usize| (0..targets.len()).filter(move |&k| self.gpu_of[k] == g);
-        let others = |g: usize| (0..self.launchers.len()).filter(move |&h| h != g);
-        let wait = |stream: sys::CUstream, event: sys::CUevent| {
-            check(
-                // SAFETY: our stream waits for an event of ours (another GPU's: allowed).
-                unsafe { sys::cuStreamWaitEvent(stream, event, 0) },
-                "cuStreamWaitEvent",
-            )
-        };
+        let chunks: Vec<(u64, u64)> = engines::chunks(shape.units, rows_per_chunk).collect();
+        let bytes_of = |c: usize| (chunks[c].0 * row, (chunks[c].1 * row) as usize);
+        let members =
+            |g: usize, own: bool| (0..targets.len()).filter(move |&k| (self.gpu_of[k] == g) == own);
         self.record_ready(backends);
         let cur = CurrentCtx::enter(self.launchers[0].ctx)?;
         let mut started = vec![false; self.launchers.len()];
         let mut queue = || -> Result<(), String> {
-            for (first, rows) in host_mapped::engine_chunks(shape.units, rows_per_chunk) {
-                let (shift, bytes) = (first * row, (rows * row) as usize);
-                for (g, l) in self.launchers.iter().enumerate() {
-                    cur.switch(l.ctx)?;
-                    if !std::mem::replace(&mut started[g], true) {
-                        self.wait_ready(l.stream, Some(g))?;
-                    }
-                    if first > 0 {
-                        others(g).try_for_each(|h| wait(l.stream, e.sides[h].copied_in))?;
-                    }
-                    for k in own(g) {
-                        check(
-                            // SAFETY: `bytes` of member k's partial from this chunk's start
-                            // (within the tensor: whole rows of it) into its host slot
-                            // (SLOT_BYTES, at least `bytes`), on our stream.
-                            unsafe {
-                                sys::cuMemcpyDtoHAsync_v2(
-                                    e.host_slot(k),
-                                    targets[k].data() as u64 + shift,
-                                    bytes,
-                                    l.stream,
-                                )
-                            },
-                            "cuMemcpyDtoHAsync",
-                        )?;
-                    }
-                    check(
-                        // SAFETY: our event and stream, in this context.
-                        unsafe { sys::cuEventRecord(e.sides[g].copied_out, l.stream) },
-                        "cuEventRecord",
-                    )?;
+            let mut current = 0;
+            for q in engines::schedule(self.launchers.len(), chunks.len()) {
+                let (g, side) = (q.gpu, &e.sides[q.gpu]);
+                if g != current {
+                    cur.switch(self.launchers[g].ctx)?;
+                    current = g;
                 }
-                for (g, l) in self.launchers.iter().enumerate() {
-                    cur.switch(l.ctx)?;
-                    others(g).try_for_each(|h| wait(l.stream, e.sides[h].copied_out))?;
-                    for k in (0..targets.len()).filter(|&k| self.gpu_of[k] != g) {
-                        check(
-                            // SAFETY: `bytes` from member k's host slot into its slot of this
-                            // GPU's scratch (both SLOT_BYTES), on our stream.
-                            unsafe {
-                                sys::cuMemcpyHtoDAsync_v2(
-                                    e.scratch_slot(g, k),
-                                    e.host_slot(k),
-                                    bytes,
-                                    l.stream,
-                                )
-                            },
-                            "cuMemcpyHtoDAsync",
-                        )?;
-                    }
+                started[g] = true;
+                let stream = match q.stream {
+                    engines::Stream::Out => side.out_stream,
+                    engines::Stream::Sum => self.launchers[g].stream,
+                };
+                let wait = |event: sys::CUevent| {
+                    check(
+                        // SAFETY: our stream waits for an event of ours (another GPU's: allowed).
+                        unsafe { sys::cuStreamWaitEvent(stream, event, 0) },
+                        "cuStreamWaitEvent",
+                    )
+                };
+                let record = |event: sys::CUevent| {
                     check(
                         // SAFETY: our event and stream, in this context.
-                        unsafe { sys::cuEventRecord(e.sides[g].copied_in, l.stream) },
+                        unsafe { sys::cuEventRecord(event, stream) },
                         "cuEventRecord",
-                    )?;
-                    let source = Source::Scratch(e.scratch_slot(g, 0), SLOT_BYTES as u64);
-                    for run in launch::launches(&self.gpu_of, rows, Shot::One) {
-                        if run.gpu != g || run.end == run.begin {
-                            continue;
+                    )
+                };
+                match q.op {
+                    engines::Op::WaitReady => self.wait_ready(stream, Some(g))?,
+                    engines::Op::WaitOut { gpu, set } => wait(e.sides[gpu].copied_out[set])?,
+                    engines::Op::WaitIn { gpu, set } => wait(e.sides[gpu].copied_in[set])?,
+                    engines::Op::RecordOut { set } => record(side.copied_out[set])?,
+                    engines::Op::RecordIn { set } => record(side.copied_in[set])?,
+                    engines::Op::CopyOut { chunk, set } => {
+                        let (shift, bytes) = bytes_of(chunk);
+                        for k in members(g, true) {
+                            check(
+                                // SAFETY: `bytes` of member k's partial from its chunk's start
+                                // (whole rows within the tensor) into its host slot of `set`
+                                // (SLOT_BYTES, at least `bytes`), on our stream.
+                                unsafe {
+                                    sys::cuMemcpyDtoHAsync_v2(
+                                        e.host_slot(set, k),
+                                        targets[k].data() as u64 + shift,
+                                        bytes,
+                                        stream,
+                                    )
+                                },
+                                "cuMemcpyDtoHAsync",
+                            )?;
                         }
-                        let k_index = shape.k_index;
-                        let mut args = self.args(
-                            &e.params,
-                            k_index,
-                            targets,
-                            epi,
-                            &run,
-                            shift,
-                            shape.ncols,
-                            source,
-                        );
-                        let blocks = shape.grid(run.end - run.begin, MAX_BLOCKS);
-                        // (the peer kernel: every partial is in this GPU's memory, its members'
-                        // own and the others' in its scratch; the outputs are its members')
-                        launch_kernel(
-                            e.sides[g].kernels[k_index],
-                            blocks,
-                            shape.threads(),
-                            l.stream,
-                            &mut args,
-                        )?;
+                    }
+                    engines::Op::CopyIn { chunk, set } => {
+                        let (_, bytes) = bytes_of(chunk);
+                        for k in members(g, false) {
+                            check(
+                                // SAFETY: `bytes` from member k's host slot of `set` into its
+                                // slot of this GPU's scratch (both SLOT_BYTES), on our stream.
+                                unsafe {
+                                    sys::cuMemcpyHtoDAsync_v2(
+                                        e.scratch_slot(g, k),
+                                        e.host_slot(set, k),
+                                        bytes,
+                                        stream,
+                                    )
+                                },
+                                "cuMemcpyHtoDAsync",
+                            )?;
+                        }
+                    }
+                    engines::Op::Sum { chunk } => {
+                        let (shift, _) = bytes_of(chunk);
+                        let source = Source::Scratch(e.scratch_slot(g, 0), SLOT_BYTES as u64);
+                        let runs = launch::launches(&self.gpu_of, chunks[chunk].1, Shot::One);
+                        for run in runs.iter().filter(|r| r.gpu == g && r.end > r.begin) {
+                            let mut args = self.args(
+                                &e.params,
+                                shape.k_index,
+                                targets,
+                                epi,
+                                run,
+                                shift,
+                                shape.ncols,
+                                source,
+                            );
+                            let blocks = shape.grid(run.end - run.begin, MAX_BLOCKS);
+                            // (the peer kernel: every partial is in this GPU's memory, its
+                            // members' own and the others' in its scratch; the outputs are its
+                            // members')
+                            let kernel = side.kernels[shape.k_index];
+                            launch_kernel(kernel, blocks, shape.threads(), stream, &mut args)?;
+                        }
                     }
                 }
             }
@@ -861,17 +866,22 @@ impl CudaAllReduce {
         lost.map_or(Ok(()), Err)
     }
 
-    /// Waits for everything queued on our streams.
+    /// Waits for everything queued on our streams (the copy engines' out streams too).
     fn synchronize_streams(&self) {
         if let Some(cur) = self
             .launchers
             .first()
             .and_then(|l| CurrentCtx::enter(l.ctx).ok())
         {
-            for l in &self.launchers {
-                if cur.switch(l.ctx).is_ok() {
+            for (g, l) in self.launchers.iter().enumerate() {
+                if cur.switch(l.ctx).is_err() {
+                    continue;
+                }
+                let side = self.engines.as_ref().and_then(|e| e.sides.get(g));
+                let out = side.map(|s| s.out_stream);
+                for stream in std::iter::once(l.stream).chain(out) {
                     // SAFETY: our stream, in its context.
-                    unsafe { sys::cuStreamSynchronize(l.stream) };
+                    unsafe { sys::cuStreamSynchronize(stream) };
                 }
             }
         }

@@ -1,21 +1,13 @@
 //! The memory of our CUDA AllReduce through host memory by the copy engines, for large
-//! partials (prefill) where the GPUs cannot read each other's memory: pinned host slots, one per
-//! member, and on every GPU a scratch of the same slots, two events and the peer kernels.
+//! partials (prefill) where the GPUs cannot read each other's memory: pinned host slots, per
+//! set a slot per member, and on every GPU a stream for the copies out, a scratch of a slot per
+//! member, its events and the peer kernels.
 //!
-//! `cuda` queues it, chunk by chunk, on each GPU's stream:
-//! 1. chunks after the first: wait for every other GPU's `copied_in` (it has read the host
-//!    slots this chunk overwrites);
-//! 2. copy the GPU's own members' partials out into their host slots, record `copied_out`;
-//!
-//! and once every GPU has queued those:
-//! 3. wait for every other GPU's `copied_out`, copy the other members' partials in to its
-//!    scratch, record `copied_in`;
-//! 4. the peer kernel over its own members: every partial is now in its own memory, summed in
-//!    the peer path's order, so every device gets the bits the other paths give.
-//!
-//! No kernel waits for another GPU: the copies and the events order everything, so a lost GPU
-//! fails the step through the driver, never a spin. Between AllReduces every backend waits for
-//! every GPU's `done`, so no GPU overwrites a host slot another still reads.
+//! What each GPU queues, in which order, is `core::engines::schedule`'s (its module doc gives
+//! the events' meaning and the proof); `cuda` carries it out op by op. No kernel waits for
+//! another GPU: the copies and the events order everything, so a lost GPU fails the step
+//! through the driver, never a spin. Between AllReduces every backend waits for every GPU's
+//! `done`, so no GPU overwrites a host slot another still reads.
 
 use std::ffi::{c_void, CString};
 use std::ptr;
@@ -23,17 +15,22 @@ use std::ptr;
 use cudarc::driver::sys;
 
 use super::cuda::{check, CurrentCtx};
+use ggml_backend_rs_core::engines::SETS;
 use ggml_backend_rs_core::ptx::{self, Epilogue as Kernel, Param};
 
-/// Bytes of one slot: a larger partial goes in chunks of whole rows.
-pub(super) const SLOT_BYTES: usize = 4 << 20;
+/// Bytes of one slot: a larger partial goes in chunks of whole rows. Small enough that an
+/// 8 MiB prefill partial pipelines in 8 chunks, large enough that a copy's fixed cost (a few
+/// µs) stays small against its 20 µs on a PCIe 5.0 x16 link.
+pub(super) const SLOT_BYTES: usize = 1 << 20;
 
-/// One GPU's side: its scratch (a slot per member), its events and the peer kernels.
+/// One GPU's side: its stream for the copies out, its scratch (a slot per member), its events
+/// (one per set of slots) and the peer kernels.
 pub struct Side {
     ctx: sys::CUcontext,
+    pub out_stream: sys::CUstream,
     pub scratch: sys::CUdeviceptr,
-    pub copied_out: sys::CUevent,
-    pub copied_in: sys::CUevent,
+    pub copied_out: [sys::CUevent; SETS],
+    pub copied_in: [sys::CUevent; SETS],
     module: sys::CUmodule,
     /// One entry per `Kernel::ALL` item, in that order.
     pub kernels: [sys::CUfunction; 3],
@@ -43,6 +40,7 @@ pub struct Side {
 pub struct Engines {
     /// The first GPU's context, current when the host slots are freed.
     ctx: sys::CUcontext,
+    /// `SETS` sets of `members` slots.
     host: *mut c_void,
     members: usize,
     /// Bytes a partial from which a cut goes this way (`GGML_META_ENGINES_MIN`).
@@ -73,7 +71,7 @@ impl Engines {
             unsafe {
                 sys::cuMemHostAlloc(
                     &mut this.host,
-                    SLOT_BYTES * members,
+                    SLOT_BYTES * members * SETS,
                     sys::CU_MEMHOSTALLOC_PORTABLE,
                 )
             },
@@ -88,9 +86,10 @@ impl Engines {
             cur.switch(ctx)?;
             let mut side = Side {
                 ctx,
+                out_stream: ptr::null_mut(),
                 scratch: 0,
-                copied_out: ptr::null_mut(),
-                copied_in: ptr::null_mut(),
+                copied_out: [ptr::null_mut(); SETS],
+                copied_in: [ptr::null_mut(); SETS],
                 module: ptr::null_mut(),
                 kernels: [ptr::null_mut(); 3],
             };
@@ -102,15 +101,20 @@ impl Engines {
                     "cuMemAlloc",
                 )
                 .and_then(|_| {
-                    let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+                    // (non-blocking: the CUDA backends' streams are too, and nothing of ours
+                    // runs on the legacy stream)
+                    let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
                     check(
-                        sys::cuEventCreate(&mut side.copied_out, flags),
-                        "cuEventCreate",
-                    )?;
-                    check(
-                        sys::cuEventCreate(&mut side.copied_in, flags),
-                        "cuEventCreate",
+                        sys::cuStreamCreate(&mut side.out_stream, flags),
+                        "cuStreamCreate",
                     )
+                })
+                .and_then(|_| {
+                    let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+                    side.copied_out
+                        .iter_mut()
+                        .chain(side.copied_in.iter_mut())
+                        .try_for_each(|e| check(sys::cuEventCreate(e, flags), "cuEventCreate"))
                 })
                 .and_then(|_| {
                     check(
@@ -136,11 +140,11 @@ impl Engines {
         Ok(this)
     }
 
-    /// The host slot of member `k`.
-    pub fn host_slot(&self, k: usize) -> *mut c_void {
-        debug_assert!(k < self.members);
-        // SAFETY: in bounds of the allocation (`members` slots).
-        unsafe { (self.host as *mut u8).add(k * SLOT_BYTES) as *mut c_void }
+    /// The host slot of member `k` in set `set`.
+    pub fn host_slot(&self, set: usize, k: usize) -> *mut c_void {
+        debug_assert!(k < self.members && set < SETS);
+        // SAFETY: in bounds of the allocation (`SETS` sets of `members` slots).
+        unsafe { (self.host as *mut u8).add((set * self.members + k) * SLOT_BYTES) as *mut c_void }
     }
 
     /// Member `k`'s slot in GPU `g`'s scratch.
@@ -152,7 +156,8 @@ impl Engines {
 
 impl Drop for Engines {
     fn drop(&mut self) {
-        // (the copies and kernels that use it have ended: `cuda` synchronizes its streams first)
+        // (the sum streams have ended: `cuda` synchronizes its streams first; the out streams
+        // are synchronized here)
         let Ok(cur) = CurrentCtx::enter(self.ctx) else {
             return;
         };
@@ -162,10 +167,14 @@ impl Drop for Engines {
             }
             // SAFETY: objects created in `new` in this context; errors at teardown are ignored.
             unsafe {
+                if !s.out_stream.is_null() {
+                    sys::cuStreamSynchronize(s.out_stream);
+                    sys::cuStreamDestroy_v2(s.out_stream);
+                }
                 if s.scratch != 0 {
                     sys::cuMemFree_v2(s.scratch);
                 }
-                for e in [s.copied_out, s.copied_in] {
+                for e in s.copied_out.into_iter().chain(s.copied_in) {
                     if !e.is_null() {
                         sys::cuEventDestroy_v2(e);
                     }

@@ -26,7 +26,9 @@
 //! * [`ptx`]: the text of our CUDA AllReduce kernels, which add in that order, and [`launch`]:
 //!   how their launches share an AllReduce among GPUs (one-shot, two-shot);
 //! * [`mapped`]: the AllReduce through mapped pinned host memory, for GPUs without peer
-//!   access: its layout, which kernel a topology gets, and its protocol as a model;
+//!   access: its layout, which kernel a topology gets, and its protocol as a model; and
+//!   [`engines`]: the same exchange by the copy engines for large partials, as a schedule of
+//!   copies and events proven free of races;
 //! * [`memory`]: the memory a tensor-parallel device can offer (what its split can place);
 //! * [`names`]: a split policy by GGUF tensor name, for the plugin's tensor-parallel devices
 //!   (libllama gives them no split callback);
@@ -45,6 +47,7 @@ pub mod abi_class;
 pub mod assign;
 pub mod capture;
 pub mod chunk;
+pub mod engines;
 pub mod exchange;
 pub mod fault;
 pub mod infer;

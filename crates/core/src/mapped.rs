@@ -7,9 +7,6 @@
 //!   member a slot for its partial, per GPU and block index a flag, per GPU an error word.
 //! * [`choose`]: which AllReduce a set of GPUs gets (our peer kernel, this one, or neither),
 //!   and the reason, said once per meta device.
-//! * [`transport`]: whether a cut's partials go by the mapped kernel or, large ones, by the
-//!   GPUs' copy engines (host slots and copies, then the peer kernel: `meta::engines`), and the
-//!   chunks of the latter ([`engine_chunks`]).
 //! * [`Exchange`]: the protocol run by one block of one GPU's kernel, over a [`Region`] of
 //!   32-bit words; the tests here run it on threads (under miri too).
 //! * [`ptx`]: the kernels that do the same steps on the mapped memory, one per epilogue: the
@@ -221,45 +218,6 @@ pub fn choose(t: &impl Topology, force_mapped: bool) -> (Kernel, String) {
             format!("{} cannot access {} directly", t.name(a), t.name(b)),
         ),
     }
-}
-
-/// How an AllReduce through host memory moves the partials of one cut.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transport {
-    /// The mapped kernel ([`Exchange`]): the fewest hops, for small partials (decode).
-    Kernel,
-    /// The copy engines, in chunks of up to `rows` rows: each GPU copies its members' partials
-    /// out to pinned host slots and the other members' in to its own memory, then sums with
-    /// the peer kernel; the link's bandwidth, for large partials (prefill).
-    Engines { rows: u64 },
-}
-
-/// The transport of a cut over `gpus` launching GPUs whose partials have `units` rows of
-/// `row_bytes` bytes: the copy engines from `engines_min` bytes a partial, where more than one
-/// GPU exchanges and a row fits a slot of `slot_bytes` (chunks of as many whole rows as fit);
-/// else the mapped kernel.
-pub fn transport(
-    gpus: usize,
-    units: u64,
-    row_bytes: u64,
-    engines_min: u64,
-    slot_bytes: u64,
-) -> Transport {
-    let bytes = units.saturating_mul(row_bytes);
-    if gpus < 2 || units == 0 || row_bytes == 0 || row_bytes > slot_bytes || bytes < engines_min {
-        return Transport::Kernel;
-    }
-    Transport::Engines {
-        rows: slot_bytes / row_bytes,
-    }
-}
-
-/// The chunks of `units` rows, up to `rows` each, in order: (first row, rows).
-pub fn engine_chunks(units: u64, rows: u64) -> impl Iterator<Item = (u64, u64)> {
-    let rows = rows.max(1);
-    (0..units)
-        .step_by(rows.min(usize::MAX as u64) as usize)
-        .map(move |first| (first, rows.min(units - first)))
 }
 
 /// The entry point of the mapped kernel for `n` members and epilogue `e`.
@@ -732,54 +690,6 @@ impl Exchange<'_> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn transport_by_size_gpus_and_rows() {
-        let slot = 4 << 20;
-        // decode (16 KiB) by the kernel, prefill (8 MiB) by the engines in two chunks
-        assert_eq!(transport(2, 4096, 4, 1 << 20, slot), Transport::Kernel);
-        let rows = (1 << 20) as u64;
-        assert_eq!(
-            transport(2, 512 * 4096, 4, 1 << 20, slot),
-            Transport::Engines { rows }
-        );
-        // rows of the norm: whole rows per chunk
-        assert_eq!(
-            transport(2, 512, 4096 * 4, 1 << 20, slot),
-            Transport::Engines { rows: 256 }
-        );
-        // one GPU exchanges nothing; no units, or a row larger than a slot: the kernel
-        assert_eq!(transport(1, 512 * 4096, 4, 0, slot), Transport::Kernel);
-        assert_eq!(transport(4, 0, 4, 0, slot), Transport::Kernel);
-        assert_eq!(transport(2, 2, slot + 4, 0, slot), Transport::Kernel);
-        // the threshold is inclusive; 0 sends everything by the engines
-        assert_eq!(
-            transport(3, 1 << 18, 4, 1 << 20, slot),
-            Transport::Engines { rows }
-        );
-        assert_eq!(transport(2, 1, 4, 0, slot), Transport::Engines { rows });
-    }
-
-    #[test]
-    fn engine_chunks_cover_every_row_once() {
-        for (units, rows) in [
-            (1, 1),
-            (10, 3),
-            (9, 3),
-            (2_097_152, 1_048_576),
-            (5, 8),
-            (7, 0),
-        ] {
-            let chunks: Vec<_> = engine_chunks(units, rows).collect();
-            let mut next = 0;
-            for &(first, n) in &chunks {
-                assert_eq!(first, next);
-                assert!(n >= 1 && n <= rows.max(1));
-                next += n;
-            }
-            assert_eq!(next, units);
-        }
-        assert_eq!(engine_chunks(0, 4).count(), 0);
-    }
     use std::thread;
 
     #[test]
