@@ -714,10 +714,30 @@ impl CudaAllReduce {
             Ok(())
         };
         let queued = queue();
+        // (whatever failed: every GPU's `done` covers its out stream too)
+        let joined = self
+            .launchers
+            .iter()
+            .zip(&e.sides)
+            .zip(&started)
+            .filter(|(_, &s)| s)
+            .try_for_each(|((l, side), _)| {
+                cur.switch(l.ctx)?;
+                check(
+                    // SAFETY: our event and streams, in this context.
+                    unsafe { sys::cuEventRecord(side.out_ended, side.out_stream) },
+                    "cuEventRecord",
+                )?;
+                check(
+                    // SAFETY: as above.
+                    unsafe { sys::cuStreamWaitEvent(l.stream, side.out_ended, 0) },
+                    "cuStreamWaitEvent",
+                )
+            });
         let recorded = self.record_done(&cur, &started);
         drop(cur);
         self.release(backends, self.launchers.len());
-        queued.and(recorded)
+        queued.and(joined).and(recorded)
     }
 
     /// The arguments of launch `run` of kernel `k_index` (parameters `params`, an AllReduce of
@@ -1308,7 +1328,8 @@ impl Drop for CudaAllReduce {
         for (d, e) in self.ready_devices.iter().zip(self.ready.drain(..)) {
             d.event_free(e);
         }
-        // (its kernels and copies have ended with our streams)
+        // (its kernels have ended with our streams; the copy engines' out streams are
+        // synchronized when they are dropped)
         self.mapped = None;
         self.engines = None;
         for &(_, dev, _) in &self.ctxs {

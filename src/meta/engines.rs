@@ -31,6 +31,10 @@ pub struct Side {
     pub scratch: sys::CUdeviceptr,
     pub copied_out: [sys::CUevent; SETS],
     pub copied_in: [sys::CUevent; SETS],
+    /// Recorded on the out stream after a cut, for the sum stream to wait on: the schedule
+    /// joins the two streams itself, but a cut whose queueing failed part way must not leave
+    /// copies out that the GPU's `done` does not cover (nor a capture with an unjoined stream).
+    pub out_ended: sys::CUevent,
     module: sys::CUmodule,
     /// One entry per `Kernel::ALL` item, in that order.
     pub kernels: [sys::CUfunction; 3],
@@ -90,6 +94,7 @@ impl Engines {
                 scratch: 0,
                 copied_out: [ptr::null_mut(); SETS],
                 copied_in: [ptr::null_mut(); SETS],
+                out_ended: ptr::null_mut(),
                 module: ptr::null_mut(),
                 kernels: [ptr::null_mut(); 3],
             };
@@ -114,6 +119,7 @@ impl Engines {
                     side.copied_out
                         .iter_mut()
                         .chain(side.copied_in.iter_mut())
+                        .chain([&mut side.out_ended])
                         .try_for_each(|e| check(sys::cuEventCreate(e, flags), "cuEventCreate"))
                 })
                 .and_then(|_| {
@@ -174,7 +180,12 @@ impl Drop for Engines {
                 if s.scratch != 0 {
                     sys::cuMemFree_v2(s.scratch);
                 }
-                for e in s.copied_out.into_iter().chain(s.copied_in) {
+                for e in s
+                    .copied_out
+                    .into_iter()
+                    .chain(s.copied_in)
+                    .chain([s.out_ended])
+                {
                     if !e.is_null() {
                         sys::cuEventDestroy_v2(e);
                     }

@@ -108,6 +108,9 @@ pub struct Queued {
 /// every other GPU to have copied in the chunk that last used the set), then every GPU's sum
 /// stream. The last op of a GPU's streams is its `Sum` of the last chunk, after its out
 /// stream's last record: recording the GPU's `done` after it covers both streams.
+///
+/// Between cuts the caller makes every GPU's next partials wait for every GPU's `done` (the
+/// first chunks of the next cut overwrite the host slots this one read).
 pub fn schedule(gpus: usize, chunks: usize) -> Vec<Queued> {
     let mut v = Vec::new();
     for c in 0..chunks {
@@ -139,11 +142,14 @@ pub fn schedule(gpus: usize, chunks: usize) -> Vec<Queued> {
                     op,
                 })
             };
-            for h in 0..gpus {
+            for h in (0..gpus).filter(|&h| h != g) {
                 q(Op::WaitOut { gpu: h, set });
             }
             q(Op::CopyIn { chunk: c, set });
             q(Op::RecordIn { set });
+            // (its own out stream only before the sum, which may overwrite the partials in
+            // place: the copy in need not wait for the copy out)
+            q(Op::WaitOut { gpu: g, set });
             q(Op::Sum { chunk: c });
         }
     }
@@ -204,22 +210,27 @@ mod tests {
         assert_eq!(chunks(0, 4).count(), 0);
     }
 
-    /// The schedule as CUDA runs it: an op starts after the op before it on its stream and,
-    /// for a wait, after the last record of that event issued before the wait. `before[i][j]`:
-    /// op `i` has ended before op `j` starts.
+    /// The schedule as CUDA runs it, for `cuts` AllReduces in a row: an op starts after the
+    /// op before it on its stream and, for a wait, after the last record of that event issued
+    /// before the wait; a cut's `WaitReady` after every GPU's last op of the cut before (what
+    /// `meta::cuda` gives: every backend waits for every GPU's `done` before its next partial).
+    /// `before[i][j]`: op `i` has ended before op `j` starts.
     struct Model {
-        ops: Vec<Queued>,
+        ops: Vec<(usize, Queued)>,
         before: Vec<Vec<bool>>,
     }
 
     impl Model {
-        fn new(gpus: usize, chunks: usize) -> Model {
-            let ops = schedule(gpus, chunks);
+        fn new(gpus: usize, chunks: usize, cuts: usize) -> Model {
+            let ops: Vec<(usize, Queued)> = (0..cuts)
+                .flat_map(|t| schedule(gpus, chunks).into_iter().map(move |q| (t, q)))
+                .collect();
             let n = ops.len();
             let mut edges: Vec<Vec<usize>> = vec![Vec::new(); n];
             let mut last_on: HashMap<(usize, Stream), usize> = HashMap::new();
             let mut last_record: HashMap<(usize, bool, usize), usize> = HashMap::new();
-            for (j, q) in ops.iter().enumerate() {
+            let mut done_of_cut: Vec<Vec<usize>> = vec![Vec::new(); cuts];
+            for (j, &(t, q)) in ops.iter().enumerate() {
                 if let Some(&i) = last_on.get(&(q.gpu, q.stream)) {
                     edges[i].push(j);
                 }
@@ -237,6 +248,15 @@ mod tests {
                             panic!("op {j} {q:?} waits for an unrecorded event")
                         });
                         edges[i].push(j);
+                    }
+                    Op::WaitReady if t > 0 => {
+                        if done_of_cut[t - 1].is_empty() {
+                            done_of_cut[t - 1] =
+                                (0..gpus).map(|g| last_on[&(g, Stream::Sum)]).collect();
+                        }
+                        for &i in &done_of_cut[t - 1] {
+                            edges[i].push(j);
+                        }
                     }
                     _ => {}
                 }
@@ -256,11 +276,16 @@ mod tests {
             Model { ops, before }
         }
 
-        fn find(&self, gpu: usize, op: Op) -> usize {
+        /// The op `op` of GPU `gpu` in cut `cut`.
+        fn find_in(&self, cut: usize, gpu: usize, op: Op) -> usize {
             self.ops
                 .iter()
-                .position(|q| q.gpu == gpu && q.op == op)
-                .unwrap_or_else(|| panic!("no {op:?} on GPU {gpu}"))
+                .position(|&(t, q)| t == cut && q.gpu == gpu && q.op == op)
+                .unwrap_or_else(|| panic!("no {op:?} on GPU {gpu} in cut {cut}"))
+        }
+
+        fn find(&self, gpu: usize, op: Op) -> usize {
+            self.find_in(0, gpu, op)
         }
 
         fn ordered(&self, a: usize, b: usize) -> bool {
@@ -274,9 +299,9 @@ mod tests {
 
     #[test]
     fn the_schedule_has_no_race() {
-        for gpus in 2..=MOST.0.min(4) {
+        for gpus in 2..=MOST.0 {
             for n in 1..=MOST.1 {
-                let m = Model::new(gpus, n);
+                let m = Model::new(gpus, n, 1);
                 for c in 0..n {
                     let set = c % SETS;
                     for g in 0..gpus {
@@ -322,25 +347,25 @@ mod tests {
     fn every_gpu_waits_for_its_partials_and_ends_on_its_sum_stream() {
         for gpus in 2..=MOST.0 {
             let n = MOST.1.min(3);
-            let m = Model::new(gpus, n);
+            let m = Model::new(gpus, n, 1);
             for g in 0..gpus {
                 let on = |s: Stream| {
                     (0..m.ops.len())
-                        .filter(|&i| m.ops[i].gpu == g && m.ops[i].stream == s)
+                        .filter(|&i| m.ops[i].1.gpu == g && m.ops[i].1.stream == s)
                         .collect::<Vec<_>>()
                 };
                 let (out, sum) = (on(Stream::Out), on(Stream::Sum));
-                assert_eq!(m.ops[out[0]].op, Op::WaitReady);
-                assert_eq!(m.ops[*sum.last().unwrap()].op, Op::Sum { chunk: n - 1 });
+                assert_eq!(m.ops[out[0]].1.op, Op::WaitReady);
+                assert_eq!(m.ops[*sum.last().unwrap()].1.op, Op::Sum { chunk: n - 1 });
                 // every op of the GPU's out stream ends before its sum stream's last op: the
                 // `done` recorded after it covers both streams
                 assert!(m.ordered(*out.last().unwrap(), *sum.last().unwrap()));
                 // every sum stream's first op already waits (for the first chunk's copies out)
-                assert!(matches!(m.ops[sum[0]].op, Op::WaitOut { .. }));
+                assert!(matches!(m.ops[sum[0]].1.op, Op::WaitOut { .. }));
                 // every GPU copies each chunk once each way and sums it once
                 for c in 0..n {
                     let count = |f: &dyn Fn(Op) -> bool| {
-                        m.ops.iter().filter(|q| q.gpu == g && f(q.op)).count()
+                        m.ops.iter().filter(|(_, q)| q.gpu == g && f(q.op)).count()
                     };
                     assert_eq!(
                         count(&|o| o
@@ -365,10 +390,40 @@ mod tests {
     }
 
     #[test]
+    fn the_next_cut_overwrites_no_slot_before_this_one_read_it() {
+        for (gpus, n) in [(2, 1), (2, 2), (3, 3), (MOST.0, MOST.1)] {
+            let m = Model::new(gpus, n, 2);
+            for c in 0..n {
+                let set = c % SETS;
+                for g in 0..gpus {
+                    let copy_in = m.find_in(0, g, Op::CopyIn { chunk: c, set });
+                    let sum = m.find_in(0, g, Op::Sum { chunk: c });
+                    for h in 0..gpus {
+                        // every chunk of the next cut: its host slots, and the partials (which
+                        // this cut's sums may have written in place)
+                        for next in 0..n {
+                            let over = m.find_in(
+                                1,
+                                h,
+                                Op::CopyOut {
+                                    chunk: next,
+                                    set: next % SETS,
+                                },
+                            );
+                            assert!(m.ordered(copy_in, over), "{gpus} {n}: {c} {g} {h}");
+                            assert!(m.ordered(sum, over), "{gpus} {n}: {c} {g} {h}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn a_chunk_goes_out_while_the_one_before_comes_in() {
         // the out stream of chunk c + 1 does not wait for chunk c's copies in: the link is
         // used both ways at once
-        let m = Model::new(2, 4);
+        let m = Model::new(2, 4, 1);
         for g in 0..2 {
             for c in 0..3 {
                 let copy_in = m.find(
