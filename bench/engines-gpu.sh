@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The AllReduce through host memory by the copy engines against the mapped kernel, on the one-GPU
-# proxy (docs/benchmarks.md, "The AllReduce through host memory"): first `mappedcheck --time`
-# (the transports alone, 16 KiB to 8 MiB a partial); then tensor mode over CUDA0,CUDA0 with
+# proxy (docs/benchmarks.md, "The copy engines"): first `mappedcheck --time` (the transports
+# alone, 16 KiB to 8 MiB a partial); then tensor mode over CUDA0,CUDA0 with
 # GGML_META_ALLREDUCE=mapped and GGML_META_MAPPED_APART=1 (a launch per device, as on two GPUs),
-# partials from ENGINES_MIN bytes (default 1 MiB, as GGML_META_ENGINES_MIN) by the copy engines,
-# or all by the kernel, against split none and the peer kernel, on the 8B-shaped f16 model and
-# its Q4_0 copy, depth 0; and, every AllReduce by the copy engines (GGML_META_ENGINES_MIN=0), the
-# logits of two devices (first) and four (last) against the peer path's, bit for bit. Our tree
-# only (one CUDA build, about 240 s on 16 cores; the whole job about 520 s, inside one device
-# call). It needs .gpu/ as docs/gpu.md prepares it and the PTX in .gpu-ptx/ (`cargo run
-# --release -p ggml-backend-rs-core --example dump_ptx -- .gpu-ptx`); results and logs go to
-# $OUT (default /tmp/out) as they come.
-#   OUT=/tmp/out bench/engines-gpu.sh            (MODELS=f16 for the f16 model alone: about 400 s)
+# the copy engines from their default threshold (as the meta device runs) against the kernel
+# alone (GGML_META_ENGINES_MIN=off), split none and the peer kernel, pp512 and tg128 at depths 0
+# and 16 384, on the 8B-shaped f16 model and its Q4_0 copy; prompts of 2 to 64 tokens, every cut
+# by the engines (GGML_META_ENGINES_MIN=0) against the kernel alone: where the two cross; and,
+# every cut by the copy engines, the logits of two devices (first) and four (last) against the
+# peer path's, bit for bit. Our tree only (one CUDA build, about 200 s on 16 cores; the whole
+# job about 420 s, inside one device call). It needs .gpu/ as docs/gpu.md prepares it and the
+# PTX in .gpu-ptx/ (`cargo run --release -p ggml-backend-rs-core --example dump_ptx -- .gpu-ptx`);
+# results and logs go to $OUT (default /tmp/out) as they come.
+#   OUT=/tmp/out bench/engines-gpu.sh            (MODELS=f16 for the f16 model alone)
 set -u
 OUT=${OUT:-/tmp/out}; T=/tmp/ge; mkdir -p $T/models "$OUT"
 trap 'touch "$OUT/FINISHED"' EXIT
@@ -34,7 +35,7 @@ B=$T/build/bench/llama_bench; D=$T/build/ctests/llama_driver; C=$T/build/ctests/
 $T/build/ctests/write_model --n-embd 4096 --n-layer 32 --n-head 32 --n-head-kv 8 --n-ff 14336 --n-vocab 32000 \
   --n-ctx-train 8192 --rope-freq-base 500000 --type f16 --seed 42 --stream --out $M/f16.gguf > "$OUT/model.log" 2>&1 || { log write_model failed; exit 1; }
 log f16 written
-common="--n-prompt 512 --n-gen 128 --n-ubatch 512 --flash-attn on --threads 4 --warmup 1 --reps 3 --depths 0"
+common="--n-gen 128 --n-ubatch 512 --flash-attn on --threads 4 --warmup 1 --reps 3"
 run() { local name=$1; shift; timeout 150 env "$@" > "$OUT/$name.txt" 2>&1; log "$name rc=$?"; grep '^result' "$OUT/$name.txt" | sed 's/^/    /' | tee -a "$OUT/job.log"; }
 apart="GGML_META_ALLREDUCE=mapped GGML_META_MAPPED_APART=1"
 logits() {  # <model> <devices> <name> [env...]: 16 tokens' logits
@@ -50,10 +51,16 @@ for m in ${MODELS:-f16 q4_0}; do
   logits $m CUDA0,CUDA0 $m-x2-peer
   logits $m CUDA0,CUDA0 $m-x2-engines $apart GGML_META_ENGINES_MIN=0
   $C $T/$m-x2-peer.lgts $T/$m-x2-engines.lgts --tol 0 2>&1 | tail -3 | tee -a "$OUT/job.log"
-  run $m-engines $apart GGML_META_ENGINES_MIN=${ENGINES_MIN:-1048576} $B --model $M/$m.gguf --split-mode tensor --devices CUDA0,CUDA0 $common
-  run $m-kernel $apart $B --model $M/$m.gguf --split-mode tensor --devices CUDA0,CUDA0 $common
-  run $m-none $B --model $M/$m.gguf --split-mode none --devices CUDA0 $common
-  run $m-peer $B --model $M/$m.gguf --split-mode tensor --devices CUDA0,CUDA0 $common
+  tensor="--model $M/$m.gguf --split-mode tensor --devices CUDA0,CUDA0 $common --n-prompt 512 --depths 0,16384"
+  run $m-engines $apart $B $tensor
+  run $m-kernel $apart GGML_META_ENGINES_MIN=off $B $tensor
+  run $m-none $B --model $M/$m.gguf --split-mode none --devices CUDA0 $common --n-prompt 512 --depths 0,16384
+  run $m-peer $B $tensor
+  for p in 2 4 16 64; do
+    small="--model $M/$m.gguf --split-mode tensor --devices CUDA0,CUDA0 --n-prompt $p --n-gen 0 --n-ubatch 512 --flash-attn on --threads 4 --warmup 1 --reps 5 --depths 0"
+    run $m-pp$p-engines $apart GGML_META_ENGINES_MIN=0 $B $small
+    run $m-pp$p-kernel $apart GGML_META_ENGINES_MIN=off $B $small
+  done
   logits $m CUDA0,CUDA0,CUDA0,CUDA0 $m-x4-peer
   logits $m CUDA0,CUDA0,CUDA0,CUDA0 $m-x4-engines $apart GGML_META_ENGINES_MIN=0
   $C $T/$m-x4-peer.lgts $T/$m-x4-engines.lgts --tol 0 2>&1 | tail -3 | tee -a "$OUT/job.log"

@@ -73,6 +73,12 @@ const MAX_PARAMS: usize = 4 * MAX_DEVICES + 6 + 9;
 /// overrides it. A first guess for NVLink, where small messages are latency-bound; with one
 /// GPU there is a single launch either way.
 const ONE_SHOT_MAX: usize = 256 << 10;
+/// Bytes per partial from which a cut through host memory goes by the copy engines rather
+/// than the mapped kernel (`GGML_META_ENGINES_MIN`: bytes, or `off`). Measured on the
+/// one-GPU proxy with a launch per device (H100, `bench/engines-gpu.sh`): the kernel is ahead
+/// at 32 KiB a partial (2 tokens), even at 64 KiB, the engines ahead from 256 KiB (+6-9%) to
+/// 8 MiB (prefill, +29-34%).
+const ENGINES_MIN: u64 = 128 << 10;
 
 /// One GPU that launches kernels: its context, our stream, the kernels and the `done` event.
 struct Launcher {
@@ -139,10 +145,8 @@ pub struct CudaAllReduce {
     /// The exchange through host memory, where the GPUs do not read each other's memory
     /// (or `GGML_META_ALLREDUCE=mapped`); `None`: they read each other's partials directly.
     mapped: Option<Mapped>,
-    /// Through host memory, for partials of at least `Engines::min` bytes: the exchange by the
-    /// copy engines, where there is more than one launcher. Only with `GGML_META_ENGINES_MIN`
-    /// (bytes) set: not measured on a GPU yet, so off by default (`bench/engines-gpu.sh`
-    /// measures it against the mapped kernel and checks its bits).
+    /// Through host memory, for partials of at least `Engines::min` bytes ([`ENGINES_MIN`]):
+    /// the exchange by the copy engines, where there is more than one launcher.
     engines: Option<Engines>,
     /// Per `Kernel::ALL` item: its parameters in order (`ptx::params`), made once.
     params: [Vec<Param>; 3],
@@ -394,14 +398,15 @@ impl CudaAllReduce {
             this.launchers.push(launcher);
             r?;
         }
-        let engines_min = std::env::var("GGML_META_ENGINES_MIN")
-            .ok()
-            .and_then(|v| v.parse().ok());
+        let engines_min = match std::env::var("GGML_META_ENGINES_MIN").ok().as_deref() {
+            Some("off") => None,
+            v => Some(v.and_then(|v| v.parse().ok()).unwrap_or(ENGINES_MIN)),
+        };
         let engines = match engines_min {
             Some(min) if this.mapped.is_some() && this.launchers.len() > 1 => {
                 let ctxs: Vec<_> = this.launchers.iter().map(|l| l.ctx).collect();
-                // (an opt-in transport: where it cannot be set up, the mapped kernel takes
-                // every cut rather than the whole AllReduce being given up)
+                // (where it cannot be set up, the mapped kernel takes every cut rather than
+                // the whole AllReduce being given up)
                 match Engines::new(n, &ctxs, min) {
                     Ok(e) => {
                         this.engines = Some(e);
