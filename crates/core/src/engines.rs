@@ -113,44 +113,31 @@ pub struct Queued {
 /// first chunks of the next cut overwrite the host slots this one read).
 pub fn schedule(gpus: usize, chunks: usize) -> Vec<Queued> {
     let mut v = Vec::new();
+    let mut q = |gpu, stream, op| v.push(Queued { gpu, stream, op });
     for c in 0..chunks {
         let set = c % SETS;
         for g in 0..gpus {
-            let mut q = |op| {
-                v.push(Queued {
-                    gpu: g,
-                    stream: Stream::Out,
-                    op,
-                })
-            };
             if c == 0 {
-                q(Op::WaitReady);
+                q(g, Stream::Out, Op::WaitReady);
             }
             if c >= SETS {
                 for h in (0..gpus).filter(|&h| h != g) {
-                    q(Op::WaitIn { gpu: h, set });
+                    q(g, Stream::Out, Op::WaitIn { gpu: h, set });
                 }
             }
-            q(Op::CopyOut { chunk: c, set });
-            q(Op::RecordOut { set });
+            q(g, Stream::Out, Op::CopyOut { chunk: c, set });
+            q(g, Stream::Out, Op::RecordOut { set });
         }
         for g in 0..gpus {
-            let mut q = |op| {
-                v.push(Queued {
-                    gpu: g,
-                    stream: Stream::Sum,
-                    op,
-                })
-            };
             for h in (0..gpus).filter(|&h| h != g) {
-                q(Op::WaitOut { gpu: h, set });
+                q(g, Stream::Sum, Op::WaitOut { gpu: h, set });
             }
-            q(Op::CopyIn { chunk: c, set });
-            q(Op::RecordIn { set });
+            q(g, Stream::Sum, Op::CopyIn { chunk: c, set });
+            q(g, Stream::Sum, Op::RecordIn { set });
             // (its own out stream only before the sum, which may overwrite the partials in
             // place: the copy in need not wait for the copy out)
-            q(Op::WaitOut { gpu: g, set });
-            q(Op::Sum { chunk: c });
+            q(g, Stream::Sum, Op::WaitOut { gpu: g, set });
+            q(g, Stream::Sum, Op::Sum { chunk: c });
         }
     }
     v
