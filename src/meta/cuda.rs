@@ -398,10 +398,8 @@ impl CudaAllReduce {
             this.launchers.push(launcher);
             r?;
         }
-        let engines_min = match std::env::var("GGML_META_ENGINES_MIN").ok().as_deref() {
-            Some("off") => None,
-            v => Some(v.and_then(|v| v.parse().ok()).unwrap_or(ENGINES_MIN)),
-        };
+        let setting = std::env::var("GGML_META_ENGINES_MIN").ok();
+        let engines_min = engines::threshold(setting.as_deref(), ENGINES_MIN);
         let engines = match engines_min {
             Some(min) if this.mapped.is_some() && this.launchers.len() > 1 => {
                 let ctxs: Vec<_> = this.launchers.iter().map(|l| l.ctx).collect();

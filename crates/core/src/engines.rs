@@ -52,6 +52,16 @@ pub fn transport(
     }
 }
 
+/// The bytes a partial from which cuts go by the copy engines, from the setting
+/// `GGML_META_ENGINES_MIN` (`setting`: bytes, or `off` for never; unset or unreadable: `default`).
+pub fn threshold(setting: Option<&str>, default: u64) -> Option<u64> {
+    match setting.map(str::trim) {
+        Some("off") => None,
+        Some(v) => Some(v.parse().unwrap_or(default)),
+        None => Some(default),
+    }
+}
+
 /// The chunks of `units` rows, up to `rows` each, in order: (first row, rows).
 pub fn chunks(units: u64, rows: u64) -> impl Iterator<Item = (u64, u64)> {
     let rows = rows.max(1);
@@ -173,6 +183,15 @@ mod tests {
             Transport::Engines { rows }
         );
         assert_eq!(transport(2, 1, 4, 0, slot), Transport::Engines { rows });
+    }
+
+    #[test]
+    fn the_threshold_is_bytes_off_or_the_default() {
+        assert_eq!(threshold(None, 128), Some(128));
+        assert_eq!(threshold(Some("0"), 128), Some(0));
+        assert_eq!(threshold(Some(" 1048576 "), 128), Some(1 << 20));
+        assert_eq!(threshold(Some("off"), 128), None);
+        assert_eq!(threshold(Some("1 MiB"), 128), Some(128));
     }
 
     #[test]
