@@ -480,10 +480,16 @@ fn map_view_in_periods(
     // byte falls in it, placed as in the first, `k` device chunks further.
     let mut pieces: Vec<Piece> = Vec::new();
     let mut end_of = vec![None::<usize>; n]; // byte after the last row placed on device j
+    // (a view whose bytes, a chunk further, the address space cannot hold reaches outside
+    // any source; the sums below stay within that)
     let last_byte = match step {
-        usize::MAX => w,
-        _ => w + (rows.max(1) as usize - 1) * step,
-    };
+        usize::MAX => Some(w),
+        _ => (rows.max(1) as usize - 1)
+            .checked_mul(step)
+            .and_then(|b| b.checked_add(w)),
+    }
+    .filter(|b| b.checked_add(chunk).is_some())
+    .ok_or(RuleError::ViewOutside)?;
     let intervals = d.intervals();
     for k in 0..=last_byte / chunk {
         for iv in &intervals {
@@ -1340,6 +1346,21 @@ pub(crate) mod tests {
         assert_eq!(layouts[0].offs, 16);
         assert_eq!(layouts[1].offs, 16);
         assert_eq!(layouts[2].offs, 0);
+    }
+
+    /// Found by the fuzz target `view_mapping` (its corpus keeps the input): a view whose
+    /// rows times its step overflow the address space overflowed the arithmetic (a panic in
+    /// builds with overflow checks, a wrong mapping without) instead of being refused.
+    #[test]
+    fn a_view_beyond_the_address_space_is_outside() {
+        let base = f32_layout([4, 1, 1, 1]);
+        let v = Layout {
+            ne: [1, 1 << 62, 1, 1],
+            nb: [4, 8, 8, 8],
+            blck: 1,
+        };
+        let r = map_view(&base, &Split::dim(0, vec![2, 2]), &v, 0, 2);
+        assert_eq!(r.map(|(s, _)| s), Err(RuleError::ViewOutside));
     }
 
     #[test]
