@@ -480,6 +480,7 @@ fn map_view_in_periods(
     // byte falls in it, placed as in the first, `k` device chunks further.
     let mut pieces: Vec<Piece> = Vec::new();
     let mut end_of = vec![None::<usize>; n]; // byte after the last row placed on device j
+
     // (a view whose bytes, a chunk further, the address space cannot hold reaches outside
     // any source; the sums below stay within that)
     let last_byte = match step {
