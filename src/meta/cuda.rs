@@ -96,6 +96,13 @@ struct Launcher {
     sms: u32,
 }
 
+impl Launcher {
+    /// The CUevent inside `done`.
+    fn done_event(&self) -> sys::CUevent {
+        self.done.context as sys::CUevent
+    }
+}
+
 /// One launch's kernel arguments, in the order of its kernel's parameters.
 struct Args {
     /// Which kernel (an index into `Kernel::ALL`).
@@ -589,11 +596,7 @@ impl CudaAllReduce {
             .filter(|(_, &s)| s)
             .try_for_each(|(l, _)| {
                 cur.switch(l.ctx)?;
-                check(
-                    // SAFETY: our event and stream, in this context.
-                    unsafe { sys::cuEventRecord(l.done.context as sys::CUevent, l.stream) },
-                    "cuEventRecord",
-                )
+                record(l.done_event(), l.stream)
             })
     }
 
@@ -632,26 +635,16 @@ impl CudaAllReduce {
                     engines::Stream::Out => side.out_stream,
                     engines::Stream::Sum => self.launchers[g].stream,
                 };
-                let wait = |event: sys::CUevent| {
-                    check(
-                        // SAFETY: our stream waits for an event of ours (another GPU's: allowed).
-                        unsafe { sys::cuStreamWaitEvent(stream, event, 0) },
-                        "cuStreamWaitEvent",
-                    )
-                };
-                let record = |event: sys::CUevent| {
-                    check(
-                        // SAFETY: our event and stream, in this context.
-                        unsafe { sys::cuEventRecord(event, stream) },
-                        "cuEventRecord",
-                    )
-                };
                 match q.op {
                     engines::Op::WaitReady => self.wait_ready(stream, Some(g))?,
-                    engines::Op::WaitOut { gpu, set } => wait(e.sides[gpu].copied_out[set])?,
-                    engines::Op::WaitIn { gpu, set } => wait(e.sides[gpu].copied_in[set])?,
-                    engines::Op::RecordOut { set } => record(side.copied_out[set])?,
-                    engines::Op::RecordIn { set } => record(side.copied_in[set])?,
+                    engines::Op::WaitOut { gpu, set } => {
+                        wait_for(stream, e.sides[gpu].copied_out[set])?
+                    }
+                    engines::Op::WaitIn { gpu, set } => {
+                        wait_for(stream, e.sides[gpu].copied_in[set])?
+                    }
+                    engines::Op::RecordOut { set } => record(side.copied_out[set], stream)?,
+                    engines::Op::RecordIn { set } => record(side.copied_in[set], stream)?,
                     engines::Op::CopyOut { chunk, set } => {
                         let (shift, bytes) = bytes_of(chunk);
                         for k in members(g, true) {
@@ -726,16 +719,8 @@ impl CudaAllReduce {
             .filter(|(_, &s)| s)
             .try_for_each(|((l, side), _)| {
                 cur.switch(l.ctx)?;
-                check(
-                    // SAFETY: our event and streams, in this context.
-                    unsafe { sys::cuEventRecord(side.out_ended, side.out_stream) },
-                    "cuEventRecord",
-                )?;
-                check(
-                    // SAFETY: as above.
-                    unsafe { sys::cuStreamWaitEvent(l.stream, side.out_ended, 0) },
-                    "cuStreamWaitEvent",
-                )
+                record(side.out_ended, side.out_stream)?;
+                wait_for(l.stream, side.out_ended)
             });
         let recorded = self.record_done(&cur, &started);
         drop(cur);
@@ -1045,19 +1030,12 @@ impl CudaAllReduce {
             "cuStreamBeginCapture",
         )?;
         let fork = || -> Result<(), String> {
-            let start = l0.done.context as sys::CUevent;
-            check(
-                // SAFETY: our event and capturing stream.
-                unsafe { sys::cuEventRecord(start, l0.stream) },
-                "cuEventRecord",
-            )?;
+            let start = l0.done_event();
+            record(start, l0.stream)?;
             for l in &self.launchers[1..] {
                 cur.switch(l.ctx)?;
-                check(
-                    // SAFETY: our stream waits for our event: it joins the capture.
-                    unsafe { sys::cuStreamWaitEvent(l.stream, start, 0) },
-                    "cuStreamWaitEvent",
-                )?;
+                // (waiting for an event recorded in the capture joins it)
+                wait_for(l.stream, start)?;
             }
             self.release(backends, 1);
             Ok(())
@@ -1112,22 +1090,13 @@ impl CudaAllReduce {
         self.record_ready(backends);
         for l in &self.launchers[1..] {
             cur.switch(l.ctx)?;
-            check(
-                // SAFETY: our event and stream.
-                unsafe { sys::cuEventRecord(l.done.context as sys::CUevent, l.stream) },
-                "cuEventRecord",
-            )?;
+            record(l.done_event(), l.stream)?;
         }
         cur.switch(l0.ctx)?;
         self.wait_ready(l0.stream, None)?;
-        for l in &self.launchers[1..] {
-            check(
-                // SAFETY: our stream waits for another launcher's event.
-                unsafe { sys::cuStreamWaitEvent(l0.stream, l.done.context as sys::CUevent, 0) },
-                "cuStreamWaitEvent",
-            )?;
-        }
-        Ok(())
+        self.launchers[1..]
+            .iter()
+            .try_for_each(|l| wait_for(l0.stream, l.done_event()))
     }
 
     /// Whether our first stream is outside any capture (a failed [`end_capture`] may leave it
@@ -1154,11 +1123,7 @@ impl CudaAllReduce {
             unsafe { sys::cuGraphLaunch(step.exec, l0.stream) },
             "cuGraphLaunch",
         )?;
-        check(
-            // SAFETY: our event and stream.
-            unsafe { sys::cuEventRecord(l0.done.context as sys::CUevent, l0.stream) },
-            "cuEventRecord",
-        )?;
+        record(l0.done_event(), l0.stream)?;
         self.release(backends, 1);
         Ok(())
     }
@@ -1178,15 +1143,10 @@ impl CudaAllReduce {
     fn wait_ready(&self, stream: sys::CUstream, gpu: Option<usize>) -> Result<(), String> {
         let ordinal = |launcher: usize| self.ctxs[launcher].0;
         let mine = |k: &usize| gpu.is_none_or(|g| ordinal(self.gpu_of[*k]) == ordinal(g));
-        (0..self.ready.len()).filter(mine).try_for_each(|k| {
-            check(
-                // SAFETY: `context` of a CUDA backend's event is its CUevent (module doc).
-                unsafe {
-                    sys::cuStreamWaitEvent(stream, self.ready[k].context() as sys::CUevent, 0)
-                },
-                "cuStreamWaitEvent",
-            )
-        })
+        // (`context` of a CUDA backend's event is its CUevent: module doc)
+        (0..self.ready.len())
+            .filter(mine)
+            .try_for_each(|k| wait_for(stream, self.ready[k].context() as sys::CUevent))
     }
 
     /// The `done` event of launcher `l` as a ggml event.
@@ -1211,6 +1171,27 @@ impl CudaAllReduce {
             b.event_wait(self.done(g));
         }
     }
+}
+
+/// Records `event` on `stream`, both of the current context.
+fn record(event: sys::CUevent, stream: sys::CUstream) -> Result<(), String> {
+    check(
+        // SAFETY: every caller passes a live event and stream of ours (created with this
+        // backend, destroyed only in Drop), of the current context.
+        unsafe { sys::cuEventRecord(event, stream) },
+        "cuEventRecord",
+    )
+}
+
+/// Makes `stream` (of the current context) wait for the last record of `event` issued so far
+/// (an event of any of our GPUs: allowed across contexts).
+fn wait_for(stream: sys::CUstream, event: sys::CUevent) -> Result<(), String> {
+    check(
+        // SAFETY: every caller passes a live stream of ours, of the current context, and a
+        // live event: ours, or a CUDA backend's ready event (alive with this backend).
+        unsafe { sys::cuStreamWaitEvent(stream, event, 0) },
+        "cuStreamWaitEvent",
+    )
 }
 
 /// Launches `kernel` of our modules on `stream` (of the current context), `blocks` blocks of
@@ -1321,7 +1302,7 @@ impl Drop for CudaAllReduce {
                             sys::cuStreamDestroy_v2(l.stream);
                         }
                         if !l.done.context.is_null() {
-                            sys::cuEventDestroy_v2(l.done.context as sys::CUevent);
+                            sys::cuEventDestroy_v2(l.done_event());
                         }
                         sys::cuModuleUnload(l.module);
                     }
