@@ -52,18 +52,13 @@ fuzz_one() {
 jobs="${JOBS:-$(nproc)}"
 failed=0
 running=0
+reap() { wait -n || failed=1; running=$((running - 1)); }
 for t in "${targets[@]}"; do
-    if (( running >= jobs )); then
-        wait -n || failed=1
-        running=$((running - 1))
-    fi
+    if (( running >= jobs )); then reap; fi
     fuzz_one "$t" &
     running=$((running + 1))
 done
-while (( running > 0 )); do
-    wait -n || failed=1
-    running=$((running - 1))
-done
+while (( running > 0 )); do reap; done
 (( failed == 0 )) || exit 1
 for t in "${targets[@]}"; do
     log="$out/$t.log"
